@@ -1,0 +1,82 @@
+/*
+ * mscclpp core: status codes, error text, version, parameters.
+ *
+ * This header compiles as C11 and as C++. Every public function of the
+ * library returns an mscclppResult_t; on failure the reason is logged once
+ * (where it was decided) and can be read back with mscclppGetLastError().
+ */
+#ifndef MSCCLPP_CORE_H_
+#define MSCCLPP_CORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Marks the functions the shared library exports (the rest is hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define MSCCLPP_API __attribute__((visibility("default")))
+#else
+#define MSCCLPP_API
+#endif
+
+#define MSCCLPP_MAJOR 0
+#define MSCCLPP_MINOR 1
+#define MSCCLPP_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH */
+#define MSCCLPP_VERSION (MSCCLPP_MAJOR * 10000 + MSCCLPP_MINOR * 100 + MSCCLPP_PATCH)
+
+/* Status codes. Values 0..7 are the seed's (and NCCL's); Timeout and Aborted
+ * are ours. Never renumber: they cross process and ABI boundaries. */
+typedef enum {
+  mscclppSuccess = 0,
+  mscclppUnhandledCudaError = 1, /* a CUDA call failed */
+  mscclppSystemError = 2,        /* a system call failed (socket, memory, thread) */
+  mscclppInternalError = 3,      /* a bug in mscclpp */
+  mscclppInvalidArgument = 4,    /* a bad argument (NULL, out of range, malformed) */
+  mscclppInvalidUsage = 5,       /* a call in the wrong state, or not supported */
+  mscclppRemoteError = 6,        /* a peer failed, left, or sent something invalid */
+  mscclppInProgress = 7,         /* a non-blocking operation has not completed yet */
+  mscclppTimeout = 8,            /* a bounded wait ran past MSCCLPP_TIMEOUT */
+  mscclppAborted = 9,            /* the operation was abandoned because of an abort */
+  mscclppNumResults = 10
+} mscclppResult_t;
+
+/* A fixed, human-readable name for a status ("invalid argument"). Never NULL;
+ * an unknown value gives "unknown result". */
+MSCCLPP_API const char* mscclppGetErrorString(mscclppResult_t result);
+
+/* The reason of the last failure decided on the calling thread, e.g.
+ * "connect to 10.0.0.2:29500 failed: Connection refused". Empty string when
+ * no failure happened on this thread. The text stays valid until the next
+ * failing call on the same thread. */
+MSCCLPP_API const char* mscclppGetLastError(void);
+
+/* Library version as MSCCLPP_VERSION computes it. version must not be NULL. */
+MSCCLPP_API mscclppResult_t mscclppGetVersion(int* version);
+
+/* ---- Parameters ----------------------------------------------------------
+ * Every MSCCLPP_* environment variable the library reads is a row of one
+ * table. Values are read when a communicator is created (and by the tools),
+ * never cached behind the caller's back. */
+typedef struct {
+  const char* name;         /* "MSCCLPP_TIMEOUT" */
+  const char* type;         /* "int", "float" or "string" */
+  const char* defaultValue; /* as text */
+  const char* help;         /* one line */
+} mscclppParamInfo;
+
+/* Number of rows in the parameter table. */
+MSCCLPP_API int mscclppParamCount(void);
+
+/* Row index (0 <= index < mscclppParamCount()) of the table into *info.
+ * Returns mscclppInvalidArgument for an index out of range or NULL info. */
+MSCCLPP_API mscclppResult_t mscclppParamGetInfo(int index, mscclppParamInfo* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_CORE_H_ */

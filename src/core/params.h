@@ -1,0 +1,58 @@
+/*
+ * The one table of MSCCLPP_* parameters.
+ *
+ * Each row: X(field, "ENV_NAME", TYPE, "default", "help"). TYPE is INT
+ * (int64_t), FLOAT (double) or STR (a copied string of < 256 bytes).
+ * mscclppParamsLoad() fills a struct mscclppParams from the environment; a
+ * communicator keeps its own copy, taken when it is created. README's table of
+ * environment variables is generated from this table (mscclpp-info --params
+ * --markdown), and a test checks that they agree.
+ *
+ * To add a parameter: add a row here. Nothing else.
+ */
+#ifndef MSCCLPP_SRC_CORE_PARAMS_H_
+#define MSCCLPP_SRC_CORE_PARAMS_H_
+
+#include <stdint.h>
+
+#include "mscclpp/core.h"
+
+#define MSCCLPP_PARAM_STR_MAX 256
+
+/* clang-format off */
+#define MSCCLPP_PARAM_TABLE(X) \
+  X(debug,          "MSCCLPP_DEBUG",           STR,   "WARN", "Log level: NONE, WARN, INFO or TRACE (NCCL_DEBUG is read when this is unset)") \
+  X(debugSubsys,    "MSCCLPP_DEBUG_SUBSYS",    STR,   "ALL",  "Comma list of subsystems to log (INIT,BOOTSTRAP,GPU,MEM,TRANSPORT,PROXY,CHANNEL,COLL,NET,NCCL,TOOLS,ENV or ALL); a leading ^ excludes the listed ones") \
+  X(debugFile,      "MSCCLPP_DEBUG_FILE",      STR,   "",     "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid") \
+  X(timeout,        "MSCCLPP_TIMEOUT",         FLOAT, "30",   "Seconds any wait (bootstrap, FIFO, semaphore, proxy) may last before it fails with mscclppTimeout") \
+  X(commId,         "MSCCLPP_COMM_ID",         STR,   "",     "Root address ip:port ([ipv6]:port) for communicators created from the environment") \
+  X(commSecret,     "MSCCLPP_COMM_SECRET",     STR,   "",     "32 hex digits: the job secret for ip:port and environment initialisation (mscclpp-run sets a random one); when unset it is derived from the address, which proves the job but is not secret") \
+  X(rank,           "MSCCLPP_RANK",            INT,   "-1",   "This process's rank, set by mscclpp-run; otherwise Open MPI, Slurm or torchrun variables are used") \
+  X(nranks,         "MSCCLPP_NRANKS",          INT,   "-1",   "Number of ranks, set by mscclpp-run") \
+  X(localRank,      "MSCCLPP_LOCAL_RANK",      INT,   "-1",   "Rank among the ranks of this host, set by mscclpp-run") \
+  X(socketIfname,   "MSCCLPP_SOCKET_IFNAME",   STR,   "",     "Interfaces for bootstrap sockets: comma list of name prefixes; ^ excludes, = matches exactly (as NCCL_SOCKET_IFNAME)") \
+  X(socketFamily,   "MSCCLPP_SOCKET_FAMILY",   STR,   "",     "AF_INET or AF_INET6 to force the bootstrap's address family; empty picks what the interface has") \
+  X(hostId,         "MSCCLPP_HOSTID",          STR,   "",     "Overrides the host identity used to find ranks of the same host (default: host name and network namespace)") \
+  X(fifoSize,       "MSCCLPP_FIFO_SIZE",       INT,   "512",  "Number of 16-byte trigger slots in each proxy FIFO (a power of two)") \
+  X(proxyBackoffUs, "MSCCLPP_PROXY_BACKOFF_US",INT,   "0",    "0: proxy threads busy-poll; N>0: an idle proxy thread sleeps up to N microseconds between polls") \
+  X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind")
+/* clang-format on */
+
+#define MSCCLPP_PARAM_FIELD_INT(f) int64_t f
+#define MSCCLPP_PARAM_FIELD_FLOAT(f) double f
+#define MSCCLPP_PARAM_FIELD_STR(f) char f[MSCCLPP_PARAM_STR_MAX]
+#define MSCCLPP_PARAM_FIELD(f, env, type, def, help) MSCCLPP_PARAM_FIELD_##type(f);
+
+struct mscclppParams {
+  MSCCLPP_PARAM_TABLE(MSCCLPP_PARAM_FIELD)
+};
+
+/* Fill *params from the environment (defaults for unset variables).
+ * Returns mscclppInvalidArgument, naming the variable and the bad value, when
+ * a variable does not parse as its type or a string is too long. */
+mscclppResult_t mscclppParamsLoad(struct mscclppParams* params);
+
+/* Current text of parameter `name` from the environment, or its default. */
+const char* mscclppParamValueText(const char* name);
+
+#endif /* MSCCLPP_SRC_CORE_PARAMS_H_ */

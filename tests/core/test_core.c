@@ -1,0 +1,160 @@
+/* Unit tests of the core layer: status strings, last error, parameters,
+ * logging configuration, SipHash, hex, deadlines. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/util.h"
+#include "harness.h"
+
+static void testErrorStrings(void) {
+  for (int r = 0; r < mscclppNumResults; r++) {
+    const char* s = mscclppGetErrorString((mscclppResult_t)r);
+    CHECK(s != NULL && strlen(s) > 0 && strcmp(s, "unknown result") != 0);
+  }
+  CHECK(strcmp(mscclppGetErrorString((mscclppResult_t)1234), "unknown result") == 0);
+  CHECK(strcmp(mscclppGetErrorString(mscclppTimeout), "timeout") == 0);
+  CHECK(mscclppTimeout == 8 && mscclppAborted == 9 && mscclppRemoteError == 6);
+}
+
+static void testLastError(void) {
+  setenv("MSCCLPP_DEBUG", "NONE", 1);
+  CHECK_RES(mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "value %d is bad", 42), mscclppInvalidArgument);
+  CHECK(strcmp(mscclppGetLastError(), "value 42 is bad") == 0);
+  CHECK_RES(mscclppGetVersion(NULL), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "NULL") != NULL);
+  int v = 0;
+  CHECK_RES(mscclppGetVersion(&v), mscclppSuccess);
+  CHECK(v == MSCCLPP_VERSION);
+}
+
+static void testParams(void) {
+  struct mscclppParams p;
+  unsetenv("MSCCLPP_TIMEOUT");
+  unsetenv("MSCCLPP_FIFO_SIZE");
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  CHECK(p.timeout == 30.0);
+  CHECK(p.fifoSize == 512);
+  setenv("MSCCLPP_TIMEOUT", "2.5", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  CHECK(p.timeout == 2.5);
+  setenv("MSCCLPP_TIMEOUT", "abc", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_TIMEOUT") != NULL);
+  CHECK(p.timeout == 2.5); /* outputs untouched on failure */
+  setenv("MSCCLPP_TIMEOUT", "-1", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  unsetenv("MSCCLPP_TIMEOUT");
+  setenv("MSCCLPP_FIFO_SIZE", "100", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "power of two") != NULL);
+  unsetenv("MSCCLPP_FIFO_SIZE");
+  char longStr[400];
+  memset(longStr, 'x', sizeof(longStr) - 1);
+  longStr[sizeof(longStr) - 1] = '\0';
+  setenv("MSCCLPP_SOCKET_IFNAME", longStr, 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  unsetenv("MSCCLPP_SOCKET_IFNAME");
+
+  int n = mscclppParamCount();
+  CHECK(n > 5);
+  int sawTimeout = 0;
+  for (int i = 0; i < n; i++) {
+    mscclppParamInfo info;
+    CHECK_RES(mscclppParamGetInfo(i, &info), mscclppSuccess);
+    CHECK(strncmp(info.name, "MSCCLPP_", 8) == 0);
+    CHECK(strlen(info.help) > 0);
+    if (strcmp(info.name, "MSCCLPP_TIMEOUT") == 0) sawTimeout = strcmp(info.type, "float") == 0;
+  }
+  CHECK(sawTimeout);
+  mscclppParamInfo info;
+  CHECK_RES(mscclppParamGetInfo(n, &info), mscclppInvalidArgument);
+  CHECK_RES(mscclppParamGetInfo(-1, &info), mscclppInvalidArgument);
+  CHECK_RES(mscclppParamGetInfo(0, NULL), mscclppInvalidArgument);
+}
+
+static void testLogging(void) {
+  char path[256], expanded[300];
+  snprintf(path, sizeof(path), "/tmp/mscclpp-log-test-%d-%%p.txt", (int)getpid());
+  snprintf(expanded, sizeof(expanded), "/tmp/mscclpp-log-test-%d-%d.txt", (int)getpid(), (int)getpid());
+  unlink(expanded);
+  setenv("MSCCLPP_DEBUG", "INFO", 1);
+  setenv("MSCCLPP_DEBUG_SUBSYS", "^NET", 1);
+  setenv("MSCCLPP_DEBUG_FILE", path, 1);
+  struct mscclppParams p;
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  mscclppLogConfigure(&p);
+  mscclppLogSetRank(7);
+  CHECK(mscclppLogEnabled(MSCCLPP_LOG_LEVEL_INFO, MSCCLPP_LOG_INIT));
+  CHECK(!mscclppLogEnabled(MSCCLPP_LOG_LEVEL_INFO, MSCCLPP_LOG_NET));
+  CHECK(!mscclppLogEnabled(MSCCLPP_LOG_LEVEL_TRACE, MSCCLPP_LOG_INIT));
+  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "hello %d", 123);
+  MSCCLPP_INFO(MSCCLPP_LOG_NET, "must not appear");
+  setenv("MSCCLPP_DEBUG", "NONE", 1);
+  unsetenv("MSCCLPP_DEBUG_FILE");
+  unsetenv("MSCCLPP_DEBUG_SUBSYS");
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  mscclppLogConfigure(&p); /* closes the file */
+  FILE* f = fopen(expanded, "r");
+  CHECK(f != NULL);
+  if (f) {
+    char buf[4096] = {0};
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    CHECK(strstr(buf, "hello 123") != NULL);
+    CHECK(strstr(buf, "[7] MSCCLPP INFO INIT") != NULL);
+    CHECK(strstr(buf, "must not appear") == NULL);
+    char pid[32];
+    snprintf(pid, sizeof(pid), ":%d:", (int)getpid());
+    CHECK(strstr(buf, pid) != NULL);
+  }
+  unlink(expanded);
+  CHECK(!mscclppLogEnabled(MSCCLPP_LOG_LEVEL_WARN, MSCCLPP_LOG_INIT));
+}
+
+static void testSipHash(void) {
+  /* Reference vector from the SipHash paper: key 00..0f, message 00..0e. */
+  uint8_t key[16], msg[15];
+  for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+  for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
+  CHECK(mscclppSipHash(key, msg, 15) == 0xa129ca6149be45e5ull);
+  CHECK(mscclppSipHash(key, msg, 0) == 0x726fdb47dd0e0e31ull);
+}
+
+static void testHexAndRandom(void) {
+  uint8_t a[16], b[16];
+  char hex[33];
+  CHECK_RES(mscclppRandomBytes(a, sizeof(a)), mscclppSuccess);
+  mscclppHexEncode(a, sizeof(a), hex);
+  CHECK(strlen(hex) == 32);
+  CHECK_RES(mscclppHexDecode(hex, b, sizeof(b)), mscclppSuccess);
+  CHECK(memcmp(a, b, 16) == 0);
+  CHECK_RES(mscclppHexDecode("zz", b, 1), mscclppInvalidArgument);
+  CHECK_RES(mscclppHexDecode("abc", b, 1), mscclppInvalidArgument);
+}
+
+static void testDeadline(void) {
+  mscclppDeadline d = mscclppDeadlineIn(0.05);
+  CHECK(!mscclppDeadlinePassed(d));
+  CHECK(mscclppDeadlineRemainingMs(d) > 0 && mscclppDeadlineRemainingMs(d) <= 50);
+  usleep(60000);
+  CHECK(mscclppDeadlinePassed(d));
+  CHECK(mscclppDeadlineRemainingMs(d) == 0);
+  CHECK(mscclppDeadlinePassed(mscclppDeadlineIn(0)));
+}
+
+int main(void) {
+  RUN(testErrorStrings);
+  RUN(testLastError);
+  RUN(testParams);
+  RUN(testLogging);
+  RUN(testSipHash);
+  RUN(testHexAndRandom);
+  RUN(testDeadline);
+  return harnessFinish();
+}
