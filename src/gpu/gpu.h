@@ -10,6 +10,17 @@
 
 #include "mscclpp/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device number that means "no GPU: the host backend". Every function
+ * below that takes a device treats device < 0 this way: plain, aligned,
+ * zeroed host memory stands in for device and host-mapped memory, copies are
+ * memcpy, streams are synchronous. With CUDA compiled in but no GPU present
+ * (CI), these are the only paths taken. */
+#define MSCCLPP_HOST_BACKEND_DEVICE (-1)
+
 /* Number of usable CUDA devices: 0 without CUDA support, driver or device.
  * Never fails. */
 int mscclppGpuDeviceCount(void);
@@ -33,5 +44,52 @@ mscclppResult_t mscclppGpuNumaNode(int dev, int* node);
  * /sys/devices/system/node/node<N>/cpulist). node -1 does nothing and logs at
  * INFO. No libnuma needed. */
 mscclppResult_t mscclppCpuBindNumaNode(int node);
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* Zeroed, page-aligned host memory that the host and kernels of `device` both
+ * read and write: pinned and mapped (cudaHostAlloc Mapped|Portable). The
+ * host's address goes to *hostPtr, the kernels' to *devPtr (the same address
+ * on the host backend). mscclppInvalidArgument for bytes == 0 or NULL
+ * outputs, mscclppSystemError / mscclppUnhandledCudaError when allocation
+ * fails. Outputs are written only on success. */
+mscclppResult_t mscclppGpuHostAllocMapped(int device, size_t bytes, void** hostPtr, void** devPtr);
+/* Free what mscclppGpuHostAllocMapped returned (by its host address). NULL
+ * is ignored. */
+void mscclppGpuHostFreeMapped(int device, void* hostPtr);
+
+/* Zeroed device memory of `device` (256-byte aligned; plain host memory on
+ * the host backend). Errors as mscclppGpuHostAllocMapped. */
+mscclppResult_t mscclppGpuDeviceAlloc(int device, size_t bytes, void** ptr);
+void mscclppGpuDeviceFree(int device, void* ptr);
+
+/* Blocking copy in any direction (unified addressing). Under CUDA it is
+ * cudaMemcpy: it waits for earlier work of blocking streams, so never call
+ * it while a kernel on such a stream waits for the caller. */
+mscclppResult_t mscclppGpuMemcpy(int device, void* dst, const void* src, size_t bytes);
+
+/* Make `device` current on the calling thread (nothing on the host backend). */
+mscclppResult_t mscclppGpuSetDevice(int device);
+
+/* ---- streams ------------------------------------------------------------------
+ * A non-blocking stream of one device (it never waits for the legacy default
+ * stream). On the host backend a stream is a token and every operation on it
+ * completes before it returns. */
+typedef struct mscclppGpuStream* mscclppGpuStream_t;
+
+mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream);
+/* Waits for nothing; NULL is ignored. */
+void mscclppGpuStreamDestroy(mscclppGpuStream_t stream);
+/* Enqueue a copy (any direction). */
+mscclppResult_t mscclppGpuMemcpyAsync(mscclppGpuStream_t stream, void* dst, const void* src, size_t bytes);
+/* *done = 1 when everything enqueued has completed. */
+mscclppResult_t mscclppGpuStreamQuery(mscclppGpuStream_t stream, int* done);
+/* Wait, at most timeoutSec, for everything enqueued (mscclppTimeout after
+ * that; the work stays enqueued). */
+mscclppResult_t mscclppGpuStreamSynchronize(mscclppGpuStream_t stream, double timeoutSec);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MSCCLPP_SRC_GPU_GPU_H_ */

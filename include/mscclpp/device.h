@@ -1,0 +1,336 @@
+/*
+ * Device-side building blocks shared by every device header (FIFO push,
+ * semaphores, channels): the qualifier macros, THE set of named atomics and
+ * fences, the clock, and the bounded, abortable wait.
+ *
+ * The same text compiles two ways:
+ *  - under nvcc (a .cu file) the functions are `__device__` and use PTX;
+ *  - under a C compiler they are `static inline` host functions built on the
+ *    GCC/Clang `__atomic` builtins: the host backend, where CPU threads play
+ *    the kernels (this is how CI runs the real protocols without a GPU).
+ *
+ * Ordering is never written as a bare fence in the code that uses it: each
+ * ordering purpose has one function here, documented at its definition (the
+ * model is rdma-core's util/udma_barrier.h). "sys" scope means "as seen by
+ * every agent of the system": the CPU, this GPU, and peer GPUs through mapped
+ * memory.
+ */
+#ifndef MSCCLPP_DEVICE_H_
+#define MSCCLPP_DEVICE_H_
+
+#include <stdint.h>
+
+#include "mscclpp/core.h"
+
+/* ---- qualifiers ---------------------------------------------------------- */
+
+#if defined(__CUDACC__)
+#define MSCCLPP_DEVICE_CUDA 1
+/* A function a kernel calls. */
+#define MSCCLPP_DEVICE_INLINE __device__ __forceinline__
+/* A function both the host and a kernel call (layout helpers). */
+#define MSCCLPP_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
+#else
+#define MSCCLPP_DEVICE_HOST 1
+#define MSCCLPP_DEVICE_INLINE static inline
+#define MSCCLPP_HOST_DEVICE_INLINE static inline
+#endif
+
+#if defined(__cplusplus)
+#define MSCCLPP_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define MSCCLPP_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* Two agents that write the same cache line slow each other down: every
+ * structure written by different sides is padded to this. */
+#define MSCCLPP_CACHE_LINE 64
+
+/* ThreadSanitizer cannot see inside asm: under it the 16-byte slot accesses
+ * use two 64-bit atomics (see mscclppTriggerStore), which it understands. */
+#if defined(MSCCLPP_DEVICE_HOST) && defined(__SANITIZE_THREAD__)
+#define MSCCLPP_HOST_SANITIZED 1
+#elif defined(MSCCLPP_DEVICE_HOST) && defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MSCCLPP_HOST_SANITIZED 1
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Out-of-line helpers for the host backend's waits (the library exports
+ * them; strict C11 has no monotonic clock in <time.h>). */
+/* Monotonic clock, nanoseconds. */
+MSCCLPP_API uint64_t mscclppHostClockNs(void);
+/* Let other threads run while a host-backend "kernel" waits `waitedNs` so
+ * far: sched_yield for short waits, then sleeps of up to 100 us. Threads
+ * usually outnumber cores on the host backend, and a spinning waiter must not
+ * starve the proxy (or the preempted producer) that it waits for. */
+MSCCLPP_API void mscclppHostWaitBackoff(uint64_t waitedNs);
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- loads and stores that carry ordering -------------------------------- */
+
+/* Read a word that another agent publishes with a release store (a flag, a
+ * counter, the FIFO tail). Reads after it see everything the publisher wrote
+ * before its release. */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadAcquireSys64(const uint64_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint64_t v;
+  __asm__ __volatile__("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/* Read a word another agent may change at any time, without ordering (the
+ * abort flag, a cached copy of the tail). Never torn, never cached in a
+ * register across calls. */
+MSCCLPP_DEVICE_INLINE uint32_t mscclppLoadRelaxedSys32(const uint32_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint32_t v;
+  __asm__ __volatile__("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadRelaxedSys64(const uint64_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint64_t v;
+  __asm__ __volatile__("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+/* "Data visible before flag": store v to p after every earlier write of this
+ * thread (to any memory: device, host-mapped, a peer's) is visible to the
+ * whole system. The reader pairs it with mscclppLoadAcquireSys64. Writes of
+ * OTHER threads of the block are covered only if they were ordered before
+ * this thread's store (e.g. __syncthreads() first). */
+MSCCLPP_DEVICE_INLINE void mscclppStoreReleaseSys64(uint64_t* p, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppStoreReleaseSys32(uint32_t* p, uint32_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* A store without ordering, for device-private bookkeeping that several
+ * threads may write (the FIFO's cached tail). */
+MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxed64(uint64_t* p, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadRelaxedGpu64(const uint64_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint64_t v;
+  __asm__ __volatile__("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+/* Claim the next FIFO position: a fetch-and-add on device memory with no
+ * ordering (the slot store that follows carries the ordering). Any number of
+ * threads and blocks of one GPU may call it at once. */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppAtomicClaim64(uint64_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  return (uint64_t)atomicAdd((unsigned long long*)p, 1ull);
+#else
+  return __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+/* First-wins claim of a word in device memory (the device-side error): 1 when
+ * this thread changed it from 0 to v. */
+MSCCLPP_DEVICE_INLINE int mscclppAtomicClaimFirst32(uint32_t* p, uint32_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  return atomicCAS((unsigned int*)p, 0u, v) == 0u;
+#else
+  uint32_t expected = 0;
+  return __atomic_compare_exchange_n(p, &expected, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A full system-scope fence: every write of this thread before it is visible
+ * system-wide before any write after it. For code that must publish with
+ * plain stores; prefer mscclppStoreReleaseSys64. */
+MSCCLPP_DEVICE_INLINE void mscclppFenceSystem(void) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("fence.acq_rel.sys;" ::: "memory");
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* "Trigger visible to proxy": publish a 16-byte FIFO slot with ONE store,
+ * release-ordered after every earlier write of this thread (so data the
+ * trigger describes is visible before the proxy reads the trigger).
+ *  - CUDA: st.release.sys.v2.u64 (one 16-byte store; over PCIe one write).
+ *  - x86-64 host backend: one aligned 16-byte SSE store (movdqa); x86 stores
+ *    are release-ordered (TSO), the asm is also a compiler barrier.
+ *  - elsewhere, and under ThreadSanitizer (which cannot see inside asm):
+ *    two 64-bit release stores, low word first.
+ * The protocol does not depend on the 16 bytes landing atomically: both words
+ * carry the commit bit (trigger.h), so a reader that sees a torn slot sees
+ * mismatched commit bits and reads again. */
+MSCCLPP_DEVICE_INLINE void mscclppTriggerStore(uint64_t* slot, uint64_t w0, uint64_t w1) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.release.sys.v2.u64 [%0], {%1,%2};" ::"l"(slot), "l"(w0), "l"(w1) : "memory");
+#elif defined(__x86_64__) && !defined(MSCCLPP_HOST_SANITIZED)
+  typedef long long mscclppV2i64 __attribute__((vector_size(16)));
+  mscclppV2i64 v = {(long long)w0, (long long)w1};
+  __asm__ __volatile__("movdqa %1, %0" : "=m"(*(mscclppV2i64*)slot) : "x"(v) : "memory");
+#else
+  __atomic_store_n(&slot[0], w0, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot[1], w1, __ATOMIC_RELEASE);
+#endif
+}
+
+#if defined(MSCCLPP_DEVICE_HOST)
+/* The proxy's read of one FIFO slot: ONE aligned 16-byte load with acquire
+ * ordering (host only).
+ *  - x86-64: movdqa. On AVX-capable x86 an aligned 16-byte SSE load is
+ *    single-copy atomic (Intel SDM vol. 3 §9.1.1, AMD APM §3.9.1.3); loads
+ *    are acquire-ordered (TSO); the asm is also a compiler barrier.
+ *  - elsewhere (and under ThreadSanitizer): two 64-bit acquire loads. Still
+ *    correct, because a slot is fresh only when the commit bits of BOTH words
+ *    match, and a slot is written once per lap.
+ * So correctness needs only 8-byte single-copy atomicity; the 16-byte load
+ * is what makes it one memory access per trigger. */
+static inline void mscclppTriggerLoad(const uint64_t* slot, uint64_t* w0, uint64_t* w1) {
+#if defined(__x86_64__) && !defined(MSCCLPP_HOST_SANITIZED)
+  typedef long long mscclppV2i64 __attribute__((vector_size(16)));
+  mscclppV2i64 v;
+  __asm__ __volatile__("movdqa %1, %0" : "=x"(v) : "m"(*(const mscclppV2i64*)slot) : "memory");
+  *w0 = (uint64_t)v[0];
+  *w1 = (uint64_t)v[1];
+#else
+  *w0 = __atomic_load_n(&slot[0], __ATOMIC_ACQUIRE);
+  *w1 = __atomic_load_n(&slot[1], __ATOMIC_ACQUIRE);
+#endif
+}
+#endif
+
+/* ---- clock ----------------------------------------------------------------- */
+
+/* Nanoseconds from a clock that only moves forward: %globaltimer on the GPU,
+ * CLOCK_MONOTONIC on the host backend. */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppClockNs(void) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint64_t t;
+  __asm__ __volatile__("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return mscclppHostClockNs();
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppSpinPause(void) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  /* nothing: a spinning warp yields the SM's issue slots by itself */
+#elif defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* ---- device-side errors ------------------------------------------------------
+ * A kernel that gives up (a timeout, an out-of-range trigger) records why in
+ * one 64-bit word of host-mapped memory, first error wins, and raises the
+ * abort flag so that every other wait returns. The proxy thread (or
+ * mscclppAbortGetError) turns the word into a status and a message. */
+
+/* Kinds (bits 0..7 of the word). */
+#define MSCCLPP_DEVICE_ERROR_NONE 0
+#define MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH 1      /* FIFO full for MSCCLPP_TIMEOUT; position in the word */
+#define MSCCLPP_DEVICE_ERROR_TIMEOUT_SYNC 2      /* proxy did not take the position in time */
+#define MSCCLPP_DEVICE_ERROR_TIMEOUT_FLUSH 3     /* position not completed in time */
+#define MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE 4 /* semaphore wait; expected value in the word */
+#define MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER 5   /* out-of-range trigger field; detail = field */
+/* Layout: kind (8 bits) | detail (8 bits) << 8 | value (48 bits) << 16. */
+#define MSCCLPP_DEVICE_ERROR_WORD(kind, detail, value) \
+  ((uint64_t)(kind) | ((uint64_t)(detail) & 0xffu) << 8 | ((uint64_t)(value) & 0xffffffffffffull) << 16)
+#define MSCCLPP_DEVICE_ERROR_KIND(w) ((unsigned)((w) & 0xffu))
+#define MSCCLPP_DEVICE_ERROR_DETAIL(w) ((unsigned)(((w) >> 8) & 0xffu))
+#define MSCCLPP_DEVICE_ERROR_VALUE(w) ((uint64_t)(w) >> 16)
+
+/* What every device-side wait needs; copied into each device handle.
+ * Pointers are as the waiting side sees them (device pointers on a GPU). */
+typedef struct {
+  uint32_t* abortFlag;   /* host-mapped; nonzero = aborted */
+  uint32_t* errorClaim;  /* device memory; first-wins claim of errorWord */
+  uint64_t* errorWord;   /* host-mapped; the first device-side error */
+  uint64_t timeoutNs;    /* MSCCLPP_TIMEOUT at creation */
+} mscclppWaitContext;
+
+/* Record a device-side error (first one wins) and raise the abort flag. */
+MSCCLPP_DEVICE_INLINE void mscclppDeviceRaise(const mscclppWaitContext* ctx, unsigned kind, unsigned detail,
+                                              uint64_t value) {
+  if (mscclppAtomicClaimFirst32(ctx->errorClaim, 1u))
+    mscclppStoreReleaseSys64(ctx->errorWord, MSCCLPP_DEVICE_ERROR_WORD(kind, detail, value));
+  mscclppStoreReleaseSys32(ctx->abortFlag, 1u);
+}
+
+/* State of one bounded wait; start with MSCCLPP_WAIT_STATE_INIT. */
+typedef struct {
+  uint64_t startNs;
+  uint32_t spins;
+} mscclppWaitState;
+#define MSCCLPP_WAIT_STATE_INIT {0, 0}
+
+/* How many spins between two looks at the clock and the abort flag. On the
+ * GPU a look at the abort flag is a PCIe read (~1 us), so it is rare. */
+#if defined(MSCCLPP_DEVICE_CUDA)
+#define MSCCLPP_WAIT_CHECK_INTERVAL 256u
+#else
+#define MSCCLPP_WAIT_CHECK_INTERVAL 64u
+#endif
+
+/* One step of a bounded wait: call it once per failed poll. Returns
+ * mscclppSuccess (poll again), mscclppAborted (the abort flag is up), or
+ * mscclppTimeout (the wait ran past ctx->timeoutNs; recorded as device error
+ * `kind` with `value`, which also raises the abort flag). */
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppWaitStep(const mscclppWaitContext* ctx, mscclppWaitState* st,
+                                                      unsigned kind, uint64_t value) {
+  if ((++st->spins & (MSCCLPP_WAIT_CHECK_INTERVAL - 1u)) != 0) {
+    mscclppSpinPause();
+    return mscclppSuccess;
+  }
+  if (mscclppLoadRelaxedSys32(ctx->abortFlag) != 0) return mscclppAborted;
+  uint64_t now = mscclppClockNs();
+  if (st->startNs == 0) {
+    st->startNs = now;
+  } else if (now - st->startNs > ctx->timeoutNs) {
+    mscclppDeviceRaise(ctx, kind, 0, value);
+    return mscclppTimeout;
+  }
+#if defined(MSCCLPP_DEVICE_HOST)
+  mscclppHostWaitBackoff(now - st->startNs);
+#endif
+  return mscclppSuccess;
+}
+
+#endif /* MSCCLPP_DEVICE_H_ */

@@ -1,0 +1,277 @@
+/* Memory, copies and streams of the gpu layer, with the host backend's
+ * plain-memory stand-ins (device < 0). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "gpu/gpu.h"
+
+#ifdef MSCCLPP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define HOST_ALIGN 4096
+
+static mscclppResult_t hostAlloc(size_t bytes, void** ptr) {
+  size_t rounded = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
+  void* p = aligned_alloc(HOST_ALIGN, rounded);
+  if (p == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate %zu bytes of host memory", bytes);
+  memset(p, 0, rounded);
+  *ptr = p;
+  return mscclppSuccess;
+}
+
+#ifdef MSCCLPP_HAVE_CUDA
+/* Run CUDA calls with `device` current, then give the caller's device back. */
+static mscclppResult_t enterDevice(int device, int* previous) {
+  cudaError_t err = cudaGetDevice(previous);
+  if (err == cudaSuccess) err = cudaSetDevice(device);
+  if (err != cudaSuccess)
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaSetDevice(%d): %s", device,
+                      cudaGetErrorString(err));
+  return mscclppSuccess;
+}
+
+static void leaveDevice(int previous) { (void)cudaSetDevice(previous); }
+
+static mscclppResult_t cudaFail(cudaError_t err, const char* what, int device, size_t bytes) {
+  (void)cudaGetLastError();
+  return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "%s(%zu bytes) on device %d: %s", what, bytes, device,
+                    cudaGetErrorString(err));
+}
+#endif
+
+mscclppResult_t mscclppGpuHostAllocMapped(int device, size_t bytes, void** hostPtr, void** devPtr) {
+  if (bytes == 0 || hostPtr == NULL || devPtr == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuHostAllocMapped: %s",
+                      bytes == 0 ? "zero bytes" : "NULL output");
+  if (device < 0) {
+    void* p;
+    MSCCLPP_RETURN_ON_ERROR(hostAlloc(bytes, &p));
+    *hostPtr = *devPtr = p;
+    return mscclppSuccess;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
+  void* h = NULL;
+  void* d = NULL;
+  cudaError_t err = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    leaveDevice(prev);
+    return cudaFail(err, "cudaHostAlloc", device, bytes);
+  }
+  err = cudaHostGetDevicePointer(&d, h, 0);
+  if (err != cudaSuccess) {
+    cudaFreeHost(h);
+    leaveDevice(prev);
+    return cudaFail(err, "cudaHostGetDevicePointer", device, bytes);
+  }
+  memset(h, 0, bytes);
+  leaveDevice(prev);
+  *hostPtr = h;
+  *devPtr = d;
+  return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
+}
+
+void mscclppGpuHostFreeMapped(int device, void* hostPtr) {
+  if (hostPtr == NULL) return;
+  if (device < 0) {
+    free(hostPtr);
+    return;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaError_t err = cudaFreeHost(hostPtr);
+  if (err != cudaSuccess) MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaFreeHost: %s", cudaGetErrorString(err));
+#endif
+}
+
+mscclppResult_t mscclppGpuDeviceAlloc(int device, size_t bytes, void** ptr) {
+  if (bytes == 0 || ptr == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuDeviceAlloc: %s",
+                      bytes == 0 ? "zero bytes" : "NULL output");
+  if (device < 0) return hostAlloc(bytes, ptr);
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
+  void* p = NULL;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaSuccess) {
+    /* Zero it on a private non-blocking stream and wait for that alone: never
+     * behind kernels that may be running (and waiting for this thread). */
+    cudaStream_t s;
+    err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (err == cudaSuccess) {
+      err = cudaMemsetAsync(p, 0, bytes, s);
+      if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
+    if (err != cudaSuccess) cudaFree(p);
+  }
+  leaveDevice(prev);
+  if (err != cudaSuccess) return cudaFail(err, "cudaMalloc", device, bytes);
+  *ptr = p;
+  return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
+}
+
+void mscclppGpuDeviceFree(int device, void* ptr) {
+  if (ptr == NULL) return;
+  if (device < 0) {
+    free(ptr);
+    return;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  if (enterDevice(device, &prev) != mscclppSuccess) return;
+  cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess) MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaFree: %s", cudaGetErrorString(err));
+  leaveDevice(prev);
+#endif
+}
+
+mscclppResult_t mscclppGpuMemcpy(int device, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return mscclppSuccess;
+  if (dst == NULL || src == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuMemcpy: NULL pointer");
+  if (device < 0) {
+    memmove(dst, src, bytes);
+    return mscclppSuccess;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
+  cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  leaveDevice(prev);
+  if (err != cudaSuccess) return cudaFail(err, "cudaMemcpy", device, bytes);
+  return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
+}
+
+mscclppResult_t mscclppGpuSetDevice(int device) {
+  if (device < 0) return mscclppSuccess;
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess)
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaSetDevice(%d): %s", device,
+                      cudaGetErrorString(err));
+  return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+struct mscclppGpuStream {
+  int device;
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaStream_t stream;
+#endif
+};
+
+mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream) {
+  if (stream == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuStreamCreate: NULL output");
+  struct mscclppGpuStream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate a stream object");
+  s->device = device < 0 ? MSCCLPP_HOST_BACKEND_DEVICE : device;
+  if (device >= 0) {
+#ifdef MSCCLPP_HAVE_CUDA
+    int prev;
+    mscclppResult_t res = enterDevice(device, &prev);
+    if (res != mscclppSuccess) {
+      free(s);
+      return res;
+    }
+    cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    leaveDevice(prev);
+    if (err != cudaSuccess) {
+      free(s);
+      return cudaFail(err, "cudaStreamCreateWithFlags", device, 0);
+    }
+#else
+    free(s);
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                      device);
+#endif
+  }
+  *stream = s;
+  return mscclppSuccess;
+}
+
+void mscclppGpuStreamDestroy(mscclppGpuStream_t stream) {
+  if (stream == NULL) return;
+#ifdef MSCCLPP_HAVE_CUDA
+  if (stream->device >= 0) cudaStreamDestroy(stream->stream);
+#endif
+  free(stream);
+}
+
+mscclppResult_t mscclppGpuMemcpyAsync(mscclppGpuStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (stream == NULL || ((dst == NULL || src == NULL) && bytes > 0))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuMemcpyAsync: NULL argument");
+  if (bytes == 0) return mscclppSuccess;
+  if (stream->device < 0) {
+    memmove(dst, src, bytes);
+    return mscclppSuccess;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(stream->device, &prev)); /* the stream's device must be current */
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream->stream);
+  leaveDevice(prev);
+  if (err != cudaSuccess) return cudaFail(err, "cudaMemcpyAsync", stream->device, bytes);
+#endif
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppGpuStreamQuery(mscclppGpuStream_t stream, int* done) {
+  if (stream == NULL || done == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuStreamQuery: NULL argument");
+  if (stream->device < 0) {
+    *done = 1;
+    return mscclppSuccess;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaError_t err = cudaStreamQuery(stream->stream);
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    *done = 0;
+    return mscclppSuccess;
+  }
+  if (err != cudaSuccess) return cudaFail(err, "cudaStreamQuery", stream->device, 0);
+#endif
+  *done = 1;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppGpuStreamSynchronize(mscclppGpuStream_t stream, double timeoutSec) {
+  mscclppDeadline deadline = mscclppDeadlineIn(timeoutSec);
+  uint64_t spinUntil = mscclppTimeNs() + 1000000; /* busy-poll the first ms: flush latency matters */
+  for (;;) {
+    int done = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuStreamQuery(stream, &done));
+    if (done) return mscclppSuccess;
+    if (mscclppDeadlinePassed(deadline))
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_GPU, "stream of device %d not done after %.3g s", stream->device,
+                        timeoutSec);
+    if (mscclppTimeNs() > spinUntil) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/*
+ * The FIFO's insides and the proxy's inline consumer path (public API:
+ * include/mscclpp/fifo.h). The consumer owns hostTail; nothing here locks.
+ */
+#ifndef MSCCLPP_SRC_PROXY_FIFO_H_
+#define MSCCLPP_SRC_PROXY_FIFO_H_
+
+#include <stdint.h>
+
+#include "gpu/abort.h"
+#include "gpu/gpu.h"
+#include "mscclpp/fifo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mscclppFifo {
+  int device;
+  uint32_t size;
+  uint32_t sizeLog2;
+  double timeoutSec;
+  struct mscclppAbort* abort;
+  int ownsAbort;
+  int attached; /* served by a proxy service; __atomic */
+  /* host-mapped block: slots, then tail, completed, head read-back (one
+   * cache line each) */
+  void* mappedHost;
+  void* mappedDev;
+  uint64_t* slotsHost;
+  uint64_t* slotsDev;
+  uint64_t* tailHost;
+  uint64_t* tailDev;
+  uint64_t* completedHost;
+  uint64_t* completedDev;
+  uint64_t* headReadback;
+  /* device memory: head, tailCache (one cache line each) */
+  void* devMem;
+  uint64_t* headDev;
+  uint64_t* tailCacheDev;
+  mscclppGpuStream_t stream; /* reads head back without waiting for kernels */
+  /* consumer state, on its own line */
+  uint64_t hostTail __attribute__((aligned(64)));
+  uint64_t hostCompleted;
+};
+
+/* 1 and *trigger (commit bits cleared) when the slot at hostTail is fresh. */
+static inline int mscclppFifoHostPoll(struct mscclppFifo* f, mscclppTrigger* trigger) {
+  uint64_t w0, w1;
+  mscclppTriggerLoad(f->slotsHost + 2 * (f->hostTail & (f->size - 1)), &w0, &w1);
+  uint64_t want = (((f->hostTail >> f->sizeLog2) & 1u) ^ 1u) << 63;
+  if (((w0 ^ want) | (w1 ^ want)) & MSCCLPP_TRIGGER_COMMIT_BIT) return 0;
+  trigger->value[0] = w0 & ~MSCCLPP_TRIGGER_COMMIT_BIT;
+  trigger->value[1] = w1 & ~MSCCLPP_TRIGGER_COMMIT_BIT;
+  return 1;
+}
+
+/* The slot at hostTail is consumed: publish tail = hostTail + 1. */
+static inline void mscclppFifoHostPop(struct mscclppFifo* f) {
+  f->hostTail++;
+  mscclppStoreReleaseSys64(f->tailHost, f->hostTail);
+}
+
+/* Positions < end are complete at their destination. */
+static inline void mscclppFifoHostComplete(struct mscclppFifo* f, uint64_t end) {
+  if (end != f->hostCompleted) {
+    f->hostCompleted = end;
+    mscclppStoreReleaseSys64(f->completedHost, end);
+  }
+}
+
+/* Number of positions claimed by pushers and not yet consumed (head - tail),
+ * read without waiting for running kernels. */
+mscclppResult_t mscclppFifoPending(struct mscclppFifo* f, uint64_t* pending);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_SRC_PROXY_FIFO_H_ */

@@ -1,0 +1,385 @@
+/* The proxy service: one thread serving FIFOs (mscclpp/proxy.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/util.h"
+#include "gpu/abort.h"
+#include "gpu/gpu.h"
+#include "mscclpp/proxy.h"
+#include "proxy/fifo.h"
+
+#define PROXY_MAX_FIFOS 64
+/* Triggers taken from one FIFO before looking at the next. */
+#define PROXY_BATCH 64
+/* Idle polls before an idle thread starts to sleep (with a backoff). */
+#define PROXY_IDLE_SPINS 1024
+
+struct proxyFifo {
+  struct mscclppFifo* fifo;
+  mscclppProxyHandler handler;
+  mscclppProxyProgress progress;
+  void* arg;
+};
+
+struct mscclppProxy {
+  int device;
+  int numaNode;
+  int numaBind;
+  double timeoutSec;
+  int64_t backoffUs;
+  char name[16];
+  struct mscclppAbort* abort;
+  int ownsAbort;
+  int nFifos;
+  struct proxyFifo fifos[PROXY_MAX_FIFOS];
+  pthread_mutex_t ctl; /* Start/Stop/Add/Destroy; never taken by the thread */
+  pthread_t thread;
+  int threadValid;
+  int state; /* mscclppProxyRunState; __atomic */
+};
+
+static void nap(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  nanosleep(&ts, NULL);
+}
+
+mscclppResult_t mscclppProxyCreate(const mscclppProxyConfig* config, mscclppProxy_t* proxy) {
+  if (config == NULL || proxy == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyCreate: NULL argument");
+  if (config->structSize != sizeof(mscclppProxyConfig))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY,
+                      "mscclppProxyConfig.structSize is %zu, expected %zu: start from MSCCLPP_PROXY_CONFIG_INITIALIZER",
+                      config->structSize, sizeof(mscclppProxyConfig));
+  if (config->numaNode < MSCCLPP_PROXY_NUMA_FROM_DEVICE)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY,
+                      "proxy numaNode %d: use a node >= 0, -1 (no binding) or MSCCLPP_PROXY_NUMA_FROM_DEVICE",
+                      config->numaNode);
+  if (config->timeoutSec < 0 || config->backoffUs < -1)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "proxy timeout %g s / backoff %d us out of range",
+                      config->timeoutSec, config->backoffUs);
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(mscclppParamsLoad(&params));
+  struct mscclppProxy* p = calloc(1, sizeof(*p));
+  if (p == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_PROXY, "cannot allocate a proxy service");
+  p->device = config->device < 0 ? MSCCLPP_HOST_BACKEND_DEVICE : config->device;
+  p->numaNode = config->numaNode;
+  p->numaBind = params.numaBind != 0;
+  p->timeoutSec = config->timeoutSec > 0 ? config->timeoutSec : params.timeout;
+  p->backoffUs = config->backoffUs >= 0 ? config->backoffUs : params.proxyBackoffUs;
+  snprintf(p->name, sizeof(p->name), "%s", config->name != NULL ? config->name : "mscclpp-proxy");
+  mscclppResult_t res = mscclppAbortAcquire(config->abort, p->device, &p->abort, &p->ownsAbort);
+  if (res != mscclppSuccess) {
+    free(p);
+    return res;
+  }
+  pthread_mutex_init(&p->ctl, NULL);
+  p->state = mscclppProxyStateIdle;
+  *proxy = p;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppProxyAddFifo(mscclppProxy_t proxy, mscclppFifo_t fifo, mscclppProxyHandler handler,
+                                    mscclppProxyProgress progress, void* arg) {
+  if (proxy == NULL || fifo == NULL || handler == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyAddFifo: NULL %s",
+                      proxy == NULL ? "proxy" : fifo == NULL ? "fifo" : "handler");
+  if (fifo->device != proxy->device || fifo->abort != proxy->abort)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY,
+                      "FIFO (device %d) and proxy (device %d) must share the device and the abort object",
+                      fifo->device, proxy->device);
+  mscclppResult_t res = mscclppSuccess;
+  pthread_mutex_lock(&proxy->ctl);
+  if (proxy->threadValid) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY, "mscclppProxyAddFifo: stop the proxy first");
+  } else if (proxy->nFifos == PROXY_MAX_FIFOS) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY, "a proxy serves at most %d FIFOs", PROXY_MAX_FIFOS);
+  } else if (__atomic_exchange_n(&fifo->attached, 1, __ATOMIC_ACQ_REL) != 0) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY, "FIFO %p is already served by a proxy", (void*)fifo);
+  } else {
+    struct proxyFifo* e = &proxy->fifos[proxy->nFifos++];
+    e->fifo = fifo;
+    e->handler = handler;
+    e->progress = progress;
+    e->arg = arg;
+  }
+  pthread_mutex_unlock(&proxy->ctl);
+  return res;
+}
+
+/* ---- the thread ---------------------------------------------------------------- */
+
+static void threadSetup(struct mscclppProxy* p) {
+  pthread_setname_np(pthread_self(), p->name);
+  if (p->numaBind) {
+    int node = p->numaNode;
+    if (node == MSCCLPP_PROXY_NUMA_FROM_DEVICE) {
+      node = -1;
+      if (p->device >= 0 && mscclppGpuNumaNode(p->device, &node) != mscclppSuccess) node = -1;
+    }
+    if (mscclppCpuBindNumaNode(node) != mscclppSuccess)
+      MSCCLPP_WARN(MSCCLPP_LOG_PROXY, "proxy %s: NUMA binding to node %d failed; running unbound", p->name, node);
+  } else {
+    MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s: MSCCLPP_NUMA_BIND=0, not bound", p->name);
+  }
+  if (mscclppGpuSetDevice(p->device) != mscclppSuccess)
+    mscclppAbortRaisef(p->abort, mscclppUnhandledCudaError, "proxy %s cannot use device %d", p->name, p->device);
+}
+
+/* Hand one fresh trigger to its handler. 0: go on; 1: the thread must stop
+ * (handler asked); -1: error recorded. */
+static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
+  struct proxyFifo* e = &p->fifos[index];
+  struct mscclppFifo* f = e->fifo;
+  uint64_t pos = f->hostTail;
+  mscclppProxyHandlerResult r = e->handler(e->arg, t, pos);
+  if (r == mscclppProxyHandlerError) {
+    mscclppAbortRaisef(p->abort, mscclppInternalError,
+                       "proxy %s: handler of FIFO %d failed on the trigger at position %" PRIu64 " (op %u)", p->name,
+                       index, pos, mscclppTriggerOp(t));
+    return -1;
+  }
+  mscclppFifoHostPop(f);
+  if (e->progress == NULL) mscclppFifoHostComplete(f, f->hostTail);
+  if (r == mscclppProxyHandlerStop) return 1;
+  if (r != mscclppProxyHandlerContinue) {
+    mscclppAbortRaisef(p->abort, mscclppInternalError, "proxy %s: handler of FIFO %d returned unknown result %d",
+                       p->name, index, (int)r);
+    return -1;
+  }
+  return 0;
+}
+
+/* Let asynchronous handlers publish completion. -1 on error. */
+static int progressAll(struct mscclppProxy* p) {
+  for (int i = 0; i < p->nFifos; i++) {
+    struct proxyFifo* e = &p->fifos[i];
+    struct mscclppFifo* f = e->fifo;
+    if (e->progress == NULL || f->hostCompleted == f->hostTail) continue;
+    uint64_t end = f->hostTail;
+    int done = 0;
+    mscclppResult_t res = e->progress(e->arg, &done);
+    if (res != mscclppSuccess) {
+      mscclppAbortRaisef(p->abort, res, "proxy %s: progress of FIFO %d failed: %s", p->name, i, mscclppGetLastError());
+      return -1;
+    }
+    if (done) mscclppFifoHostComplete(f, end);
+  }
+  return 0;
+}
+
+static void* proxyMain(void* arg) {
+  struct mscclppProxy* p = arg;
+  threadSetup(p);
+  uint64_t idleSpins = 0, sleepNs = 0;
+  int failed = 0, handlerStop = 0;
+  while (!handlerStop && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == mscclppProxyStateRunning) {
+    if (mscclppAbortIsRaised(p->abort) || mscclppAbortPollDevice(p->abort) != mscclppSuccess) failed = 1;
+    int worked = 0;
+    for (int i = 0; i < p->nFifos && !failed && !handlerStop; i++) {
+      mscclppTrigger t;
+      for (int n = 0; n < PROXY_BATCH && mscclppFifoHostPoll(p->fifos[i].fifo, &t); n++) {
+        worked = 1;
+        int r = serve(p, i, &t);
+        if (r < 0) failed = 1;
+        if (r > 0) handlerStop = 1;
+        if (r != 0) break;
+      }
+    }
+    if (worked) {
+      idleSpins = 0;
+      sleepNs = 0;
+      continue;
+    }
+    if (!failed && progressAll(p) < 0) failed = 1;
+    if (failed) {
+      nap(100000); /* nothing more to do but wait for Stop */
+      continue;
+    }
+    if (p->backoffUs > 0 && ++idleSpins > PROXY_IDLE_SPINS) {
+      sleepNs = sleepNs == 0 ? 1000 : sleepNs * 2;
+      if (sleepNs > (uint64_t)p->backoffUs * 1000) sleepNs = (uint64_t)p->backoffUs * 1000;
+      nap(sleepNs);
+    } else if (p->device < 0 && (++idleSpins & 255) == 0) {
+      sched_yield(); /* host backend: producers are threads that may need this core */
+    } else {
+      mscclppSpinPause();
+    }
+  }
+  /* Drain: everything published before Stop is at most one FIFO's worth. */
+  if (!failed && !handlerStop && !mscclppAbortIsRaised(p->abort)) {
+    for (int i = 0; i < p->nFifos && !failed; i++) {
+      mscclppTrigger t;
+      for (uint32_t n = 0; n < p->fifos[i].fifo->size && mscclppFifoHostPoll(p->fifos[i].fifo, &t); n++) {
+        int r = serve(p, i, &t);
+        if (r < 0) failed = 1;
+        if (r != 0) break;
+      }
+    }
+    if (!failed) {
+      mscclppDeadline d = mscclppDeadlineIn(p->timeoutSec);
+      for (;;) {
+        int pending = 0;
+        for (int i = 0; i < p->nFifos; i++)
+          pending |= p->fifos[i].progress != NULL && p->fifos[i].fifo->hostCompleted != p->fifos[i].fifo->hostTail;
+        if (!pending || progressAll(p) < 0) break;
+        if (mscclppDeadlinePassed(d)) {
+          mscclppAbortRaisef(p->abort, mscclppTimeout, "proxy %s: copies did not complete within %g s at stop",
+                             p->name, p->timeoutSec);
+          break;
+        }
+        nap(10000);
+      }
+    }
+  }
+  __atomic_store_n(&p->state, mscclppProxyStateIdle, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* ---- control ------------------------------------------------------------------- */
+
+mscclppResult_t mscclppProxyStart(mscclppProxy_t proxy) {
+  if (proxy == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyStart: proxy is NULL");
+  mscclppResult_t res = mscclppSuccess;
+  pthread_mutex_lock(&proxy->ctl);
+  if (proxy->threadValid && __atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) == mscclppProxyStateRunning) {
+    goto unlock; /* already running */
+  }
+  if (proxy->threadValid) {
+    /* the thread left by itself (a handler said stop) or Stop timed out */
+    if (__atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) != mscclppProxyStateIdle) {
+      res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY, "proxy %s is still exiting", proxy->name);
+      goto unlock;
+    }
+    pthread_join(proxy->thread, NULL);
+    proxy->threadValid = 0;
+  }
+  if (mscclppAbortIsRaised(proxy->abort)) {
+    res = mscclppErr(mscclppAborted, MSCCLPP_LOG_PROXY, "proxy %s cannot start: the abort flag is up", proxy->name);
+    goto unlock;
+  }
+  __atomic_store_n(&proxy->state, mscclppProxyStateRunning, __ATOMIC_RELEASE);
+  int err = pthread_create(&proxy->thread, NULL, proxyMain, proxy);
+  if (err != 0) {
+    __atomic_store_n(&proxy->state, mscclppProxyStateIdle, __ATOMIC_RELEASE);
+    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_PROXY, "proxy %s: pthread_create: %s", proxy->name,
+                     strerror(err));
+    goto unlock;
+  }
+  proxy->threadValid = 1;
+  MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s started: device %d, %d FIFO(s)", proxy->name, proxy->device,
+               proxy->nFifos);
+unlock:
+  pthread_mutex_unlock(&proxy->ctl);
+  return res;
+}
+
+static mscclppResult_t stopLocked(struct mscclppProxy* proxy) {
+  if (!proxy->threadValid) return mscclppSuccess;
+  int running = mscclppProxyStateRunning;
+  __atomic_compare_exchange_n(&proxy->state, &running, mscclppProxyStateExiting, 0, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  mscclppDeadline d = mscclppDeadlineIn(proxy->timeoutSec);
+  uint64_t napNs = 1000;
+  while (__atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) != mscclppProxyStateIdle) {
+    if (mscclppDeadlinePassed(d))
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_PROXY, "proxy %s did not stop within %g s (a handler hangs?)",
+                        proxy->name, proxy->timeoutSec);
+    nap(napNs);
+    if (napNs < 1000000) napNs *= 2;
+  }
+  pthread_join(proxy->thread, NULL);
+  proxy->threadValid = 0;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppProxyStop(mscclppProxy_t proxy) {
+  if (proxy == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyStop: proxy is NULL");
+  pthread_mutex_lock(&proxy->ctl);
+  mscclppResult_t res = stopLocked(proxy);
+  pthread_mutex_unlock(&proxy->ctl);
+  return res;
+}
+
+/* Triggers pushed but not consumed, over all FIFOs, sampled twice 1 ms apart
+ * so that a producer between two pushes is seen too. */
+static mscclppResult_t pendingTriggers(struct mscclppProxy* proxy, uint64_t* pending, int* fifoIndex) {
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) nap(1000000);
+    for (int i = 0; i < proxy->nFifos; i++) {
+      uint64_t n = 0;
+      MSCCLPP_RETURN_ON_ERROR(mscclppFifoPending(proxy->fifos[i].fifo, &n));
+      if (n > 0) {
+        *pending = n;
+        *fifoIndex = i;
+        return mscclppSuccess;
+      }
+    }
+  }
+  *pending = 0;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppProxyDestroy(mscclppProxy_t proxy) {
+  if (proxy == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyDestroy: proxy is NULL");
+  pthread_mutex_lock(&proxy->ctl);
+  int wasRunning =
+      proxy->threadValid && __atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) == mscclppProxyStateRunning;
+  mscclppResult_t res = stopLocked(proxy);
+  if (res != mscclppSuccess) goto unlock;
+  if (!mscclppAbortIsRaised(proxy->abort)) {
+    uint64_t pending = 0;
+    int index = -1;
+    res = pendingTriggers(proxy, &pending, &index);
+    if (res == mscclppSuccess && pending > 0)
+      res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY,
+                       "proxy %s not destroyed: FIFO %d has %" PRIu64
+                       " pushed trigger(s) not consumed, a kernel is still pushing; wait for it (or abort) first",
+                       proxy->name, index, pending);
+    if (res != mscclppSuccess) {
+      if (wasRunning) {
+        pthread_mutex_unlock(&proxy->ctl);
+        mscclppProxyStart(proxy); /* leave it as it was, so that the kernel can finish */
+        return res;
+      }
+      goto unlock;
+    }
+  }
+  for (int i = 0; i < proxy->nFifos; i++) __atomic_store_n(&proxy->fifos[i].fifo->attached, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&proxy->ctl);
+  pthread_mutex_destroy(&proxy->ctl);
+  mscclppAbortDrop(proxy->abort, proxy->ownsAbort);
+  free(proxy);
+  return mscclppSuccess;
+unlock:
+  pthread_mutex_unlock(&proxy->ctl);
+  return res;
+}
+
+mscclppResult_t mscclppProxyGetRunState(mscclppProxy_t proxy, mscclppProxyRunState* state) {
+  if (proxy == NULL || state == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyGetRunState: NULL argument");
+  *state = (mscclppProxyRunState)__atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppProxyGetAsyncError(mscclppProxy_t proxy, mscclppResult_t* error) {
+  if (proxy == NULL || error == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyGetAsyncError: NULL argument");
+  return mscclppAbortGetError(proxy->abort, error);
+}
+
+mscclppResult_t mscclppProxyGetAbort(mscclppProxy_t proxy, mscclppAbort_t* abort) {
+  if (proxy == NULL || abort == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyGetAbort: NULL argument");
+  *abort = proxy->abort;
+  return mscclppSuccess;
+}
