@@ -11,6 +11,22 @@
  *     torchrun, Open MPI, Slurm; see README).
  * Every wait inside is bounded by MSCCLPP_TIMEOUT; a peer that dies makes the
  * surviving ranks' calls fail with mscclppRemoteError naming it.
+ *
+ * Security: every bootstrap connection proves the job secret (a random
+ * 128-bit value in the unique id, or MSCCLPP_COMM_SECRET) by a
+ * challenge-response before anything else is read from it; the secret itself
+ * never travels. With ip:port or environment creation and no
+ * MSCCLPP_COMM_SECRET, the secret is derived from the root address text: that
+ * keeps ranks of other jobs out but is not secret (mscclpp-run always sets a
+ * random MSCCLPP_COMM_SECRET).
+ *
+ * Interfaces: MSCCLPP_SOCKET_IFNAME (NCCL_SOCKET_IFNAME rules: prefixes, "^"
+ * excludes, "=" exact) and MSCCLPP_SOCKET_FAMILY (AF_INET, AF_INET6) choose
+ * the addresses; by default a rank listens on the address its host routes
+ * from toward the root, and mscclppGetUniqueId uses the first interface that
+ * is up, not loopback or docker* (loopback when nothing else is up).
+ * Ranks with the same host identity (host name and network namespace, or
+ * MSCCLPP_HOSTID) are on one host: that gives the local rank and size.
  */
 #ifndef MSCCLPP_COMM_H_
 #define MSCCLPP_COMM_H_
@@ -32,31 +48,43 @@ typedef struct {
   char internal[MSCCLPP_UNIQUE_ID_BYTES];
 } mscclppUniqueId;
 
-/* Create a unique id and start the root listener in this process (it serves
- * one job's rendezvous, then exits; it gives up after MSCCLPP_TIMEOUT).
- * Returns mscclppInvalidArgument for NULL, mscclppSystemError when no
- * interface or port can be had. */
+/* Create a unique id and start the root listener in this process (a thread
+ * that serves one job's rendezvous, then exits; it gives up after
+ * MSCCLPP_TIMEOUT). The calling process must stay alive until the ranks have
+ * joined. Returns mscclppInvalidArgument for NULL or a malformed parameter
+ * (MSCCLPP_SOCKET_FAMILY, ...), mscclppSystemError when no interface or port
+ * can be had. */
 MSCCLPP_API mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId);
 
 /* Join the job described by `id` as `rank` of `nranks`. Blocks until all
  * ranks have joined or MSCCLPP_TIMEOUT passes (mscclppTimeout).
  * Errors: mscclppInvalidArgument (NULL comm, nranks <= 0, rank out of range,
- * malformed id), mscclppSystemError (sockets), mscclppRemoteError (a peer
- * failed or disagreed on nranks), mscclppTimeout. *comm is written only on
- * success. */
+ * an id that is not one of mscclppGetUniqueId's), mscclppSystemError
+ * (sockets), mscclppRemoteError (the root refused this rank's secret, two
+ * ranks claimed the same rank, the ranks disagree on nranks, or a rank
+ * disconnected before all joined: every rank that joined gets the reason),
+ * mscclppTimeout. *comm is written only on success. */
 MSCCLPP_API mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank);
 
 /* The seed's form: rank 0 listens on ipPortPair ("10.0.0.1:50000",
- * "[fe80::1%eth0]:50000", "host:50000"); the others connect to it. The job
- * secret is MSCCLPP_COMM_SECRET when set, else derived from the address.
+ * "[fe80::1%eth0]:50000", "host:50000"; for a host name, on every address of
+ * its family) and the others connect to it, retrying until rank 0 is up. The
+ * job secret is MSCCLPP_COMM_SECRET (32 hex digits) when set, else derived
+ * from the address text, which must then be the same string on every rank.
  * Errors as mscclppCommInitRankFromId, plus mscclppInvalidArgument for a
- * malformed address and mscclppSystemError when the port is in use. */
+ * malformed address (an IPv6 address needs brackets) or secret, and
+ * mscclppSystemError when the port is in use or the address is not this
+ * host's (rank 0). */
 MSCCLPP_API mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, int rank, const char* ipPortPair);
 
 /* Create from the environment: rank and size from MSCCLPP_RANK/NRANKS
  * (mscclpp-run), OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS or
- * RANK/WORLD_SIZE (torchrun), in that order; the root from MSCCLPP_COMM_ID or
- * MASTER_ADDR:MASTER_PORT. mscclppInvalidUsage names what is missing. */
+ * RANK/WORLD_SIZE (torchrun), the first pair found; the root from
+ * MSCCLPP_COMM_ID or MASTER_ADDR:MASTER_PORT (rank 0 listens there: when
+ * torch.distributed already holds MASTER_PORT, set MSCCLPP_COMM_ID to another
+ * port); the secret as for mscclppCommInitRank. mscclppInvalidUsage names
+ * what is missing, mscclppInvalidArgument what does not parse; otherwise as
+ * mscclppCommInitRank. */
 MSCCLPP_API mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm);
 
 /* Leave the job and free everything. Safe after a peer failure. Returns
@@ -77,7 +105,13 @@ MSCCLPP_API mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localN
  * *asyncError. */
 MSCCLPP_API mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* asyncError);
 
-/* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ---- */
+/* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ----
+ * All return mscclppInvalidArgument for a NULL comm or bad arguments,
+ * mscclppRemoteError once any rank was lost (naming it) or when the peer an
+ * operation needs has destroyed its communicator, and mscclppTimeout. The
+ * collectives (allgather, barrier) must be called by every rank in the same
+ * order, from one thread at a time; send and recv may be called from several
+ * threads. */
 
 /* data holds nranks * bytesPerRank bytes; this rank's slice (at rank *
  * bytesPerRank) is sent, the others are filled in. */
@@ -88,10 +122,12 @@ MSCCLPP_API mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* 
 /* Returns when every rank has entered the barrier. */
 MSCCLPP_API mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);
 
-/* Tagged point-to-point messages of any size (0 included). Messages between
- * a pair with the same tag arrive in order; different tags do not block one
- * another. Recv fails with mscclppInvalidUsage if the matching message's size
- * differs from `size` (the message is consumed). A peer may be this rank. */
+/* Tagged point-to-point messages of any size (0 included; any int tag).
+ * Messages between a pair with the same tag arrive in order; different tags
+ * do not block one another (messages that arrive before their recv is posted
+ * are queued, so a send never waits for the matching recv). Recv fails with
+ * mscclppInvalidUsage if the matching message's size differs from `size`
+ * (the message is consumed). A peer may be this rank. */
 MSCCLPP_API mscclppResult_t mscclppBootstrapSend(mscclppComm_t comm, int peer, int tag, const void* data, size_t size);
 MSCCLPP_API mscclppResult_t mscclppBootstrapRecv(mscclppComm_t comm, int peer, int tag, void* data, size_t size);
 

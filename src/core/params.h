@@ -35,7 +35,9 @@
   X(hostId,         "MSCCLPP_HOSTID",          STR,   "",     "Overrides the host identity used to find ranks of the same host (default: host name and network namespace)") \
   X(fifoSize,       "MSCCLPP_FIFO_SIZE",       INT,   "512",  "Number of 16-byte trigger slots in each proxy FIFO (a power of two)") \
   X(proxyBackoffUs, "MSCCLPP_PROXY_BACKOFF_US",INT,   "0",    "0: proxy threads busy-poll; N>0: an idle proxy thread sleeps up to N microseconds between polls") \
-  X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind")
+  X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind") \
+  X(localNranks,    "MSCCLPP_LOCAL_NRANKS",    INT,   "-1",   "Number of ranks on this host, set by mscclpp-run") \
+  X(bootstrapHandshakeTimeout, "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", FLOAT, "5", "Seconds a new bootstrap connection has to prove the job secret before the listener drops it (a silent client never delays the others)")
 /* clang-format on */
 
 #define MSCCLPP_PARAM_FIELD_INT(f) int64_t f

@@ -1,0 +1,409 @@
+/* Sending and receiving bootstrap messages, and the collectives built on
+ * them (allgather, barrier). See bootstrap_state.h for who owns what. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap_state.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/util.h"
+
+static struct timespec monotonicIn(int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+static int sliceMs(mscclppDeadline d) {
+  int left = mscclppDeadlineRemainingMs(d);
+  return left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS;
+}
+
+/* ---- writing (application threads) ------------------------------------------------ */
+
+/* Before and while sending to `peer`: fail if a rank was lost or peer left. */
+static mscclppResult_t peerCheck(struct mscclppBootstrap* bs, int peer, const char* op) {
+  pthread_mutex_lock(&bs->lock);
+  int lost = bs->lostRank >= 0;
+  int gone = bs->peerState[peer] != PEER_ALIVE;
+  pthread_mutex_unlock(&bs->lock);
+  if (lost) return mscclppBsLostError(bs, op);
+  if (gone)
+    return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                      "%s failed: rank %d has left (destroyed its communicator)", op, peer);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsConn* c, struct iovec* iov, int iovcnt,
+                                mscclppDeadline deadline, const char* op) {
+  while (iovcnt > 0) {
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)iovcnt;
+    ssize_t n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      size_t left = (size_t)n;
+      while (iovcnt > 0 && left >= iov->iov_len) {
+        left -= iov->iov_len;
+        iov++;
+        iovcnt--;
+      }
+      if (iovcnt > 0) {
+        iov->iov_base = (uint8_t*)iov->iov_base + left;
+        iov->iov_len -= left;
+      }
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      int e = errno;
+      /* Give the progress thread a moment to learn why (goodbye or loss). */
+      struct timespec ts = {0, 20000000L};
+      nanosleep(&ts, NULL);
+      MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, c->peer, op));
+      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: connection to rank %d (%s): %s", op,
+                        c->peer, c->peerText, strerror(e));
+    }
+    MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, c->peer, op));
+    if (mscclppDeadlinePassed(deadline))
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
+                        "%s timed out after %g s (MSCCLPP_TIMEOUT): rank %d does not read its messages", op,
+                        bs->timeout, c->peer);
+    struct pollfd p = {c->fd, POLLOUT, 0};
+    poll(&p, 1, sliceMs(deadline));
+  }
+  return mscclppSuccess;
+}
+
+/* The connection to `peer`, made if needed; caller holds sendLocks[peer]. */
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+                                     struct mscclppBsConn** out) {
+  pthread_mutex_lock(&bs->lock);
+  struct mscclppBsConn* c = bs->out[peer];
+  pthread_mutex_unlock(&bs->lock);
+  if (c != NULL) {
+    *out = c;
+    return mscclppSuccess;
+  }
+  union mscclppSocketAddr addr;
+  mscclppSocketAddrFromWire(&bs->peers[peer].addr, &addr);
+  char text[MSCCLPP_SOCKET_ADDR_TEXT];
+  mscclppSocketAddrToText(&addr, text, sizeof(text));
+  int fd = -1;
+  mscclppResult_t res = mscclppSocketConnect(&addr, deadline, 0, 1, &fd);
+  if (res != mscclppSuccess) {
+    MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, peer, op));
+    return mscclppErr(res == mscclppTimeout ? mscclppTimeout : mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                      "%s failed: cannot connect to rank %d at %s: %s", op, peer, text, mscclppGetLastError());
+  }
+  struct mscclppBsHello hello;
+  memset(&hello, 0, sizeof(hello));
+  hello.purpose = MSCCLPP_BS_PURPOSE_PEER;
+  hello.rank = bs->rank;
+  hello.nranks = bs->nranks;
+  pthread_mutex_lock(&bs->lock);
+  hello.session = bs->session;
+  pthread_mutex_unlock(&bs->lock);
+  char who[MSCCLPP_SOCKET_ADDR_TEXT + 16];
+  snprintf(who, sizeof(who), "rank %d (%s)", peer, text);
+  int32_t status = MSCCLPP_BS_ACK_OK;
+  res = mscclppBootstrapHandshakeClient(
+      fd, bs->secret, &hello, mscclppDeadlineMin(deadline, mscclppDeadlineIn(bs->handshakeTimeout)), who, &status);
+  if (res == mscclppSuccess && status != MSCCLPP_BS_ACK_OK)
+    res = mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: %s refused the connection: %s", op, who,
+                     mscclppBootstrapAckText(status));
+  if (res != mscclppSuccess) goto fail_close_fd;
+  c = mscclppBsConnNew(fd, peer, 1, text);
+  pthread_mutex_lock(&bs->lock);
+  int added = c != NULL && mscclppBsConnAddLocked(bs, c) == 0;
+  pthread_mutex_unlock(&bs->lock);
+  if (!added) {
+    free(c);
+    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for a connection");
+    goto fail_close_fd;
+  }
+  mscclppBsWakeProgress(bs);
+  *out = c;
+  return mscclppSuccess;
+
+fail_close_fd:
+  close(fd);
+  return res;
+}
+
+static mscclppResult_t enqueueSelf(struct mscclppBootstrap* bs, uint8_t flags, int tag, const void* data, size_t size) {
+  struct mscclppBsMsg* m = (struct mscclppBsMsg*)malloc(sizeof(*m) + size);
+  if (m == NULL)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for a %zu-byte message to self", size);
+  m->next = NULL;
+  m->flags = flags;
+  m->tag = tag;
+  m->size = size;
+  m->data = (uint8_t*)(m + 1);
+  if (size > 0) memcpy(m->data, data, size);
+  pthread_mutex_lock(&bs->lock);
+  struct mscclppBsQueue* q = &bs->queues[bs->rank];
+  if (q->tail)
+    q->tail->next = m;
+  else
+    q->head = m;
+  q->tail = m;
+  pthread_cond_broadcast(&bs->cond);
+  pthread_mutex_unlock(&bs->lock);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t flags, int tag, const void* data,
+                                 size_t size, mscclppDeadline deadline, const char* op) {
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, op);
+  if (peer == bs->rank) return enqueueSelf(bs, flags, tag, data, size);
+  pthread_mutex_lock(&bs->sendLocks[peer]);
+  struct mscclppBsConn* c = NULL;
+  mscclppResult_t res = peerCheck(bs, peer, op);
+  if (res == mscclppSuccess) res = mscclppBsConnectPeer(bs, peer, deadline, op, &c);
+  const uint8_t* p = (const uint8_t*)data;
+  size_t left = size;
+  while (res == mscclppSuccess) {
+    size_t piece = left < bs->maxPiece ? left : bs->maxPiece;
+    struct mscclppBsHeader h = {MSCCLPP_BS_MSG_DATA, (uint8_t)(flags | (piece < left ? MSCCLPP_BS_FLAG_MORE : 0)), tag,
+                                piece};
+    uint8_t hdr[MSCCLPP_BS_HEADER_BYTES];
+    mscclppBootstrapEncodeHeader(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void*)p, piece}};
+    res = writeIov(bs, c, iov, piece > 0 ? 2 : 1, deadline, op);
+    p += piece;
+    left -= piece;
+    if (left == 0) break;
+  }
+  pthread_mutex_unlock(&bs->sendLocks[peer]);
+  return res;
+}
+
+/* ---- receiving (application threads) ----------------------------------------------- */
+
+/* Under bs->lock: unlink the first message from `peer` in tag space `coll`
+ * with `tag`. */
+static struct mscclppBsMsg* takeLocked(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag) {
+  struct mscclppBsQueue* q = &bs->queues[peer];
+  struct mscclppBsMsg* prev = NULL;
+  for (struct mscclppBsMsg* m = q->head; m != NULL; prev = m, m = m->next) {
+    if ((m->flags & MSCCLPP_BS_FLAG_COLL) != coll || m->tag != tag) continue;
+    if (prev)
+      prev->next = m->next;
+    else
+      q->head = m->next;
+    if (q->tail == m) q->tail = prev;
+    m->next = NULL;
+    return m;
+  }
+  return NULL;
+}
+
+/* Wait for the next message from `peer` in tag space `coll` with `tag`.
+ * While waiting, read the connection from peer ourselves when nobody else
+ * is reading it (see the top of this file). */
+static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, mscclppDeadline deadline,
+                               const char* op, struct mscclppBsMsg** out) {
+  enum { GOT, LOST, GONE, TIMEOUT } why;
+  struct mscclppBsConn* owned = NULL;
+  int ownedWatched = 0; /* owned's fd is still in the progress thread's epoll set */
+  pthread_mutex_lock(&bs->lock);
+  for (;;) {
+    if (bs->lostRank >= 0) {
+      why = LOST;
+      break;
+    }
+    *out = takeLocked(bs, peer, coll, tag);
+    if (*out != NULL) {
+      why = GOT;
+      break;
+    }
+    struct mscclppBsConn* c = bs->in[peer];
+    /* A peer that left may still have messages in flight on its connection. */
+    if (bs->peerState[peer] != PEER_ALIVE && (c == NULL || c->eof)) {
+      why = GONE;
+      break;
+    }
+    if (mscclppDeadlinePassed(deadline)) {
+      why = TIMEOUT;
+      break;
+    }
+    if (owned == NULL && c != NULL && !c->eof && !c->reader && !c->progressReading) {
+      /* Take it over and first read what has already arrived: often our
+       * message, and then the epoll set is never touched. (Meanwhile the
+       * progress thread skips the fd: c->reader.) */
+      c->reader = 1;
+      owned = c;
+      ownedWatched = 1;
+      pthread_mutex_unlock(&bs->lock);
+      mscclppBsConnRead(bs, owned, 1);
+      pthread_mutex_lock(&bs->lock);
+      continue;
+    }
+    if (owned != NULL && !owned->eof) {
+      /* We must block: stop the progress thread from waking on this fd. */
+      if (ownedWatched) {
+        mscclppBsEpollDel(bs, owned->fd);
+        ownedWatched = 0;
+      }
+      int fd = owned->fd; /* only its reader (us) closes it */
+      pthread_mutex_unlock(&bs->lock);
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, sliceMs(deadline)) > 0) mscclppBsConnRead(bs, owned, 1);
+      pthread_mutex_lock(&bs->lock);
+      continue;
+    }
+    /* Someone else reads it (or nobody has connected yet): wait for them. */
+    struct timespec ts = monotonicIn(sliceMs(deadline));
+    pthread_cond_timedwait(&bs->cond, &bs->lock, &ts);
+  }
+  if (owned != NULL) {
+    owned->reader = 0;
+    if (!owned->eof && !ownedWatched && mscclppBsEpollAdd(bs, owned->fd, owned) != 0)
+      MSCCLPP_WARN(MSCCLPP_LOG_BOOTSTRAP, "%s: cannot watch the connection from rank %d again: %s", bs->where, peer,
+                   strerror(errno));
+    pthread_cond_broadcast(&bs->cond); /* another thread may wait to read it */
+  }
+  pthread_mutex_unlock(&bs->lock);
+  switch (why) {
+    case GOT:
+      return mscclppSuccess;
+    case LOST:
+      return mscclppBsLostError(bs, op);
+    case GONE:
+      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                        "%s failed: rank %d has left (destroyed its communicator) without sending the message this "
+                        "rank waits for",
+                        op, peer);
+    default:
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
+                        "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", op, bs->timeout, peer);
+  }
+}
+
+mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                                 mscclppDeadline deadline, const char* op) {
+  size_t got = 0;
+  size_t total = 0; /* bytes the sender sent, pieces included */
+  for (;;) {
+    struct mscclppBsMsg* m = NULL;
+    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, &m));
+    total += m->size;
+    if (got + m->size <= size) {
+      if (m->size > 0) memcpy((uint8_t*)data + got, m->data, m->size);
+      got += m->size;
+    } else {
+      got = size + 1; /* mismatch: keep consuming the pieces */
+    }
+    int more = (m->flags & MSCCLPP_BS_FLAG_MORE) != 0;
+    free(m);
+    if (!more) break;
+  }
+  if (got != size)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_BOOTSTRAP,
+                      "%s: rank %d sent %zu bytes but the receive expects %zu (the message was consumed)", op, peer,
+                      total, size);
+  return mscclppSuccess;
+}
+
+/* ---- operations -------------------------------------------------------------------- */
+
+static mscclppResult_t checkPeer(const struct mscclppBootstrap* bs, int peer, const char* op) {
+  if (peer < 0 || peer >= bs->nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "%s: peer %d is outside [0, %d)", op, peer,
+                      bs->nranks);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapSendTo(struct mscclppBootstrap* bs, int peer, int tag, const void* data, size_t size) {
+  char op[64];
+  snprintf(op, sizeof(op), "send to rank %d (tag %d, %zu bytes)", peer, tag, size);
+  MSCCLPP_RETURN_ON_ERROR(checkPeer(bs, peer, op));
+  if (data == NULL && size > 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "%s: data is NULL", op);
+  return mscclppBsSendMsg(bs, peer, 0, tag, data, size, mscclppDeadlineIn(bs->timeout), op);
+}
+
+mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, int tag, void* data, size_t size) {
+  char op[64];
+  snprintf(op, sizeof(op), "recv from rank %d (tag %d, %zu bytes)", peer, tag, size);
+  MSCCLPP_RETURN_ON_ERROR(checkPeer(bs, peer, op));
+  if (data == NULL && size > 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "%s: data is NULL", op);
+  return mscclppBsRecvMsg(bs, peer, 0, tag, data, size, mscclppDeadlineIn(bs->timeout), op);
+}
+
+/* Bruck's allgather: ceil(log2(n)) rounds; in round k (1, 2, 4, ...) a rank
+ * sends the blocks it has to rank - k and receives as many from rank + k.
+ * Block i of tmp is then rank + i's. */
+mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+  int n = bs->nranks, r = bs->rank;
+  if (data == NULL && bytesPerRank > 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "allgather: data is NULL");
+  if (bytesPerRank > SIZE_MAX / (size_t)n)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP,
+                      "allgather: %zu bytes per rank times %d ranks "
+                      "overflows",
+                      bytesPerRank, n);
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "allgather");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  if (n == 1 || bytesPerRank == 0) return mscclppSuccess;
+  mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  uint8_t* tmp = (uint8_t*)malloc((size_t)n * bytesPerRank);
+  if (tmp == NULL)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "allgather: out of memory for %zu bytes",
+                      (size_t)n * bytesPerRank);
+  uint8_t* d = (uint8_t*)data;
+  memcpy(tmp, d + (size_t)r * bytesPerRank, bytesPerRank);
+  int have = 1;
+  mscclppResult_t res = mscclppSuccess;
+  for (int k = 1; k < n && res == mscclppSuccess; k <<= 1) {
+    int cnt = k < n - have ? k : n - have;
+    int dst = (r - k + n) % n, src = (r + k) % n;
+    char op[96];
+    snprintf(op, sizeof(op), "allgather round %d (send to rank %d, recv from rank %d)", k, dst, src);
+    res = mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, tmp, (size_t)cnt * bytesPerRank, deadline, op);
+    if (res == mscclppSuccess)
+      res = mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, tmp + (size_t)have * bytesPerRank,
+                             (size_t)cnt * bytesPerRank, deadline, op);
+    have += cnt;
+  }
+  if (res == mscclppSuccess)
+    for (int i = 0; i < n; i++)
+      memcpy(d + (size_t)((r + i) % n) * bytesPerRank, tmp + (size_t)i * bytesPerRank, bytesPerRank);
+  free(tmp);
+  return res;
+}
+
+/* Dissemination barrier: the allgather's pattern with empty messages. */
+mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "barrier");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  for (int k = 1; k < n; k <<= 1) {
+    int dst = (r - k + n) % n, src = (r + k) % n;
+    char op[96];
+    snprintf(op, sizeof(op), "barrier round %d (send to rank %d, recv from rank %d)", k, dst, src);
+    MSCCLPP_RETURN_ON_ERROR(mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
+    MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
+  }
+  return mscclppSuccess;
+}

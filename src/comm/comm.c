@@ -1,0 +1,172 @@
+/* Communicator creation and destruction, queries, and the public bootstrap
+ * operations (which forward to the bootstrap layer). */
+#include "comm/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "memory/memory.h"
+
+static mscclppResult_t checkComm(mscclppComm_t comm, const char* fn) {
+  if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t checkRanks(int nranks, int rank, const char* fn) {
+  if (nranks <= 0 || nranks > MSCCLPP_BS_MAX_RANKS)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: nranks=%d is outside [1, %d]", fn, nranks,
+                      MSCCLPP_BS_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: rank=%d is outside [0, nranks=%d)", fn, rank,
+                      nranks);
+  return mscclppSuccess;
+}
+
+/* Load the parameter snapshot and configure logging from it. */
+static mscclppResult_t loadParams(struct mscclppParams* params) {
+  MSCCLPP_RETURN_ON_ERROR(mscclppParamsLoad(params));
+  mscclppLogConfigure(params);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
+                                  mscclppComm_t* out) {
+  mscclppLogSetRank(job->rank);
+  struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
+  if (comm == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+  comm->params = *params;
+  mscclppResult_t res = mscclppBootstrapCreate(job, &comm->params, &comm->bootstrap);
+  if (res != mscclppSuccess) {
+    free(comm);
+    return res;
+  }
+  comm->rank = job->rank;
+  comm->nranks = job->nranks;
+  mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
+  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
+               comm->nranks, comm->localRank, comm->localNranks, job->source);
+  *out = comm;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {
+  if (uniqueId == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppGetUniqueId: uniqueId is NULL");
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
+  uint8_t id[MSCCLPP_BS_ID_BYTES];
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapCreateId(&params, id));
+  _Static_assert(sizeof(uniqueId->internal) == MSCCLPP_BS_ID_BYTES, "unique id size");
+  memcpy(uniqueId->internal, id, sizeof(id));
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
+  static const char fn[] = "mscclppCommInitRankFromId";
+  if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);
+  MSCCLPP_RETURN_ON_ERROR(checkRanks(nranks, rank, fn));
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
+  struct mscclppBootstrapJob job;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromId((const uint8_t*)id.internal, rank, nranks, &job));
+  return commCreate(&params, &job, comm);
+}
+
+mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, int rank, const char* ipPortPair) {
+  static const char fn[] = "mscclppCommInitRank";
+  if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);
+  if (ipPortPair == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: ipPortPair is NULL", fn);
+  MSCCLPP_RETURN_ON_ERROR(checkRanks(nranks, rank, fn));
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
+  struct mscclppBootstrapJob job;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromAddress(&params, ipPortPair, rank, nranks, &job));
+  return commCreate(&params, &job, comm);
+}
+
+mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
+  if (comm == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommInitFromEnv: comm is NULL");
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
+  struct mscclppBootstrapJob job;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromEnv(&params, &job));
+  return commCreate(&params, &job, comm);
+}
+
+mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */
+  mscclppBootstrapDestroy(comm->bootstrap);
+  free(comm);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommRank(mscclppComm_t comm, int* rank) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommRank"));
+  if (rank == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommRank: rank is NULL");
+  *rank = comm->rank;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommSize(mscclppComm_t comm, int* nranks) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommSize"));
+  if (nranks == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommSize: nranks is NULL");
+  *nranks = comm->nranks;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommLocalRank(mscclppComm_t comm, int* localRank) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommLocalRank"));
+  if (localRank == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommLocalRank: localRank is NULL");
+  *localRank = comm->localRank;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localNranks) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommLocalSize"));
+  if (localNranks == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommLocalSize: localNranks is NULL");
+  *localNranks = comm->localNranks;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* asyncError) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommGetAsyncError"));
+  if (asyncError == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommGetAsyncError: asyncError is NULL");
+  /* For now the only asynchronous error source is a lost peer. */
+  *asyncError = mscclppBootstrapGetLostStatus(comm->bootstrap);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, size_t bytesPerRank) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapAllGather"));
+  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, bytesPerRank);
+}
+
+mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int bytesPerRank) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootStrapAllGather"));
+  if (bytesPerRank < 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootStrapAllGather: bytesPerRank=%d < 0",
+                      bytesPerRank);
+  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, (size_t)bytesPerRank);
+}
+
+mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapBarrier"));
+  return mscclppBootstrapBarrierWait(comm->bootstrap);
+}
+
+mscclppResult_t mscclppBootstrapSend(mscclppComm_t comm, int peer, int tag, const void* data, size_t size) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapSend"));
+  return mscclppBootstrapSendTo(comm->bootstrap, peer, tag, data, size);
+}
+
+mscclppResult_t mscclppBootstrapRecv(mscclppComm_t comm, int peer, int tag, void* data, size_t size) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapRecv"));
+  return mscclppBootstrapRecvFrom(comm->bootstrap, peer, tag, data, size);
+}
