@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing mscclpp needs on Debian 12, when missing.
-# Safe to run again: it only calls apt-get for packages that are absent.
+# Safe to run again: it calls apt-get only for packages that are absent.
+#   cmake make gcc g++ pkg-config  the build; g++ checks that public headers compile as C++
+#   clang libclang-rt-14-dev        the fuzz tree (libFuzzer) and its sanitizer runtimes
+#   libfabric-dev                   the network transport and mscclpp-info's provider list
+#   iproute2                        multi-host tests in network namespaces (ip netns)
+#   gnuplot-nox                     benchmark plots
+# The CUDA toolkit is not a Debian package here: install it yourself; without
+# nvcc the build is the host backend only.
 set -euo pipefail
-pkgs=(cmake make gcc pkg-config clang libclang-rt-14-dev libfabric-dev libnuma-dev iproute2 gnuplot-nox)
+pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev libfabric-dev iproute2 gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -12,4 +19,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "deps: done"
+else
+  echo "deps: all present (${pkgs[*]})"
 fi

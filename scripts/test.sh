@@ -1,9 +1,143 @@
 #!/usr/bin/env bash
-# Builds mscclpp and runs the whole test suite (installs missing packages first).
+# README's test command (and CI's, through .ci/run): installs missing packages,
+# then builds and tests four trees, and ends with the main tree's CTest
+# summary.
+#
+#   asan  -DMSCCLPP_SANITIZE=address,undefined, host backend   ctest -L cpu
+#   tsan  -DMSCCLPP_SANITIZE=thread, host backend              ctest -L cpu
+#   fuzz  clang + libFuzzer                                    fuzz_bootstrap for FUZZ_SECONDS
+#   main  CUDA when nvcc is found (every .cu compiles)         the whole ctest suite, last
+#
+# A one-line summary of the stages comes just before the main tree's ctest;
+# the exit status is non-zero when any stage or test failed.
+#
+# Environment: MSCCLPP_BUILD_PREFIX (default "build": trees build-asan,
+# build-tsan, build-fuzz and build), JOBS (build jobs, default nproc),
+# CTEST_JOBS (default 2), FUZZ_SECONDS (default 30).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh || exit 1
-jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
-cmake --build build -j"$jobs" || exit 1
-cd build && ctest --output-on-failure -j"$jobs"
+B=${MSCCLPP_BUILD_PREFIX:-build}
+JOBS=${JOBS:-$(nproc)}
+CTEST_JOBS=${CTEST_JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+T0=$(date +%s)
+summary=()
+failed=0
+
+banner() { printf '\n==== %s ====\n' "$*"; }
+note() { # note STAGE RESULT STARTED
+  local secs=$(($(date +%s) - $3))
+  summary+=("$1 $2 (${secs}s)")
+  [ "$2" = ok ] || [ "${2#skipped}" != "$2" ] || failed=1
+  echo "---- $1: $2 (${secs}s)"
+}
+# configure DIR CMAKE_ARGS... / build DIR [TARGET]: quiet unless they fail.
+configure() {
+  local dir=$1
+  shift
+  mkdir -p "$dir"
+  if ! cmake -S . -B "$dir" "$@" >"$dir/configure.log" 2>&1; then
+    tail -n 60 "$dir/configure.log"
+    echo "configure of $dir failed (log: $dir/configure.log)"
+    return 1
+  fi
+}
+build() {
+  local dir=$1 target=${2:-}
+  if ! cmake --build "$dir" -j"$JOBS" ${target:+--target "$target"} >"$dir/build.log" 2>&1; then
+    grep -E -B2 -A8 'error|Error' "$dir/build.log" | head -n 150
+    echo "build of $dir failed (log: $dir/build.log)"
+    return 1
+  fi
+}
+
+# ---- deps
+banner "deps"
+t=$(date +%s)
+if bash scripts/deps.sh; then note deps ok "$t"; else note deps FAILED "$t"; fi
+
+# The sanitizers report and fail instead of logging and going on.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# ---- ASan + UBSan
+banner "asan: AddressSanitizer + UndefinedBehaviorSanitizer, host backend"
+t=$(date +%s)
+if configure "$B-asan" -DMSCCLPP_SANITIZE=address,undefined -DMSCCLPP_ENABLE_CUDA=OFF && build "$B-asan"; then
+  if (cd "$B-asan" && ctest -L cpu --output-on-failure -j"$CTEST_JOBS"); then note asan ok "$t"; else note asan FAILED "$t"; fi
+else
+  note asan "FAILED to build" "$t"
+fi
+
+# ---- TSan
+banner "tsan: ThreadSanitizer, host backend"
+t=$(date +%s)
+# TSan's fixed memory layout clashes with the wider mmap randomisation of
+# recent kernels ("unexpected memory mapping"); run without ASLR when we can.
+norandom=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then norandom=(setarch "$(uname -m)" -R); fi
+if configure "$B-tsan" -DMSCCLPP_SANITIZE=thread -DMSCCLPP_ENABLE_CUDA=OFF && build "$B-tsan"; then
+  [ ${#norandom[@]} -gt 0 ] && echo "(ctest runs under '${norandom[*]}': ASLR off for TSan)"
+  if (cd "$B-tsan" && "${norandom[@]}" ctest -L cpu --output-on-failure -j"$CTEST_JOBS"); then
+    note tsan ok "$t"
+  else
+    note tsan FAILED "$t"
+  fi
+else
+  note tsan "FAILED to build" "$t"
+fi
+
+# ---- fuzz
+banner "fuzz: libFuzzer (clang)"
+t=$(date +%s)
+if ! command -v clang >/dev/null; then
+  note fuzz "FAILED: clang not found" "$t"
+elif ! configure "$B-fuzz" -DMSCCLPP_BUILD_FUZZ=ON -DMSCCLPP_ENABLE_CUDA=OFF -DCMAKE_C_COMPILER=clang; then
+  note fuzz "FAILED to configure" "$t"
+elif ! cmake --build "$B-fuzz" --target help 2>/dev/null | grep -w fuzz_bootstrap >/dev/null; then
+  note fuzz "skipped: no fuzz_bootstrap target yet" "$t"
+elif ! build "$B-fuzz" fuzz_bootstrap; then
+  note fuzz "FAILED to build" "$t"
+else
+  fuzzer=$(find "$B-fuzz" -name fuzz_bootstrap -type f -perm -u+x | head -1)
+  corpus=$(mktemp -d)
+  seeds=()
+  [ -d tests/fuzz/corpus ] && seeds=(tests/fuzz/corpus)
+  # New inputs go to a scratch directory; the seed corpus in the tree is only read.
+  echo "$fuzzer -max_total_time=$FUZZ_SECONDS ${seeds[*]}"
+  if "$fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$corpus" "${seeds[@]}" >"$B-fuzz/fuzz.log" 2>&1; then
+    tail -n 12 "$B-fuzz/fuzz.log"
+    note fuzz ok "$t"
+  else
+    tail -n 60 "$B-fuzz/fuzz.log"
+    note fuzz FAILED "$t"
+  fi
+  rm -rf "$corpus"
+fi
+
+# ---- main tree: last, so that its CTest summary closes the output
+banner "main: the whole suite (CUDA when nvcc is found)"
+t=$(date +%s)
+main_built=0
+if configure "$B" && build "$B"; then
+  main_built=1
+  cuda=$(grep -o 'mscclpp: CUDA [A-Z]*' "$B/configure.log" | head -1)
+  note "main-build" "ok" "$t"
+  summary+=("[${cuda:-mscclpp: CUDA ?}]")
+else
+  note "main-build" "FAILED" "$t"
+fi
+
+echo
+echo "test.sh stages: ${summary[*]}; $(($(date +%s) - T0))s before the main ctest"
+[ $failed -eq 0 ] || echo "test.sh: at least one stage FAILED (see above); the main tree's tests follow"
+if [ $main_built -eq 1 ]; then
+  (cd "$B" && ctest --output-on-failure -j"$CTEST_JOBS")
+  rc=$?
+else
+  echo "the main tree did not build: no tests run"
+  rc=1
+fi
+[ $failed -eq 0 ] && [ $rc -eq 0 ]
