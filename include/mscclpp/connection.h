@@ -1,0 +1,105 @@
+/*
+ * mscclpp connections: a transport joining this rank to one peer (or to
+ * itself), and the operations a port channel's proxy performs on it.
+ *
+ * Transports in this release (both within one host):
+ *   CudaIpc - the GPU's copy engines (cudaMemcpyAsync on the connection's own
+ *             stream) between GPUs of the host, and between several ranks
+ *             sharing one GPU (run them under MPS);
+ *   HostShm - the CPU copies through shared mappings (the host backend).
+ * mscclppTransportAuto picks CudaIpc when both ranks have a GPU, else
+ * HostShm; ranks on different hosts need the network transport (not yet).
+ *
+ * Ordering, per connection (operations of one connection are issued from one
+ * thread at a time):
+ *   write  - copies `size` bytes from local memory to the peer's memory.
+ *            Writes are carried out in the order issued. When write returns,
+ *            the source may NOT yet have been read (CudaIpc: the copy is
+ *            enqueued) and the destination is not yet guaranteed visible;
+ *            HostShm has completed the copy when it returns.
+ *   signal - stores a 64-bit value, as one atomic 8-byte store, to the peer's
+ *            memory (a semaphore), so that it becomes visible only after
+ *            every write issued before it on this connection is visible
+ *            (release order). Signals become visible in the order issued.
+ *            Where the destination is memory the CPU reaches (host kinds),
+ *            the store is a plain CPU store after the earlier copies are
+ *            known complete (no CUDA call when none is pending); for device
+ *            memory it is a stream-ordered 64-bit write behind the copies.
+ *            This is MSCCL++'s updateAndSync.
+ *   flush  - returns once every write and signal issued before it has
+ *            completed and is visible to the peer, and the sources of those
+ *            writes may be reused. Bounded by MSCCLPP_TIMEOUT.
+ * Nothing orders operations of different connections.
+ */
+#ifndef MSCCLPP_CONNECTION_H_
+#define MSCCLPP_CONNECTION_H_
+
+#include <stdint.h>
+
+#include "mscclpp/comm.h"
+#include "mscclpp/core.h"
+#include "mscclpp/memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mscclppConnection* mscclppConnection_t;
+
+/* Connect to `peer` (this rank included) with `transport`
+ * (mscclppTransportAuto or one transport bit). Both ranks must call it with
+ * each other's rank and the same tag; it exchanges endpoint descriptions
+ * through the bootstrap and blocks until the peer's arrives (bounded by
+ * MSCCLPP_TIMEOUT), so ranks may connect to their peers in any order. If one
+ * rank names a transport and the other Auto, the named one is used.
+ * Errors: mscclppInvalidArgument (NULL comm or conn, peer out of range, not
+ *   exactly one transport bit), mscclppInvalidUsage (the ranks asked for
+ *   different transports, the transport cannot join them - another host, no
+ *   GPU on one side - or Net, which is not available yet; the message names
+ *   both ranks' hosts and capabilities), mscclppRemoteError (the peer sent
+ *   an invalid or unauthenticated endpoint), bootstrap errors
+ *   (mscclppTimeout, ...). *conn is written only on success. */
+MSCCLPP_API mscclppResult_t mscclppConnect(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
+                                           mscclppConnection_t* conn);
+
+/* Flush (bounded) and free the connection. Returns the flush's error, if
+ * any, after freeing. NULL is mscclppInvalidArgument. */
+MSCCLPP_API mscclppResult_t mscclppConnectionDestroy(mscclppConnection_t conn);
+
+/* Copy `size` bytes from src + srcOffset to dst + dstOffset (see ordering
+ * above). src must be memory of this rank (registered here, or opened from
+ * this rank's record), dst memory of the connection's peer (opened from its
+ * record; for a connection to this rank, memory of this rank); both
+ * registered for the connection's transport. size 0 does nothing. The two
+ * ranges must not overlap (as memcpy).
+ * Errors: mscclppInvalidArgument (NULL, a range past the end of either
+ *   memory - the message names offset, size and the memory's size -, memory
+ *   of the wrong rank, of another communicator, or not registered for this
+ *   transport, ranges that overlap in this process),
+ *   mscclppUnhandledCudaError. */
+MSCCLPP_API mscclppResult_t mscclppConnectionWrite(mscclppConnection_t conn, mscclppRegisteredMemory_t dst,
+                                                   uint64_t dstOffset, mscclppRegisteredMemory_t src,
+                                                   uint64_t srcOffset, uint64_t size);
+
+/* Store `value` at dst + dstOffset (8-byte aligned) after the earlier writes
+ * (see ordering above). dst as for mscclppConnectionWrite. Errors as
+ * mscclppConnectionWrite, plus mscclppInvalidArgument for an unaligned
+ * address, and mscclppTimeout / mscclppAborted while waiting for earlier
+ * copies to complete. */
+MSCCLPP_API mscclppResult_t mscclppConnectionSignal(mscclppConnection_t conn, mscclppRegisteredMemory_t dst,
+                                                    uint64_t dstOffset, uint64_t value);
+
+/* Wait until everything issued on the connection is complete and visible.
+ * mscclppTimeout after MSCCLPP_TIMEOUT, mscclppAborted when the
+ * communicator is aborted, mscclppUnhandledCudaError when a copy failed. */
+MSCCLPP_API mscclppResult_t mscclppConnectionFlush(mscclppConnection_t conn);
+
+/* The transport in use, and the peer's rank. mscclppInvalidArgument for NULL. */
+MSCCLPP_API mscclppResult_t mscclppConnectionTransport(mscclppConnection_t conn, mscclppTransport_t* transport);
+MSCCLPP_API mscclppResult_t mscclppConnectionRemoteRank(mscclppConnection_t conn, int* rank);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_CONNECTION_H_ */

@@ -1,0 +1,232 @@
+/* Encoding and parsing of memory records. Layout in record.h. */
+#include "memory/record.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "mscclpp/memory.h"
+
+#define HEADER_BYTES 87 /* up to the host name */
+#define MAC_BYTES 8
+#define CUDA_IPC_BODY (MSCCLPP_GPU_IPC_HANDLE_BYTES + 16)
+
+static void put16(uint8_t* p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
+static uint64_t get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static size_t boundedLen(const char* s, size_t max) {
+  size_t n = 0;
+  while (n < max && s[n] != '\0') n++;
+  return n;
+}
+
+static size_t hostNameLen(const struct mscclppMemRecord* rec) {
+  return boundedLen(rec->hostName, MSCCLPP_HOST_NAME_MAX - 1);
+}
+static size_t serverLen(const struct mscclppMemRecord* rec) {
+  return boundedLen(rec->fd.server, MSCCLPP_FD_SERVER_NAME_MAX - 1);
+}
+static size_t fdBody(const struct mscclppMemRecord* rec) { return 1 + serverLen(rec) + 8 + 16 + 8 + 8; }
+
+size_t mscclppMemRecordSize(const struct mscclppMemRecord* rec) {
+  size_t n = HEADER_BYTES + hostNameLen(rec);
+  if (rec->hasCudaIpc) n += 4 + CUDA_IPC_BODY;
+  if (rec->hasFd) n += 4 + fdBody(rec);
+  return n + MAC_BYTES;
+}
+
+size_t mscclppMemRecordEncode(const struct mscclppMemRecord* rec, const uint8_t secret[MSCCLPP_SECRET_BYTES],
+                              uint8_t* buf, size_t cap) {
+  size_t total = mscclppMemRecordSize(rec);
+  if (buf == NULL || cap < total) return total;
+  memset(buf, 0, total);
+  put32(buf + 0, MSCCLPP_MEM_RECORD_MAGIC);
+  put16(buf + 4, MSCCLPP_MEM_RECORD_VERSION);
+  put16(buf + 6, 0);
+  put32(buf + 8, (uint32_t)total);
+  put32(buf + 12, 0);
+  put64(buf + 16, rec->memId);
+  put32(buf + 24, (uint32_t)rec->ownerRank);
+  put32(buf + 28, rec->ownerPid);
+  put64(buf + 32, rec->processToken);
+  put64(buf + 40, rec->hostHash);
+  put32(buf + 48, rec->kind);
+  put32(buf + 52, rec->transports);
+  put64(buf + 56, rec->addr);
+  put64(buf + 64, rec->devAddr);
+  put64(buf + 72, rec->size);
+  put32(buf + 80, (uint32_t)rec->device);
+  put16(buf + 84, (uint16_t)((rec->hasCudaIpc ? 1 : 0) + (rec->hasFd ? 1 : 0)));
+  size_t hn = hostNameLen(rec);
+  buf[86] = (uint8_t)hn;
+  memcpy(buf + 87, rec->hostName, hn);
+  uint8_t* p = buf + HEADER_BYTES + hn;
+  if (rec->hasCudaIpc) {
+    put16(p, MSCCLPP_MEM_SECTION_CUDA_IPC);
+    put16(p + 2, CUDA_IPC_BODY);
+    p += 4;
+    memcpy(p, rec->cudaIpc.handle, MSCCLPP_GPU_IPC_HANDLE_BYTES);
+    put64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES, rec->cudaIpc.offset);
+    put64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8, rec->cudaIpc.allocSize);
+    p += CUDA_IPC_BODY;
+  }
+  if (rec->hasFd) {
+    size_t sn = serverLen(rec);
+    put16(p, MSCCLPP_MEM_SECTION_FD);
+    put16(p + 2, (uint16_t)fdBody(rec));
+    p += 4;
+    *p++ = (uint8_t)sn;
+    memcpy(p, rec->fd.server, sn);
+    p += sn;
+    put64(p, rec->fd.exportId);
+    memcpy(p + 8, rec->fd.token, MSCCLPP_FD_TOKEN_BYTES);
+    put64(p + 24, rec->fd.offset);
+    put64(p + 32, rec->fd.mapSize);
+    p += 40;
+  }
+  put64(p, mscclppSipHash(secret, buf, total - MAC_BYTES));
+  return total;
+}
+
+static mscclppResult_t refuse(char* why, size_t whyLen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static mscclppResult_t refuse(char* why, size_t whyLen, const char* fmt, ...) {
+  if (why != NULL && whyLen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whyLen, fmt, ap);
+    va_end(ap);
+  }
+  return mscclppInvalidArgument;
+}
+
+static int printable(const uint8_t* s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < 0x20 || s[i] > 0x7e) return 0;
+  return 1;
+}
+
+/* a + b <= limit without overflow */
+static int fits(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
+
+mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uint8_t secret[MSCCLPP_SECRET_BYTES],
+                                       struct mscclppMemRecord* out, char* why, size_t whyLen) {
+  if (buf == NULL) return refuse(why, whyLen, "no record (NULL buffer)");
+  if (len < 12) return refuse(why, whyLen, "record truncated: %zu bytes, a header alone takes 12", len);
+  uint32_t magic = get32(buf);
+  if (magic != MSCCLPP_MEM_RECORD_MAGIC)
+    return refuse(why, whyLen, "not a memory record (magic 0x%08x, expected 0x%08x)", magic, MSCCLPP_MEM_RECORD_MAGIC);
+  uint16_t version = get16(buf + 4);
+  if (version != MSCCLPP_MEM_RECORD_VERSION)
+    return refuse(why, whyLen, "memory record version %u; this library reads version %u", version,
+                  MSCCLPP_MEM_RECORD_VERSION);
+  uint32_t total = get32(buf + 8);
+  if (total != len)
+    return refuse(why, whyLen, "memory record length mismatch: it says %u bytes, %zu were given%s", total, len,
+                  len < total ? " (truncated)" : "");
+  if (len < HEADER_BYTES + MAC_BYTES || len > MSCCLPP_MEM_RECORD_MAX)
+    return refuse(why, whyLen, "memory record of %zu bytes: a record has %d to %d bytes", len,
+                  HEADER_BYTES + MAC_BYTES, MSCCLPP_MEM_RECORD_MAX);
+  uint64_t mac = get64(buf + len - MAC_BYTES);
+  if ((mscclppSipHash(secret, buf, len - MAC_BYTES) ^ mac) != 0)
+    return refuse(why, whyLen,
+                  "memory record fails authentication: it was made by another job (another secret) or altered");
+  /* Authenticated: the bytes are what a rank of this job wrote. The checks
+   * below still hold the parser to its bounds. */
+  if (get16(buf + 6) != 0 || get32(buf + 12) != 0)
+    return refuse(why, whyLen, "memory record has unknown flags 0x%04x / 0x%08x", get16(buf + 6), get32(buf + 12));
+  struct mscclppMemRecord rec;
+  memset(&rec, 0, sizeof(rec));
+  rec.memId = get64(buf + 16);
+  rec.ownerRank = (int32_t)get32(buf + 24);
+  rec.ownerPid = get32(buf + 28);
+  rec.processToken = get64(buf + 32);
+  rec.hostHash = get64(buf + 40);
+  rec.kind = get32(buf + 48);
+  rec.transports = get32(buf + 52);
+  rec.addr = get64(buf + 56);
+  rec.devAddr = get64(buf + 64);
+  rec.size = get64(buf + 72);
+  rec.device = (int32_t)get32(buf + 80);
+  unsigned sections = get16(buf + 84);
+  size_t hn = buf[86];
+  if (rec.ownerRank < 0) return refuse(why, whyLen, "memory record names owner rank %d", (int)rec.ownerRank);
+  if (rec.kind < mscclppMemKindHost || rec.kind > mscclppMemKindDeviceCuMem)
+    return refuse(why, whyLen, "memory record has unknown kind %u", rec.kind);
+  const uint32_t known = mscclppTransportCudaIpc | mscclppTransportHostShm | mscclppTransportNet;
+  if (rec.transports == 0 || (rec.transports & ~known) != 0)
+    return refuse(why, whyLen, "memory record has transport mask 0x%x (known bits 0x%x)", rec.transports, known);
+  if (rec.size == 0 || !fits(rec.addr, rec.size, UINT64_MAX))
+    return refuse(why, whyLen, "memory record has size %llu at address 0x%llx", (unsigned long long)rec.size,
+                  (unsigned long long)rec.addr);
+  if (hn >= MSCCLPP_HOST_NAME_MAX || HEADER_BYTES + hn > len - MAC_BYTES || !printable(buf + HEADER_BYTES, hn))
+    return refuse(why, whyLen, "memory record has a bad host name (length %zu)", hn);
+  memcpy(rec.hostName, buf + HEADER_BYTES, hn);
+  size_t pos = HEADER_BYTES + hn;
+  const size_t end = len - MAC_BYTES;
+  for (unsigned i = 0; i < sections; i++) {
+    if (end - pos < 4) return refuse(why, whyLen, "memory record truncated in section %u of %u", i + 1, sections);
+    unsigned type = get16(buf + pos);
+    size_t slen = get16(buf + pos + 2);
+    pos += 4;
+    if (slen > end - pos)
+      return refuse(why, whyLen, "memory record section %u says %zu bytes, %zu remain", type, slen, end - pos);
+    const uint8_t* b = buf + pos;
+    if (type == MSCCLPP_MEM_SECTION_CUDA_IPC) {
+      if (rec.hasCudaIpc) return refuse(why, whyLen, "memory record has two CUDA IPC sections");
+      if (slen != CUDA_IPC_BODY)
+        return refuse(why, whyLen, "memory record's CUDA IPC section has %zu bytes, expected %d", slen,
+                      CUDA_IPC_BODY);
+      rec.hasCudaIpc = 1;
+      memcpy(rec.cudaIpc.handle, b, MSCCLPP_GPU_IPC_HANDLE_BYTES);
+      rec.cudaIpc.offset = get64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES);
+      rec.cudaIpc.allocSize = get64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8);
+      if (!fits(rec.cudaIpc.offset, rec.size, rec.cudaIpc.allocSize))
+        return refuse(why, whyLen, "memory record: offset %llu + size %llu beyond the allocation of %llu bytes",
+                      (unsigned long long)rec.cudaIpc.offset, (unsigned long long)rec.size,
+                      (unsigned long long)rec.cudaIpc.allocSize);
+    } else if (type == MSCCLPP_MEM_SECTION_FD) {
+      if (rec.hasFd) return refuse(why, whyLen, "memory record has two FD sections");
+      if (slen < 1) return refuse(why, whyLen, "memory record's FD section is empty");
+      size_t sn = b[0];
+      if (sn == 0 || sn >= MSCCLPP_FD_SERVER_NAME_MAX || slen != 1 + sn + 40 || !printable(b + 1, sn))
+        return refuse(why, whyLen, "memory record's FD section is malformed (name length %zu, section %zu bytes)", sn,
+                      slen);
+      rec.hasFd = 1;
+      memcpy(rec.fd.server, b + 1, sn);
+      const uint8_t* q = b + 1 + sn;
+      rec.fd.exportId = get64(q);
+      memcpy(rec.fd.token, q + 8, MSCCLPP_FD_TOKEN_BYTES);
+      rec.fd.offset = get64(q + 24);
+      rec.fd.mapSize = get64(q + 32);
+      if (!fits(rec.fd.offset, rec.size, rec.fd.mapSize))
+        return refuse(why, whyLen, "memory record: offset %llu + size %llu beyond the mapping of %llu bytes",
+                      (unsigned long long)rec.fd.offset, (unsigned long long)rec.size,
+                      (unsigned long long)rec.fd.mapSize);
+    }
+    pos += slen; /* unknown types are skipped */
+  }
+  if (pos != end)
+    return refuse(why, whyLen, "memory record has %zu stray bytes after its %u sections", end - pos, sections);
+  *out = rec;
+  return mscclppSuccess;
+}

@@ -1,0 +1,115 @@
+/*
+ * The transport layer: one `const` ops table per transport, and connections
+ * (a transport + this rank's endpoint + the peer's).
+ *
+ * A transport fills every slot of its table; an operation it cannot do points
+ * to one of the mscclppTransportUnsupported* functions below, which return
+ * mscclppInvalidUsage "<op> is not supported by transport <name>". The
+ * mscclppConn* calls check their arguments once and then dispatch in one line
+ * (conn->ops->write(...)), so the ops themselves never re-check.
+ *
+ * Ordering guarantees of write / signal / flush: include/mscclpp/connection.h.
+ */
+#ifndef MSCCLPP_SRC_TRANSPORT_TRANSPORT_H_
+#define MSCCLPP_SRC_TRANSPORT_TRANSPORT_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memory/memory.h"
+#include "mscclpp/core.h"
+#include "mscclpp/memory.h"
+
+struct mscclppConnection;
+struct mscclppGpuIpcStream;
+
+/* What each side of a connection says about itself (sent at connect). */
+struct mscclppEndpoint {
+  int rank;
+  int peer;                /* the rank it connects to */
+  int tag;
+  uint32_t pid;
+  uint64_t processToken;
+  uint64_t hostHash;
+  char hostName[MSCCLPP_HOST_NAME_MAX];
+  uint32_t available;      /* transports this process can run */
+  uint32_t requested;      /* mscclppTransportAuto or one transport */
+  int device;              /* current CUDA device, -1 without a GPU */
+};
+
+#define MSCCLPP_ENDPOINT_BYTES 128
+
+struct mscclppTransportOps {
+  const char* name;
+  mscclppTransport_t transport;
+  /* Can this transport join the two endpoints? Must be symmetric. On "no",
+   * mscclppInvalidUsage and a sentence in why (nothing logged). */
+  mscclppResult_t (*check)(const struct mscclppEndpoint* a, const struct mscclppEndpoint* b, char* why,
+                           size_t whyLen);
+  /* Per-connection resources (CudaIpc: a stream on the current device). */
+  mscclppResult_t (*open)(struct mscclppConnection* conn);
+  /* Complete what is pending (bounded) and free what open made. */
+  mscclppResult_t (*close)(struct mscclppConnection* conn);
+  mscclppResult_t (*write)(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                           struct mscclppRegisteredMemory* src, uint64_t srcOffset, uint64_t size);
+  mscclppResult_t (*signal)(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                            uint64_t value);
+  mscclppResult_t (*flush)(struct mscclppConnection* conn);
+};
+
+extern const struct mscclppTransportOps mscclppTransportCudaIpcOps;
+extern const struct mscclppTransportOps mscclppTransportHostShmOps;
+
+/* The transports in the order Auto tries them (first that fits wins). */
+extern const struct mscclppTransportOps* const mscclppTransports[];
+extern const int mscclppTransportCount;
+
+struct mscclppConnection {
+  const struct mscclppTransportOps* ops;
+  struct mscclppMemContext* mctx;
+  int rank;
+  int remoteRank;
+  int tag;
+  int sameProcess;          /* the peer is this very process */
+  double timeoutSec;
+  const uint32_t* abortFlag;
+  struct mscclppEndpoint local, remote;
+  /* CudaIpc */
+  struct mscclppGpuIpcStream* stream;
+  int pending;              /* enqueued work not yet seen complete */
+};
+
+/* Public semantics in include/mscclpp/connection.h. */
+mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int tag, mscclppTransport_t transport,
+                                  struct mscclppConnection** conn);
+mscclppResult_t mscclppConnDestroy(struct mscclppConnection* conn);
+mscclppResult_t mscclppConnWrite(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                 uint64_t dstOffset, struct mscclppRegisteredMemory* src, uint64_t srcOffset,
+                                 uint64_t size);
+mscclppResult_t mscclppConnSignal(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                  uint64_t dstOffset, uint64_t value);
+mscclppResult_t mscclppConnFlush(struct mscclppConnection* conn);
+
+/* Pick the transport for two endpoints (symmetric: both ranks get the same
+ * answer). mscclppInvalidUsage with the reason logged otherwise. */
+mscclppResult_t mscclppTransportSelect(const struct mscclppEndpoint* local, const struct mscclppEndpoint* remote,
+                                       const struct mscclppTransportOps** ops);
+
+/* Endpoint wire format (fixed MSCCLPP_ENDPOINT_BYTES, authenticated with the
+ * job secret; pure functions, like the memory record's). */
+void mscclppEndpointEncode(const struct mscclppEndpoint* ep, const uint8_t secret[MSCCLPP_SECRET_BYTES],
+                           uint8_t buf[MSCCLPP_ENDPOINT_BYTES]);
+mscclppResult_t mscclppEndpointDecode(const uint8_t buf[MSCCLPP_ENDPOINT_BYTES],
+                                      const uint8_t secret[MSCCLPP_SECRET_BYTES], struct mscclppEndpoint* ep,
+                                      char* why, size_t whyLen);
+
+/* For slots a transport cannot fill. */
+mscclppResult_t mscclppTransportUnsupportedWrite(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                                 uint64_t dstOffset, struct mscclppRegisteredMemory* src,
+                                                 uint64_t srcOffset, uint64_t size);
+mscclppResult_t mscclppTransportUnsupportedSignal(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                                  uint64_t dstOffset, uint64_t value);
+mscclppResult_t mscclppTransportUnsupportedFlush(struct mscclppConnection* conn);
+
+#endif /* MSCCLPP_SRC_TRANSPORT_TRANSPORT_H_ */

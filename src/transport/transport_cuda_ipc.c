@@ -1,0 +1,103 @@
+/* Transport CudaIpc: the GPU's copy engines move the bytes, on a stream the
+ * connection owns (created on the device current at connect time). Peers are
+ * on the same host: other GPUs, or other ranks on the same GPU (MPS).
+ *
+ * write  - cudaMemcpyAsync on the connection's stream; returns once enqueued.
+ * signal - destination the CPU reaches (host kinds): wait until the stream
+ *          has drained, if anything is pending, then one 64-bit store with
+ *          release order - no CUDA call at all when nothing is pending.
+ *          Device memory: a stream-ordered 64-bit write behind the copies
+ *          (cuStreamWriteValue64, which fences the earlier writes).
+ * flush  - wait until the stream has drained (bounded, abortable). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "gpu/gpu_ipc.h"
+#include "transport/transport.h"
+
+#define SPIN_NS 200000 /* busy-poll this long before sleeping: flush latency matters */
+
+static mscclppResult_t ipcCheck(const struct mscclppEndpoint* a, const struct mscclppEndpoint* b, char* why,
+                                size_t whyLen) {
+  if (!(a->available & mscclppTransportCudaIpc) || !(b->available & mscclppTransportCudaIpc)) {
+    snprintf(why, whyLen, "rank %d has no GPU", !(a->available & mscclppTransportCudaIpc) ? a->rank : b->rank);
+    return mscclppInvalidUsage;
+  }
+  if (a->hostHash != b->hostHash) {
+    snprintf(why, whyLen, "the ranks are on different hosts ('%s' and '%s')", a->hostName, b->hostName);
+    return mscclppInvalidUsage;
+  }
+  return mscclppSuccess;
+}
+
+/* Wait until the stream has nothing pending. */
+static mscclppResult_t drain(struct mscclppConnection* c) {
+  if (!c->pending) return mscclppSuccess;
+  mscclppDeadline deadline = mscclppDeadlineIn(c->timeoutSec);
+  uint64_t spinUntil = mscclppTimeNs() + SPIN_NS;
+  for (;;) {
+    int done = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcStreamQuery(c->stream, &done));
+    if (done) {
+      c->pending = 0;
+      return mscclppSuccess;
+    }
+    if (c->abortFlag != NULL && __atomic_load_n(c->abortFlag, __ATOMIC_ACQUIRE))
+      return mscclppErr(mscclppAborted, MSCCLPP_LOG_TRANSPORT, "flush of the connection from rank %d to rank %d: aborted",
+                        c->rank, c->remoteRank);
+    if (mscclppDeadlinePassed(deadline))
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_TRANSPORT,
+                        "copies of the connection from rank %d to rank %d not complete after %.3g s", c->rank,
+                        c->remoteRank, c->timeoutSec);
+    if (mscclppTimeNs() > spinUntil) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static mscclppResult_t ipcOpen(struct mscclppConnection* c) { return mscclppGpuIpcStreamCreate(&c->stream); }
+
+static mscclppResult_t ipcClose(struct mscclppConnection* c) {
+  mscclppResult_t res = drain(c);
+  mscclppGpuIpcStreamDestroy(c->stream);
+  c->stream = NULL;
+  return res;
+}
+
+static mscclppResult_t ipcWrite(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                                struct mscclppRegisteredMemory* src, uint64_t srcOffset, uint64_t size) {
+  MSCCLPP_RETURN_ON_ERROR(
+      mscclppGpuIpcMemcpyAsync(c->stream, (char*)dst->ptr + dstOffset, (const char*)src->ptr + srcOffset, size));
+  c->pending = 1;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                                 uint64_t value) {
+  if (dst->hostAccessible) {
+    MSCCLPP_RETURN_ON_ERROR(drain(c));
+    __atomic_store_n((uint64_t*)((char*)dst->ptr + dstOffset), value, __ATOMIC_RELEASE);
+    return mscclppSuccess;
+  }
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValue64Async(c->stream, (char*)dst->devPtr + dstOffset, value));
+  c->pending = 1;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t ipcFlush(struct mscclppConnection* c) { return drain(c); }
+
+const struct mscclppTransportOps mscclppTransportCudaIpcOps = {
+    .name = "CudaIpc",
+    .transport = mscclppTransportCudaIpc,
+    .check = ipcCheck,
+    .open = ipcOpen,
+    .close = ipcClose,
+    .write = ipcWrite,
+    .signal = ipcSignal,
+    .flush = ipcFlush,
+};

@@ -1,0 +1,70 @@
+/* Transport HostShm: the CPU copies through shared mappings of host memory
+ * (the host backend, and host memory between ranks of one host).
+ *
+ * write  - memmove; complete and visible (to acquire loads) when it returns.
+ * signal - one 64-bit store with release order: a reader that loads the
+ *          value with acquire order sees every earlier write.
+ * flush  - a full fence; nothing is ever pending. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/transport.h"
+
+static mscclppResult_t shmCheck(const struct mscclppEndpoint* a, const struct mscclppEndpoint* b, char* why,
+                                size_t whyLen) {
+  if (!(a->available & b->available & mscclppTransportHostShm)) {
+    snprintf(why, whyLen, "a side cannot run it");
+    return mscclppInvalidUsage;
+  }
+  if (a->hostHash != b->hostHash) {
+    snprintf(why, whyLen, "the ranks are on different hosts ('%s' and '%s')", a->hostName, b->hostName);
+    return mscclppInvalidUsage;
+  }
+  return mscclppSuccess;
+}
+
+static mscclppResult_t shmOpen(struct mscclppConnection* conn) {
+  (void)conn;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t shmClose(struct mscclppConnection* conn) {
+  (void)conn;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t shmWrite(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                uint64_t dstOffset, struct mscclppRegisteredMemory* src, uint64_t srcOffset,
+                                uint64_t size) {
+  (void)conn;
+  /* Registrations for HostShm are host memory (register.c refuses others). */
+  memmove((char*)dst->ptr + dstOffset, (const char*)src->ptr + srcOffset, size);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t shmSignal(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                 uint64_t dstOffset, uint64_t value) {
+  (void)conn;
+  __atomic_store_n((uint64_t*)((char*)dst->ptr + dstOffset), value, __ATOMIC_RELEASE);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t shmFlush(struct mscclppConnection* conn) {
+  (void)conn;
+  atomic_thread_fence(memory_order_seq_cst);
+  return mscclppSuccess;
+}
+
+const struct mscclppTransportOps mscclppTransportHostShmOps = {
+    .name = "HostShm",
+    .transport = mscclppTransportHostShm,
+    .check = shmCheck,
+    .open = shmOpen,
+    .close = shmClose,
+    .write = shmWrite,
+    .signal = shmSignal,
+    .flush = shmFlush,
+};
