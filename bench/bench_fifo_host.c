@@ -6,7 +6,10 @@
  *  2. push -> proxy -> sync, one trigger at a time (handler does nothing);
  *     push -> proxy handler signals a host-to-device semaphore -> producer
  *     waits on it through its device handle;
- *  3. push throughput from 1 producer thread (handler does nothing).
+ *  3. push throughput from 1 producer thread (handler does nothing);
+ *  2t, 3t: (2) and (3) again with the GPU's proxy defaults (tail published
+ *     every 8 triggers and when the FIFO is empty, prefetch 2 lines), for
+ *     comparison with the host backend's (after every trigger, no prefetch).
  * Usage: bench_fifo_host [rounds=200000] [triggers=5000000] [fifoSize=MSCCLPP_FIFO_SIZE]
  * Needs two idle cores: both sides busy-poll. */
 #include <pthread.h>
@@ -19,6 +22,7 @@
 #include "mscclpp/proxy.h"
 #include "mscclpp/semaphore.h"
 #include "mscclpp/semaphore_device.h"
+#include "proxy/proxy.h"
 
 #define MK(expr)                                                                                          \
   do {                                                                                                    \
@@ -160,6 +164,13 @@ int main(int argc, char** argv) {
   throughput(&fh, triggers / 10 + 1);
   double tput = throughput(&fh, triggers);
   MK(mscclppProxyStop(proxy));
+  struct mscclppProxyTuning gpuTuning = MSCCLPP_PROXY_TUNING_DEFAULT;
+  MK(mscclppProxySetTuning(proxy, &gpuTuning));
+  MK(mscclppProxyStart(proxy));
+  roundTripUs(&fh, NULL, rounds / 10 + 1);
+  double rtGpuDefaults = roundTripUs(&fh, NULL, rounds);
+  double tputGpuDefaults = throughput(&fh, triggers);
+  MK(mscclppProxyStop(proxy));
   mscclppResult_t err;
   MK(mscclppProxyGetAsyncError(proxy, &err));
 
@@ -171,6 +182,10 @@ int main(int argc, char** argv) {
   printf("%-56s %8.3f us %7.2fx\n", "(2b) push -> proxy signals semaphore -> wait", rtSem, rtSem / raw);
   printf("%-56s %7.2f M/s  (%.1f ns/trigger = %.3fx of (1))\n", "(3) push throughput, 1 producer thread", tput / 1e6,
          1e9 / tput, 1e6 / tput / raw);
+  printf("%-56s %8.3f us %7.2fx\n", "(2t) (2) with the GPU proxy defaults (batch 8, prefetch)", rtGpuDefaults,
+         rtGpuDefaults / raw);
+  printf("%-56s %7.2f M/s  (%.1f ns/trigger)\n", "(3t) (3) with the GPU proxy defaults (batch 8, prefetch)",
+         tputGpuDefaults / 1e6, 1e9 / tputGpuDefaults);
   printf("async error: %s\n", mscclppGetErrorString(err));
 
   MK(mscclppProxyDestroy(proxy));

@@ -151,14 +151,15 @@ MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadRelaxedGpu64(const uint64_t* p) {
 #endif
 }
 
-/* Claim the next FIFO position: a fetch-and-add on device memory with no
- * ordering (the slot store that follows carries the ordering). Any number of
- * threads and blocks of one GPU may call it at once. */
-MSCCLPP_DEVICE_INLINE uint64_t mscclppAtomicClaim64(uint64_t* p) {
+/* Claim the next n FIFO positions (returns the first): a fetch-and-add on
+ * device memory with no ordering (the slot stores that follow carry whatever
+ * ordering the caller asks for). Any number of threads and blocks of one GPU
+ * may call it at once. */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppAtomicClaim64(uint64_t* p, uint64_t n) {
 #if defined(MSCCLPP_DEVICE_CUDA)
-  return (uint64_t)atomicAdd((unsigned long long*)p, 1ull);
+  return (uint64_t)atomicAdd((unsigned long long*)p, (unsigned long long)n);
 #else
-  return __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
+  return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
 #endif
 }
 
@@ -184,10 +185,19 @@ MSCCLPP_DEVICE_INLINE void mscclppFenceSystem(void) {
 #endif
 }
 
-/* "Trigger visible to proxy": publish a 16-byte FIFO slot with ONE store,
+/* "Data visible before trigger": publish a 16-byte FIFO slot with ONE store,
  * release-ordered after every earlier write of this thread (so data the
- * trigger describes is visible before the proxy reads the trigger).
+ * trigger describes -- in this GPU's memory, host memory or a peer's -- is
+ * visible to the proxy and to any DMA it starts once it has read the
+ * trigger). Writes of other threads are covered when they were ordered
+ * before this thread's store (e.g. __syncthreads() first).
  *  - CUDA: st.release.sys.v2.u64 (one 16-byte store; over PCIe one write).
+ *    The release is a system-scope fence before the store, which waits for
+ *    this thread's earlier writes to be acknowledged (bench_fifo row (1b)
+ *    shows its cost). A gpu-scope fence is not offered instead: for data in
+ *    GPU memory that a NIC reads after the CPU saw a host-memory flag, NCCL
+ *    (LL128 postSend) uses a system fence on sm_90 and later, on NVIDIA's
+ *    architecture guidance (NVIDIA/nccl issue #2322).
  *  - x86-64 host backend: one aligned 16-byte SSE store (movdqa); x86 stores
  *    are release-ordered (TSO), the asm is also a compiler barrier.
  *  - elsewhere, and under ThreadSanitizer (which cannot see inside asm):
@@ -205,6 +215,26 @@ MSCCLPP_DEVICE_INLINE void mscclppTriggerStore(uint64_t* slot, uint64_t w0, uint
 #else
   __atomic_store_n(&slot[0], w0, __ATOMIC_RELEASE);
   __atomic_store_n(&slot[1], w1, __ATOMIC_RELEASE);
+#endif
+}
+
+/* "Trigger visible to proxy, nothing to publish": the same 16-byte store
+ * without ordering, for a trigger that describes no data this thread wrote
+ * (a flush, a signal after the proxy's own copies), or when the caller
+ * issued one mscclppFenceSystem() for several pushes. No fence: the store is
+ * posted and the thread goes on. Consecutive relaxed triggers of one thread
+ * may reach the host out of order; the proxy reads slots in position order
+ * and waits for each one's commit bits, so that is harmless. */
+MSCCLPP_DEVICE_INLINE void mscclppTriggerStoreRelaxed(uint64_t* slot, uint64_t w0, uint64_t w1) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.relaxed.sys.v2.u64 [%0], {%1,%2};" ::"l"(slot), "l"(w0), "l"(w1) : "memory");
+#elif defined(__x86_64__) && !defined(MSCCLPP_HOST_SANITIZED)
+  typedef long long mscclppV2i64 __attribute__((vector_size(16)));
+  mscclppV2i64 v = {(long long)w0, (long long)w1};
+  __asm__ __volatile__("movdqa %1, %0" : "=m"(*(mscclppV2i64*)slot) : "x"(v) : "memory");
+#else
+  __atomic_store_n(&slot[0], w0, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot[1], w1, __ATOMIC_RELAXED);
 #endif
 }
 
@@ -244,6 +274,17 @@ MSCCLPP_DEVICE_INLINE uint64_t mscclppClockNs(void) {
   return t;
 #else
   return mscclppHostClockNs();
+#endif
+}
+
+/* Sleep about ns nanoseconds on the GPU (__nanosleep, at most 1 ms); on the
+ * host backend nothing (host waits back off in mscclppWaitStep). For waits
+ * that know they will last: fewer polls over PCIe. */
+MSCCLPP_DEVICE_INLINE void mscclppDeviceSleepNs(uint32_t ns) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __nanosleep(ns);
+#else
+  (void)ns;
 #endif
 }
 

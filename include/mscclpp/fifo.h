@@ -61,9 +61,9 @@ MSCCLPP_API mscclppResult_t mscclppFifoGetSize(mscclppFifo_t fifo, int* size);
 MSCCLPP_API mscclppResult_t mscclppFifoPoll(mscclppFifo_t fifo, mscclppTrigger* trigger, uint64_t* position,
                                             int* ready);
 
-/* Consumer: the trigger Poll returned is taken; publish the new tail (a
- * kernel's mscclppFifoDeviceSync on its position returns). mscclppInvalidUsage
- * when no fresh trigger is there. */
+/* Consumer: the trigger Poll returned is taken; publish the new tail at once
+ * (a kernel's mscclppFifoDeviceSync on its position returns).
+ * mscclppInvalidUsage when no fresh trigger is there. */
 MSCCLPP_API mscclppResult_t mscclppFifoPop(mscclppFifo_t fifo);
 
 /* Consumer: every position < `end` is complete at its destination (a

@@ -12,7 +12,9 @@
  *   completed  host-mapped, written by the proxy: positions < completed are
  *              complete at their destination (flush)
  * A push reads nothing over PCIe unless the FIFO looks full from tailCache.
- * Positions are 64-bit and never wrap.
+ * Positions are 64-bit and never wrap. The proxy publishes tail and
+ * completed in batches: whenever it finds the FIFO empty, and at least every
+ * few triggers while it is not (see mscclpp/proxy.h).
  *
  * Every wait here is bounded by the handle's timeout and returns early when
  * the abort flag rises; a timeout is recorded as the first device error.
@@ -27,6 +29,21 @@
 #include "mscclpp/device.h"
 #include "mscclpp/trigger.h"
 
+/* What a push orders before its trigger. */
+typedef enum {
+  /* Every earlier write of this thread (to this GPU's memory, host memory or
+   * a peer's) is visible system-wide before the proxy can see the trigger:
+   * a release store (mscclppTriggerStore), which costs a system-scope fence
+   * per push. For a trigger whose data this thread has just written (a put).
+   * mscclppFifoDevicePush uses it. */
+  mscclppFifoOrderRelease = 0,
+  /* No ordering (mscclppTriggerStoreRelaxed): for a trigger that describes
+   * no data this thread wrote (a flush; a signal that follows the proxy's
+   * own copies), or after ONE mscclppFenceSystem() that covers several
+   * pushes. */
+  mscclppFifoOrderRelaxed = 1
+} mscclppFifoOrder;
+
 /* Pass by value to kernels; get it from mscclppFifoGetDeviceHandle. */
 typedef struct {
   uint64_t* slots;     /* 2 * size words, host-mapped */
@@ -36,44 +53,130 @@ typedef struct {
   uint64_t* completed; /* host-mapped */
   uint32_t size;       /* slots, a power of two */
   uint32_t sizeLog2;
+  /* Tuning of a push that finds the FIFO full: it sleeps about this many ns
+   * per trigger the proxy must still take before its slot is free (at most
+   * MSCCLPP_FIFO_FULL_SLEEP_MAX_NS) between two reads of the tail, instead of
+   * reading it back to back over PCIe. 0: back to back. Set by
+   * mscclppFifoGetDeviceHandle; a kernel may change its copy. */
+  uint32_t fullSleepNsPerSlot;
+  uint32_t reserved;
   mscclppWaitContext wait;
 } mscclppFifoDeviceHandle;
 
-/* Push a packed trigger (see mscclppTriggerPack / mscclppTriggerEncode; its
- * commit bits are ignored). Waits only while the FIFO is full. On success
- * *position is the trigger's position, for mscclppFifoDeviceSync/Flush.
- * Returns mscclppSuccess, mscclppAborted, or mscclppTimeout. */
-MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDevicePushTrigger(const mscclppFifoDeviceHandle* fifo,
-                                                             mscclppTrigger trigger, uint64_t* position) {
+#define MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT 16u
+#define MSCCLPP_FIFO_FULL_SLEEP_MAX_NS 1000u
+
+/* Claim `count` consecutive positions (one fetch-and-add) and wait until the
+ * last of them, hence each of them, has a free slot. *first is the first
+ * position. mscclppSuccess, mscclppAborted or mscclppTimeout. */
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceClaim(const mscclppFifoDeviceHandle* fifo, uint32_t count,
+                                                             uint64_t* first) {
   /* Read the cached tail before claiming, so that the two device-memory
    * latencies overlap: an older cached tail is still a lower bound of the
    * tail, which is all the check needs (and tail <= pos always holds). */
   uint64_t tailCache = mscclppLoadRelaxedGpu64(fifo->tailCache);
-  uint64_t pos = mscclppAtomicClaim64(fifo->head);
-  if (pos - tailCache >= fifo->size) {
+  uint64_t pos = mscclppAtomicClaim64(fifo->head, count);
+  uint64_t last = pos + count - 1;
+  if (last - tailCache >= fifo->size) {
     mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
     for (;;) {
       uint64_t tail = mscclppLoadAcquireSys64(fifo->tail);
-      if (pos - tail < fifo->size) {
+      if (last - tail < fifo->size) {
         mscclppStoreRelaxed64(fifo->tailCache, tail);
         break;
       }
-      mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, pos);
+      /* the proxy must take `missing` more triggers before this one fits */
+      uint64_t missing = last - tail - fifo->size + 1;
+      uint64_t sleepNs = missing * fifo->fullSleepNsPerSlot;
+      if (sleepNs > MSCCLPP_FIFO_FULL_SLEEP_MAX_NS) sleepNs = MSCCLPP_FIFO_FULL_SLEEP_MAX_NS;
+      if (sleepNs > 0) mscclppDeviceSleepNs((uint32_t)sleepNs);
+      mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, last);
       if (r != mscclppSuccess) return r;
     }
   }
+  *first = pos;
+  return mscclppSuccess;
+}
+
+/* Write a trigger into the (free) slot of a claimed position, with its
+ * commit bits. */
+MSCCLPP_DEVICE_INLINE void mscclppFifoDeviceWriteSlot(const mscclppFifoDeviceHandle* fifo, uint64_t pos,
+                                                      mscclppTrigger trigger, mscclppFifoOrder order) {
   uint64_t commit = (((pos >> fifo->sizeLog2) & 1u) ^ 1u) << 63;
   uint64_t* slot = fifo->slots + 2 * (pos & (fifo->size - 1));
-  mscclppTriggerStore(slot, (trigger.value[0] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | commit,
-                      (trigger.value[1] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | commit);
+  uint64_t w0 = (trigger.value[0] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | commit;
+  uint64_t w1 = (trigger.value[1] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | commit;
+  if (order == mscclppFifoOrderRelaxed)
+    mscclppTriggerStoreRelaxed(slot, w0, w1);
+  else
+    mscclppTriggerStore(slot, w0, w1);
+}
+
+/* Push a packed trigger (see mscclppTriggerPack / mscclppTriggerEncode; its
+ * commit bits are ignored), ordered after this thread's earlier writes as
+ * `order` says. Waits only while the FIFO is full. On success *position is
+ * the trigger's position, for mscclppFifoDeviceSync/Flush. Returns
+ * mscclppSuccess, mscclppAborted, or mscclppTimeout.
+ *
+ * On a GPU, the lanes of a warp that push to the same FIFO at the same time
+ * claim their positions together, in lane order, with one atomic per FIFO
+ * size's worth of lanes, and each chunk writes its slots as soon as all of
+ * them are free. So no lane holds a claimed, unwritten position while a lane
+ * of its own warp waits for space (a diverged warp would otherwise stall the
+ * proxy at that position for as long as the waiting lane's poll). Lanes
+ * pushing to different FIFOs are grouped per FIFO. */
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDevicePushTrigger(const mscclppFifoDeviceHandle* fifo,
+                                                                   mscclppTrigger trigger, mscclppFifoOrder order,
+                                                                   uint64_t* position) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint32_t active = __activemask();
+  uint32_t group = (active & (active - 1)) == 0 ? active /* alone: no match needed */
+                                                 : __match_any_sync(active, (unsigned long long)(uintptr_t)fifo->head);
+  if ((group & (group - 1)) != 0) {
+    uint32_t lane;
+    __asm__("mov.u32 %0, %%laneid;" : "=r"(lane));
+    uint32_t n = (uint32_t)__popc(group);
+    uint32_t rank = (uint32_t)__popc(group & ((1u << lane) - 1u));
+    int leader = __ffs(group) - 1;
+    uint32_t chunk = n < fifo->size ? n : fifo->size;
+    int mine = 0;
+    for (uint32_t first = 0; first < n; first += chunk) {
+      uint32_t count = n - first < chunk ? n - first : chunk;
+      unsigned long long base = 0;
+      int res = (int)mscclppSuccess;
+      if ((int)lane == leader) {
+        uint64_t b = 0;
+        res = (int)mscclppFifoDeviceClaim(fifo, count, &b);
+        base = b;
+      }
+      base = __shfl_sync(group, base, leader);
+      res = __shfl_sync(group, res, leader);
+      if (res != (int)mscclppSuccess) return mine ? mscclppSuccess : (mscclppResult_t)res;
+      if (rank >= first && rank < first + count) {
+        uint64_t pos = (uint64_t)base + (rank - first);
+        mscclppFifoDeviceWriteSlot(fifo, pos, trigger, order);
+        *position = pos;
+        mine = 1;
+      }
+    }
+    return mscclppSuccess;
+  }
+#endif
+  uint64_t pos = 0;
+  mscclppResult_t r = mscclppFifoDeviceClaim(fifo, 1, &pos);
+  if (r != mscclppSuccess) return r;
+  mscclppFifoDeviceWriteSlot(fifo, pos, trigger, order);
   *position = pos;
   return mscclppSuccess;
 }
 
-/* Check `fields` and push them. An out-of-range field returns
- * mscclppInvalidArgument and records MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER
- * (field number and value), which raises the abort flag; nothing is pushed.
- * Otherwise as mscclppFifoDevicePushTrigger. */
+/* Check `fields` and push them with mscclppFifoOrderRelease (earlier writes
+ * of this thread visible before the trigger; use mscclppFifoDevicePushTrigger
+ * with mscclppFifoOrderRelaxed for a trigger that publishes nothing). An
+ * out-of-range field returns mscclppInvalidArgument and records
+ * MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER (field number and value), which
+ * raises the abort flag; nothing is pushed. Otherwise as
+ * mscclppFifoDevicePushTrigger. */
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDevicePush(const mscclppFifoDeviceHandle* fifo,
                                                       const mscclppTriggerFields* fields, uint64_t* position) {
   int bad = mscclppTriggerCheck(fields);
@@ -82,11 +185,11 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDevicePush(const mscclppFifoDev
                        mscclppTriggerFieldValue(fields, bad));
     return mscclppInvalidArgument;
   }
-  return mscclppFifoDevicePushTrigger(fifo, mscclppTriggerPack(fields), position);
+  return mscclppFifoDevicePushTrigger(fifo, mscclppTriggerPack(fields), mscclppFifoOrderRelease, position);
 }
 
-/* 1 when the proxy has taken `position` (its handler has run). One read of
- * host-mapped memory; no wait. */
+/* 1 when the proxy has taken `position` (its handler has run) and published
+ * it. One read of host-mapped memory; no wait. */
 MSCCLPP_DEVICE_INLINE int mscclppFifoDevicePoll(const mscclppFifoDeviceHandle* fifo, uint64_t position) {
   return mscclppLoadAcquireSys64(fifo->tail) > position;
 }

@@ -4,8 +4,16 @@
  * the NUMA node of its device. The thread polls its FIFOs (busy by default;
  * MSCCLPP_PROXY_BACKOFF_US lets it sleep when idle), hands each fresh trigger
  * to the FIFO's handler in FIFO order, then publishes the new tail (a
- * kernel's mscclppFifoDeviceSync returns) and, once the trigger's work is complete,
- * the completed counter (mscclppFifoDeviceFlush returns). No lock on that path.
+ * kernel's mscclppFifoDeviceSync returns) and, once the trigger's work is
+ * complete, the completed counter (mscclppFifoDeviceFlush returns). No lock
+ * on that path. For a GPU, publication is batched: the thread publishes
+ * right after the first trigger it finds (so a lone trigger is published
+ * right after its handler), when it finds the FIFO empty, and otherwise
+ * after every 8 triggers at the latest, because each publication is a store
+ * to a cache line that waiting kernels read over PCIe. Hence a handler must
+ * not wait for a kernel to get past a Sync or Flush of an EARLIER trigger:
+ * that trigger may be published only after the handler returns. (The host
+ * backend publishes after every trigger.)
  *
  * Run states, as in the seed: idle -> running (Start) -> exiting (Stop) ->
  * idle. Start and Stop are idempotent. Stop first drains what was already

@@ -49,7 +49,7 @@ mscclppResult_t mscclppGpuHostAllocMapped(int device, size_t bytes, void** hostP
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuHostAllocMapped: %s",
                       bytes == 0 ? "zero bytes" : "NULL output");
   if (device < 0) {
-    void* p;
+    void* p = NULL;
     MSCCLPP_RETURN_ON_ERROR(hostAlloc(bytes, &p));
     *hostPtr = *devPtr = p;
     return mscclppSuccess;

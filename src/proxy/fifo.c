@@ -154,6 +154,7 @@ mscclppResult_t mscclppFifoGetDeviceHandle(mscclppFifo_t fifo, mscclppFifoDevice
   h.completed = fifo->completedDev;
   h.size = fifo->size;
   h.sizeLog2 = fifo->sizeLog2;
+  h.fullSleepNsPerSlot = MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT;
   mscclppAbortWaitContext(fifo->abort, fifo->timeoutSec, 1, &h.wait);
   *handle = h;
   return mscclppSuccess;

@@ -40,7 +40,8 @@ struct mscclppFifo {
   uint64_t* tailCacheDev;
   mscclppGpuStream_t stream; /* reads head back without waiting for kernels */
   /* consumer state, on its own line */
-  uint64_t hostTail __attribute__((aligned(64)));
+  uint64_t hostTail __attribute__((aligned(64))); /* next position to take */
+  uint64_t publishedTail;                         /* last value stored to *tailHost */
   uint64_t hostCompleted;
 };
 
@@ -55,10 +56,32 @@ static inline int mscclppFifoHostPoll(struct mscclppFifo* f, mscclppTrigger* tri
   return 1;
 }
 
-/* The slot at hostTail is consumed: publish tail = hostTail + 1. */
+/* Start loading the slots `lines` cache lines after the one at hostTail, so
+ * that the next polls hit the cache when the GPU wrote them already (they
+ * usually did when the proxy is the bottleneck); a line prefetched before the
+ * GPU writes it is merely invalidated again. */
+static inline void mscclppFifoHostPrefetch(const struct mscclppFifo* f, uint32_t lines) {
+  uint64_t pos = f->hostTail + (uint64_t)lines * (MSCCLPP_CACHE_LINE / sizeof(mscclppTrigger));
+  __builtin_prefetch(f->slotsHost + 2 * (pos & (f->size - 1)), 0, 3);
+}
+
+/* The slot at hostTail is consumed; pushers see it (tail = hostTail) only
+ * after mscclppFifoHostPublish. */
+static inline void mscclppFifoHostTake(struct mscclppFifo* f) { f->hostTail++; }
+
+/* Publish the tail: every position taken so far. One store to host-mapped
+ * memory (a line kernels poll over PCIe), skipped when nothing changed. */
+static inline void mscclppFifoHostPublish(struct mscclppFifo* f) {
+  if (f->publishedTail != f->hostTail) {
+    f->publishedTail = f->hostTail;
+    mscclppStoreReleaseSys64(f->tailHost, f->hostTail);
+  }
+}
+
+/* Take the slot at hostTail and publish the new tail at once. */
 static inline void mscclppFifoHostPop(struct mscclppFifo* f) {
-  f->hostTail++;
-  mscclppStoreReleaseSys64(f->tailHost, f->hostTail);
+  mscclppFifoHostTake(f);
+  mscclppFifoHostPublish(f);
 }
 
 /* Positions < end are complete at their destination. */

@@ -16,6 +16,7 @@
 #include "gpu/gpu.h"
 #include "mscclpp/proxy.h"
 #include "proxy/fifo.h"
+#include "proxy/proxy.h"
 
 #define PROXY_MAX_FIFOS 64
 /* Triggers taken from one FIFO before looking at the next. */
@@ -45,6 +46,9 @@ struct mscclppProxy {
   pthread_t thread;
   int threadValid;
   int state; /* mscclppProxyRunState; __atomic */
+  struct mscclppProxyTuning tuning; /* set while the thread is not running */
+  uint64_t statTriggers;            /* written by the thread; __atomic */
+  uint64_t statBusyNs;              /* written by the thread; __atomic */
 };
 
 static void nap(uint64_t ns) {
@@ -83,6 +87,9 @@ mscclppResult_t mscclppProxyCreate(const mscclppProxyConfig* config, mscclppProx
   }
   pthread_mutex_init(&p->ctl, NULL);
   p->state = mscclppProxyStateIdle;
+  struct mscclppProxyTuning tuning = MSCCLPP_PROXY_TUNING_DEFAULT;
+  struct mscclppProxyTuning hostTuning = MSCCLPP_PROXY_TUNING_HOST_BACKEND;
+  p->tuning = p->device < 0 ? hostTuning : tuning;
   *proxy = p;
   return mscclppSuccess;
 }
@@ -134,8 +141,9 @@ static void threadSetup(struct mscclppProxy* p) {
     mscclppAbortRaisef(p->abort, mscclppUnhandledCudaError, "proxy %s cannot use device %d", p->name, p->device);
 }
 
-/* Hand one fresh trigger to its handler. 0: go on; 1: the thread must stop
- * (handler asked); -1: error recorded. */
+/* Hand one fresh trigger to its handler and take it (unpublished). 0: go
+ * on; 1: taken, and the thread must stop (handler asked); -1: not taken,
+ * error recorded. */
 static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
   struct proxyFifo* e = &p->fifos[index];
   struct mscclppFifo* f = e->fifo;
@@ -147,8 +155,7 @@ static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
                        index, pos, mscclppTriggerOp(t));
     return -1;
   }
-  mscclppFifoHostPop(f);
-  if (e->progress == NULL) mscclppFifoHostComplete(f, f->hostTail);
+  mscclppFifoHostTake(f);
   if (r == mscclppProxyHandlerStop) return 1;
   if (r != mscclppProxyHandlerContinue) {
     mscclppAbortRaisef(p->abort, mscclppInternalError, "proxy %s: handler of FIFO %d returned unknown result %d",
@@ -156,6 +163,41 @@ static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
     return -1;
   }
   return 0;
+}
+
+/* Tell the kernels what was taken: tail, and for a synchronous handler
+ * (its work is done when it returns) completed too. */
+static void publish(struct proxyFifo* e) {
+  mscclppFifoHostPublish(e->fifo);
+  if (e->progress == NULL) mscclppFifoHostComplete(e->fifo, e->fifo->hostTail);
+}
+
+/* Serve up to `max` fresh triggers of FIFO `index` in order, publishing
+ * right after the first one (a lone trigger waits for nothing more), then
+ * every tuning.tailBatch triggers, and when the loop ends (FIFO found empty,
+ * `max` reached, a handler stopped or failed). Returns the number of
+ * triggers taken; *result as serve() for the last one. */
+static uint32_t serveFifo(struct mscclppProxy* p, int index, uint32_t max, int* result) {
+  struct proxyFifo* e = &p->fifos[index];
+  struct mscclppFifo* f = e->fifo;
+  const uint32_t batch = p->tuning.tailBatch, prefetch = p->tuning.prefetchLines;
+  uint32_t n = 0, unpublished = 0;
+  int r = 0;
+  mscclppTrigger t;
+  while (n < max && mscclppFifoHostPoll(f, &t)) {
+    if (prefetch != 0) mscclppFifoHostPrefetch(f, prefetch);
+    r = serve(p, index, &t);
+    if (r < 0) break;
+    n++;
+    if (++unpublished >= batch || n == 1) {
+      publish(e);
+      unpublished = 0;
+    }
+    if (r > 0) break;
+  }
+  if (unpublished > 0) publish(e);
+  *result = r;
+  return n;
 }
 
 /* Let asynchronous handlers publish completion. -1 on error. */
@@ -179,20 +221,32 @@ static int progressAll(struct mscclppProxy* p) {
 static void* proxyMain(void* arg) {
   struct mscclppProxy* p = arg;
   threadSetup(p);
-  uint64_t idleSpins = 0, sleepNs = 0;
-  int failed = 0, handlerStop = 0;
+  const int stats = p->tuning.stats;
+  uint64_t idleSpins = 0, sleepNs = 0, lastNs = 0;
+  uint64_t served = __atomic_load_n(&p->statTriggers, __ATOMIC_RELAXED); /* the thread may have run before */
+  uint64_t busyNs = __atomic_load_n(&p->statBusyNs, __ATOMIC_RELAXED);
+  int failed = 0, handlerStop = 0, worked = 0;
   while (!handlerStop && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == mscclppProxyStateRunning) {
-    if (mscclppAbortIsRaised(p->abort) || mscclppAbortPollDevice(p->abort) != mscclppSuccess) failed = 1;
-    int worked = 0;
-    for (int i = 0; i < p->nFifos && !failed && !handlerStop; i++) {
-      mscclppTrigger t;
-      for (int n = 0; n < PROXY_BATCH && mscclppFifoHostPoll(p->fifos[i].fifo, &t); n++) {
-        worked = 1;
-        int r = serve(p, i, &t);
-        if (r < 0) failed = 1;
-        if (r > 0) handlerStop = 1;
-        if (r != 0) break;
+    if (stats) {
+      uint64_t now = mscclppTimeNs();
+      if (worked) {
+        busyNs += now - lastNs;
+        __atomic_store_n(&p->statBusyNs, busyNs, __ATOMIC_RELAXED);
       }
+      lastNs = now;
+    }
+    if (mscclppAbortIsRaised(p->abort) || mscclppAbortPollDevice(p->abort) != mscclppSuccess) failed = 1;
+    worked = 0;
+    for (int i = 0; i < p->nFifos && !failed && !handlerStop; i++) {
+      int r = 0;
+      uint32_t n = serveFifo(p, i, PROXY_BATCH, &r);
+      if (n > 0) {
+        worked = 1;
+        served += n;
+        __atomic_store_n(&p->statTriggers, served, __ATOMIC_RELAXED);
+      }
+      if (r < 0) failed = 1;
+      if (r > 0) handlerStop = 1;
     }
     if (worked) {
       idleSpins = 0;
@@ -217,13 +271,11 @@ static void* proxyMain(void* arg) {
   /* Drain: everything published before Stop is at most one FIFO's worth. */
   if (!failed && !handlerStop && !mscclppAbortIsRaised(p->abort)) {
     for (int i = 0; i < p->nFifos && !failed; i++) {
-      mscclppTrigger t;
-      for (uint32_t n = 0; n < p->fifos[i].fifo->size && mscclppFifoHostPoll(p->fifos[i].fifo, &t); n++) {
-        int r = serve(p, i, &t);
-        if (r < 0) failed = 1;
-        if (r != 0) break;
-      }
+      int r = 0;
+      served += serveFifo(p, i, p->fifos[i].fifo->size, &r);
+      if (r < 0) failed = 1;
     }
+    __atomic_store_n(&p->statTriggers, served, __ATOMIC_RELAXED);
     if (!failed) {
       mscclppDeadline d = mscclppDeadlineIn(p->timeoutSec);
       for (;;) {
@@ -381,5 +433,28 @@ mscclppResult_t mscclppProxyGetAbort(mscclppProxy_t proxy, mscclppAbort_t* abort
   if (proxy == NULL || abort == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyGetAbort: NULL argument");
   *abort = proxy->abort;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppProxySetTuning(mscclppProxy_t proxy, const struct mscclppProxyTuning* tuning) {
+  if (proxy == NULL || tuning == NULL || tuning->tailBatch == 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxySetTuning: %s",
+                      tuning != NULL && proxy != NULL ? "tailBatch must be >= 1" : "NULL argument");
+  mscclppResult_t res = mscclppSuccess;
+  pthread_mutex_lock(&proxy->ctl);
+  if (proxy->threadValid && __atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) != mscclppProxyStateIdle)
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_PROXY, "mscclppProxySetTuning: stop proxy %s first",
+                     proxy->name);
+  else
+    proxy->tuning = *tuning;
+  pthread_mutex_unlock(&proxy->ctl);
+  return res;
+}
+
+mscclppResult_t mscclppProxyGetStats(mscclppProxy_t proxy, struct mscclppProxyStats* stats) {
+  if (proxy == NULL || stats == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxyGetStats: NULL argument");
+  stats->triggers = __atomic_load_n(&proxy->statTriggers, __ATOMIC_RELAXED);
+  stats->busyNs = __atomic_load_n(&proxy->statBusyNs, __ATOMIC_RELAXED);
   return mscclppSuccess;
 }

@@ -1,6 +1,8 @@
 /* The FIFO, proxy service and semaphores on a real GPU:
- *  - 1, 32 and 1024 pushing threads (across blocks) through a small FIFO:
- *    every trigger seen once, in per-thread order;
+ *  - 1, 32 and 1024 pushing threads (across blocks) through a small FIFO,
+ *    a FIFO smaller than a warp, and the lanes of each warp pushing to two
+ *    FIFOs; release and relaxed pushes mixed in each warp, lanes leaving the
+ *    loop at different times: every trigger seen once, in per-thread order;
  *  - push -> proxy handler signals a host-to-device semaphore -> kernel waits;
  *  - device-to-device semaphore ping-pong between two blocks (data checked);
  *    host-to-device signals consumed by a kernel;
@@ -101,61 +103,109 @@ static mscclppProxyHandlerResult checkHandler(void* arg, const mscclppTrigger* t
   return mscclppProxyHandlerContinue;
 }
 
-/* Each thread pushes perThread triggers (thread id, sequence), then waits for
- * its last one: Sync for even threads, Flush for odd ones. */
-__global__ void pushKernel(mscclppFifoDeviceHandle fifo, uint32_t perThread, int* status) {
+/* Each thread pushes perThread + tid % 3 triggers (thread id, sequence), so
+ * the lanes of a warp leave the loop at different times; threads with bit 1
+ * of their id set push with relaxed order through mscclppFifoDevicePushTrigger,
+ * the others with mscclppFifoDevicePush (release), so the lanes of a warp
+ * also push from two call sites. With twoFifos, odd threads push to FIFO b:
+ * the lanes of one warp push to two FIFOs at once. Each thread then waits
+ * for its last trigger: Sync for even threads, Flush for odd ones. */
+__device__ __host__ static uint32_t countOf(uint32_t tid, uint32_t perThread) { return perThread + tid % 3; }
+
+__global__ void pushKernel(mscclppFifoDeviceHandle a, mscclppFifoDeviceHandle b, int twoFifos, uint32_t perThread,
+                           int* status) {
   uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+  const mscclppFifoDeviceHandle* fifo = (twoFifos && (tid & 1)) ? &b : &a;
+  uint32_t count = countOf(tid, perThread);
   mscclppResult_t r = mscclppSuccess;
   uint64_t pos = 0;
-  for (uint32_t i = 0; i < perThread && r == mscclppSuccess; i++) {
+  for (uint32_t i = 0; i < count && r == mscclppSuccess; i++) {
     mscclppTriggerFields f = {};
     f.op = MSCCLPP_TRIGGER_OP_USER_FIRST;
     f.dstOffset = tid;
     f.srcOffset = i;
     f.size = i;
-    r = mscclppFifoDevicePush(&fifo, &f, &pos);
+    if (tid & 2)
+      r = mscclppFifoDevicePushTrigger(fifo, mscclppTriggerPack(&f), mscclppFifoOrderRelaxed, &pos);
+    else
+      r = mscclppFifoDevicePush(fifo, &f, &pos);
   }
-  if (r == mscclppSuccess && perThread > 0) r = (tid & 1) ? mscclppFifoDeviceFlush(&fifo, pos) : mscclppFifoDeviceSync(&fifo, pos);
+  if (r == mscclppSuccess && count > 0)
+    r = (tid & 1) ? mscclppFifoDeviceFlush(fifo, pos) : mscclppFifoDeviceSync(fifo, pos);
   status[tid] = (int)r;
 }
 
-static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread) {
-  static struct checker c;
-  memset(&c, 0, sizeof(c));
-  struct service s;
-  serviceInit(&s, 128, 30.0, checkHandler, &c);
-  CHECK_RES(mscclppProxyStart(s.proxy), mscclppSuccess);
+static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread, int fifoSize, int nFifos) {
+  static struct checker c[2];
+  memset(c, 0, sizeof(c));
+  mscclppAbort_t abort;
+  CHECK_RES(mscclppAbortCreate(0, &abort), mscclppSuccess);
+  mscclppFifoConfig fc = MSCCLPP_FIFO_CONFIG_INITIALIZER;
+  fc.device = 0;
+  fc.size = fifoSize;
+  fc.timeoutSec = 30.0;
+  fc.abort = abort;
+  mscclppProxyConfig pc = MSCCLPP_PROXY_CONFIG_INITIALIZER;
+  pc.device = 0;
+  pc.abort = abort;
+  pc.name = "gpu-test-proxy";
+  mscclppProxy_t proxy;
+  CHECK_RES(mscclppProxyCreate(&pc, &proxy), mscclppSuccess);
+  mscclppFifo_t fifo[2] = {NULL, NULL};
+  mscclppFifoDeviceHandle h[2];
+  for (int k = 0; k < nFifos; k++) {
+    CHECK_RES(mscclppFifoCreate(&fc, &fifo[k]), mscclppSuccess);
+    CHECK_RES(mscclppProxyAddFifo(proxy, fifo[k], checkHandler, NULL, &c[k]), mscclppSuccess);
+    CHECK_RES(mscclppFifoGetDeviceHandle(fifo[k], &h[k]), mscclppSuccess);
+  }
+  if (nFifos == 1) h[1] = h[0];
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_RES(mscclppProxyStart(proxy), mscclppSuccess);
   int n = blocks * threadsPerBlock;
   int* status = NULL;
   CUDA_CHECK(cudaMalloc(&status, n * sizeof(int)));
-  CUDA_CHECK(cudaMemsetAsync(status, 0xff, n * sizeof(int), s.stream));
+  CUDA_CHECK(cudaMemsetAsync(status, 0xff, n * sizeof(int), stream));
   double t0 = nowSec();
-  pushKernel<<<blocks, threadsPerBlock, 0, s.stream>>>(s.h, perThread, status);
+  pushKernel<<<blocks, threadsPerBlock, 0, stream>>>(h[0], h[1], nFifos == 2, perThread, status);
   CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
   double sec = nowSec() - t0;
   int hostStatus[MAX_THREADS];
   CUDA_CHECK(cudaMemcpy(hostStatus, status, n * sizeof(int), cudaMemcpyDeviceToHost));
   int bad = 0;
   for (int i = 0; i < n; i++) bad += hostStatus[i] != mscclppSuccess;
   CHECK(bad == 0);
-  CHECK_RES(mscclppProxyStop(s.proxy), mscclppSuccess);
-  uint64_t total = (uint64_t)n * perThread;
-  CHECK(__atomic_load_n(&c.seen, __ATOMIC_ACQUIRE) == total);
-  CHECK(c.errors == 0);
-  for (int i = 0; i < n; i++) CHECK(c.next[i] == perThread);
+  CHECK_RES(mscclppProxyStop(proxy), mscclppSuccess);
+  uint64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    uint32_t want = countOf((uint32_t)i, perThread);
+    int k = nFifos == 2 ? (i & 1) : 0;
+    total += want;
+    CHECK(c[k].next[i] == want);
+    if (nFifos == 2) CHECK(c[k ^ 1].next[i] == 0);
+  }
+  CHECK(__atomic_load_n(&c[0].seen, __ATOMIC_ACQUIRE) + __atomic_load_n(&c[1].seen, __ATOMIC_ACQUIRE) == total);
+  CHECK(c[0].errors == 0 && c[1].errors == 0);
   mscclppResult_t err;
-  CHECK_RES(mscclppProxyGetAsyncError(s.proxy, &err), mscclppSuccess);
+  CHECK_RES(mscclppProxyGetAsyncError(proxy, &err), mscclppSuccess);
   CHECK(err == mscclppSuccess);
-  printf("  %d block(s) x %d thread(s): %llu triggers in %.3f s (%.2f M/s)\n", blocks, threadsPerBlock,
-         (unsigned long long)total, sec, total / sec / 1e6);
+  printf("  %d block(s) x %d thread(s), %d FIFO(s) of %d slots: %llu triggers in %.3f s (%.2f M/s)\n", blocks,
+         threadsPerBlock, nFifos, fifoSize, (unsigned long long)total, sec, total / sec / 1e6);
   CUDA_CHECK(cudaFree(status));
-  serviceFini(&s);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  CHECK_RES(mscclppProxyDestroy(proxy), mscclppSuccess);
+  for (int k = 0; k < nFifos; k++) CHECK_RES(mscclppFifoDestroy(fifo[k]), mscclppSuccess);
+  CHECK_RES(mscclppAbortDestroy(abort), mscclppSuccess);
 }
 
-static void testOneThread(void) { runPushers(1, 1, 20000 / gScale); }
-static void testThirtyTwoThreads(void) { runPushers(4, 8, 2000 / gScale); }
-static void testThousandThreads(void) { runPushers(8, 128, 100 / gScale); }
+static void testOneThread(void) { runPushers(1, 1, 20000 / gScale, 128, 1); }
+static void testThirtyTwoThreads(void) { runPushers(4, 8, 2000 / gScale, 128, 1); }
+static void testThousandThreads(void) { runPushers(8, 128, 500 / gScale, 128, 1); }
+/* 32 lanes push at once into 8 slots: a warp claims in chunks of 8. */
+static void testFifoSmallerThanWarp(void) { runPushers(2, 64, 300 / gScale, 8, 1); }
+/* Even and odd lanes of each warp push to two FIFOs of one proxy. */
+static void testTwoFifosPerWarp(void) { runPushers(4, 64, 500 / gScale, 64, 2); }
 
 /* ---- push -> proxy signals a host-to-device semaphore -> kernel waits ------------- */
 
@@ -417,6 +467,8 @@ int main(int argc, char** argv) {
   RUN(testOneThread);
   RUN(testThirtyTwoThreads);
   RUN(testThousandThreads);
+  RUN(testFifoSmallerThanWarp);
+  RUN(testTwoFifosPerWarp);
   RUN(testProxySignalsDevice);
   RUN(testSemaphores);
   RUN(testDeviceTimeout);

@@ -222,7 +222,7 @@ static void testSyncAndFlushTimeout(void) {
     mscclppFifoDeviceHandle h;
     CHECK_RES(mscclppFifoGetDeviceHandle(fifo, &h), mscclppSuccess);
     mscclppTriggerFields fl = userFields(0, 0);
-    uint64_t p;
+    uint64_t p = 0;
     CHECK_RES(mscclppFifoDevicePush(&h, &fl, &p), mscclppSuccess);
     if (which == 0) {
       CHECK_RES(mscclppFifoDeviceSync(&h, p), mscclppTimeout);

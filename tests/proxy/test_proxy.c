@@ -1,6 +1,8 @@
 /* The proxy service on the host backend, with CPU threads as producers:
  * many producers through a small FIFO (every trigger once, in per-producer
- * order), back-pressure, stop/start while pushing, handler errors, stop from
+ * order; release and relaxed pushes), the proxy's tuning variants (tail
+ * published every N triggers, prefetch) and its counters, back-pressure,
+ * stop/start while pushing, handler errors, stop from
  * a handler, asynchronous completion (flush), device-reported errors,
  * idempotent start/stop, and destroy while a producer still pushes.
  * MSCCLPP_TEST_TRIGGERS overrides the 10^6 triggers of the many-producer
@@ -16,6 +18,7 @@
 #include "mscclpp/fifo.h"
 #include "mscclpp/fifo_device.h"
 #include "mscclpp/proxy.h"
+#include "proxy/proxy.h"
 
 #define MAX_PRODUCERS 64
 
@@ -111,7 +114,10 @@ static void* produce(void* arg) {
     f.srcOffset = i;
     f.size = i & 0x7fffffffu;
     uint64_t pos;
-    p->res = mscclppFifoDevicePush(&p->h, &f, &pos);
+    if (p->id & 1) /* odd producers push with relaxed order */
+      p->res = mscclppFifoDevicePushTrigger(&p->h, mscclppTriggerPack(&f), mscclppFifoOrderRelaxed, &pos);
+    else
+      p->res = mscclppFifoDevicePush(&p->h, &f, &pos);
     if (p->res != mscclppSuccess) break;
     __atomic_store_n(&p->pushed, i + 1, __ATOMIC_RELEASE);
     if (p->syncEvery && (i + 1) % (uint32_t)p->syncEvery == 0) {
@@ -166,6 +172,62 @@ static void manyProducers(int nProducers) {
 static void testOneProducer(void) { manyProducers(1); }
 static void testFourProducers(void) { manyProducers(4); }
 static void testThirtyTwoProducers(void) { manyProducers(32); }
+
+/* Every publication policy and prefetch distance passes the same checks; a
+ * lone trigger is published at once even when the batch is large; the
+ * counters count every trigger; tuning is refused while running. */
+static void testTuningVariants(void) {
+  const struct mscclppProxyTuning variants[] = {{1, 0, 1}, {3, 1, 1}, {64, 2, 1}, {1000, 8, 0}};
+  for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+    static struct checker c;
+    memset(&c, 0, sizeof(c));
+    c.gate = 1;
+    struct service s;
+    serviceInit(&s, 16, 30.0, checkHandler, NULL, &c);
+    CHECK_RES(mscclppProxySetTuning(s.proxy, &variants[v]), mscclppSuccess);
+    CHECK_RES(mscclppProxyStart(s.proxy), mscclppSuccess);
+    CHECK_RES(mscclppProxySetTuning(s.proxy, &variants[v]), mscclppInvalidUsage);
+    /* a lone trigger: Sync returns although the batch is not full */
+    struct producer one = {0};
+    one.h = s.h;
+    one.id = 0;
+    one.count = 1;
+    one.syncEvery = 1;
+    uint64_t t0 = mscclppTimeNs();
+    produce(&one);
+    CHECK_RES(one.res, mscclppSuccess);
+    CHECK((mscclppTimeNs() - t0) / 1e9 < 5.0);
+    struct producer prod[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+      memset(&prod[i], 0, sizeof(prod[i]));
+      prod[i].h = s.h;
+      prod[i].id = (uint32_t)i + 1;
+      prod[i].count = 20000;
+      prod[i].syncEvery = i == 0 ? 7 : 0;
+      pthread_create(&th[i], NULL, produce, &prod[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+      pthread_join(th[i], NULL);
+      CHECK_RES(prod[i].res, mscclppSuccess);
+    }
+    CHECK_RES(mscclppProxyStop(s.proxy), mscclppSuccess);
+    CHECK(c.seen == 80001 && c.errors == 0 && c.next[0] == 1);
+    for (int i = 1; i <= 4; i++) CHECK(c.next[i] == 20000);
+    struct mscclppProxyStats st;
+    CHECK_RES(mscclppProxyGetStats(s.proxy, &st), mscclppSuccess);
+    CHECK(st.triggers == 80001);
+    CHECK(variants[v].stats ? st.busyNs > 0 : st.busyNs == 0);
+    serviceFini(&s);
+  }
+  struct mscclppProxyTuning zero = {0, 0, 0};
+  struct service s;
+  serviceInit(&s, 16, 30.0, checkHandler, NULL, NULL);
+  CHECK_RES(mscclppProxySetTuning(s.proxy, &zero), mscclppInvalidArgument);
+  CHECK_RES(mscclppProxySetTuning(s.proxy, NULL), mscclppInvalidArgument);
+  CHECK_RES(mscclppProxyGetStats(NULL, NULL), mscclppInvalidArgument);
+  serviceFini(&s);
+}
 
 /* A stalled handler: producers fill the FIFO and then wait; nothing is
  * overwritten. */
@@ -464,7 +526,7 @@ static void testDestroyWhilePushing(void) {
   CHECK_RES(p.res, mscclppSuccess);
   /* 2. proxy running, a "kernel" in the middle of a push (position claimed,
    * slot not yet written): destroy refuses and leaves the proxy running */
-  uint64_t hole = mscclppAtomicClaim64(s.h.head);
+  uint64_t hole = mscclppAtomicClaim64(s.h.head, 1);
   t0 = mscclppTimeNs();
   CHECK_RES(mscclppProxyDestroy(s.proxy), mscclppInvalidUsage);
   CHECK((mscclppTimeNs() - t0) / 1e9 < 5.0);
@@ -531,6 +593,7 @@ int main(void) {
   RUN(testOneProducer);
   RUN(testFourProducers);
   RUN(testThirtyTwoProducers);
+  RUN(testTuningVariants);
   RUN(testBackpressure);
   RUN(testStopWhilePushing);
   RUN(testStartStopIdempotent);
