@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# On the build machine: builds the GPU tests, benchmarks and tools for sm_90
+# and stages the executables in .carry/gpu (git-ignored), ready to be carried
+# to the GPU machine, where scripts/gpu-run.sh runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build build-gpu -j"$(nproc)" >/dev/null
+rm -rf .carry/gpu && mkdir -p .carry/gpu
+for f in build-gpu/tests/*/* build-gpu/bench/* build-gpu/tools/*; do
+  if [ -f "$f" ] && [ -x "$f" ]; then cp "$f" .carry/gpu/; fi
+done
+cp tests/*/*.sh .carry/gpu/ 2>/dev/null || true
+du -sh .carry/gpu
