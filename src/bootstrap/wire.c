@@ -4,32 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/util.h"
 
 /* ---- little-endian helpers ----------------------------------------------- */
-
-static void put16(uint8_t* p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 static int allZero(const uint8_t* p, size_t n) {
   uint8_t acc = 0;
@@ -55,19 +34,19 @@ static mscclppResult_t checkLen(const char* what, size_t len, size_t want, msccl
 
 /* magic u32 | version u16 | kind u16: the start of every handshake record. */
 static void putRecordHead(uint8_t* p, uint16_t kind) {
-  put32(p, MSCCLPP_BS_MAGIC);
-  put16(p + 4, MSCCLPP_BS_VERSION);
-  put16(p + 6, kind);
+  mscclppPutLE32(p, MSCCLPP_BS_MAGIC);
+  mscclppPutLE16(p + 4, MSCCLPP_BS_VERSION);
+  mscclppPutLE16(p + 6, kind);
 }
 static mscclppResult_t checkRecordHead(const char* what, const uint8_t* p, uint16_t kind, mscclppBsWhy* why) {
-  uint32_t magic = get32(p);
+  uint32_t magic = mscclppGetLE32(p);
   if (magic != MSCCLPP_BS_MAGIC)
     return refuse(why, "%s has magic 0x%08x, expected 0x%08x (not a mscclpp bootstrap peer?)", what, magic,
                   MSCCLPP_BS_MAGIC);
-  uint16_t version = get16(p + 4);
+  uint16_t version = mscclppGetLE16(p + 4);
   if (version != MSCCLPP_BS_VERSION)
     return refuse(why, "%s has protocol version %u, this library speaks %u", what, version, MSCCLPP_BS_VERSION);
-  uint16_t k = get16(p + 6);
+  uint16_t k = mscclppGetLE16(p + 6);
   if (k != kind) return refuse(why, "%s has record kind %u, expected %u", what, k, kind);
   return mscclppSuccess;
 }
@@ -77,8 +56,8 @@ static mscclppResult_t checkRecordHead(const char* what, const uint8_t* p, uint1
 void mscclppBootstrapEncodeAddr(const struct mscclppBsAddr* a, uint8_t out[MSCCLPP_BS_ADDR_BYTES]) {
   memset(out, 0, MSCCLPP_BS_ADDR_BYTES);
   out[0] = a->family;
-  put16(out + 2, a->port);
-  put32(out + 4, a->scopeId);
+  mscclppPutLE16(out + 2, a->port);
+  mscclppPutLE32(out + 4, a->scopeId);
   memcpy(out + 8, a->addr, 16);
 }
 
@@ -88,8 +67,8 @@ mscclppResult_t mscclppBootstrapParseAddr(const uint8_t* buf, size_t len, struct
   MSCCLPP_RETURN_ON_ERROR(checkLen("address record", len, MSCCLPP_BS_ADDR_BYTES, why));
   struct mscclppBsAddr a;
   a.family = buf[0];
-  a.port = get16(buf + 2);
-  a.scopeId = get32(buf + 4);
+  a.port = mscclppGetLE16(buf + 2);
+  a.scopeId = mscclppGetLE32(buf + 4);
   memcpy(a.addr, buf + 8, 16);
   if (a.family != 4 && a.family != 6) return refuse(why, "address family %u is neither 4 nor 6", a.family);
   if (buf[1] != 0) return refuse(why, "address record reserved byte is %u, expected 0", buf[1]);
@@ -101,9 +80,9 @@ mscclppResult_t mscclppBootstrapParseAddr(const uint8_t* buf, size_t len, struct
 }
 
 void mscclppBootstrapEncodeRankInfo(const struct mscclppBsRankInfo* info, uint8_t out[MSCCLPP_BS_RANK_INFO_BYTES]) {
-  put32(out, (uint32_t)info->rank);
-  put32(out + 4, info->pid);
-  put64(out + 8, info->hostHash);
+  mscclppPutLE32(out, (uint32_t)info->rank);
+  mscclppPutLE32(out + 4, info->pid);
+  mscclppPutLE64(out + 8, info->hostHash);
   mscclppBootstrapEncodeAddr(&info->addr, out + 16);
 }
 
@@ -112,9 +91,9 @@ mscclppResult_t mscclppBootstrapParseRankInfo(const uint8_t* buf, size_t len, st
   if (buf == NULL || out == NULL) return refuse(why, "NULL argument");
   MSCCLPP_RETURN_ON_ERROR(checkLen("rank info record", len, MSCCLPP_BS_RANK_INFO_BYTES, why));
   struct mscclppBsRankInfo info;
-  info.rank = (int32_t)get32(buf);
-  info.pid = get32(buf + 4);
-  info.hostHash = get64(buf + 8);
+  info.rank = (int32_t)mscclppGetLE32(buf);
+  info.pid = mscclppGetLE32(buf + 4);
+  info.hostHash = mscclppGetLE64(buf + 8);
   if (info.rank < 0 || info.rank >= MSCCLPP_BS_MAX_RANKS)
     return refuse(why, "rank info names rank %d, outside [0, %d)", info.rank, MSCCLPP_BS_MAX_RANKS);
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapParseAddr(buf + 16, MSCCLPP_BS_ADDR_BYTES, &info.addr, why));
@@ -129,27 +108,27 @@ static const uint8_t idCheckKey[16] = {'m', 's', 'c', 'c', 'l', 'p', 'p', '-', '
 
 void mscclppBootstrapEncodeId(const struct mscclppBsId* id, uint8_t out[MSCCLPP_BS_ID_BYTES]) {
   memset(out, 0, MSCCLPP_BS_ID_BYTES);
-  put32(out, MSCCLPP_BS_ID_MAGIC);
-  put16(out + 4, MSCCLPP_BS_VERSION);
+  mscclppPutLE32(out, MSCCLPP_BS_ID_MAGIC);
+  mscclppPutLE16(out + 4, MSCCLPP_BS_VERSION);
   mscclppBootstrapEncodeAddr(&id->root, out + 8);
   memcpy(out + 32, id->secret, MSCCLPP_BS_SECRET_BYTES);
-  put64(out + ID_CHECK_OFFSET, mscclppSipHash(idCheckKey, out, ID_CHECK_OFFSET));
+  mscclppPutLE64(out + ID_CHECK_OFFSET, mscclppSipHash(idCheckKey, out, ID_CHECK_OFFSET));
 }
 
 mscclppResult_t mscclppBootstrapParseId(const uint8_t* buf, size_t len, struct mscclppBsId* out, mscclppBsWhy* why) {
   if (buf == NULL || out == NULL) return refuse(why, "NULL argument");
   MSCCLPP_RETURN_ON_ERROR(checkLen("unique id", len, MSCCLPP_BS_ID_BYTES, why));
-  uint32_t magic = get32(buf);
+  uint32_t magic = mscclppGetLE32(buf);
   if (magic != MSCCLPP_BS_ID_MAGIC)
     return refuse(why, "unique id has magic 0x%08x, expected 0x%08x (not made by mscclppGetUniqueId?)", magic,
                   MSCCLPP_BS_ID_MAGIC);
-  uint16_t version = get16(buf + 4);
+  uint16_t version = mscclppGetLE16(buf + 4);
   if (version != MSCCLPP_BS_VERSION)
     return refuse(why, "unique id has version %u, this library reads %u", version, MSCCLPP_BS_VERSION);
-  uint64_t check = get64(buf + ID_CHECK_OFFSET);
+  uint64_t check = mscclppGetLE64(buf + ID_CHECK_OFFSET);
   if (check != mscclppSipHash(idCheckKey, buf, ID_CHECK_OFFSET))
     return refuse(why, "unique id check value does not match its contents (corrupted or truncated id)");
-  if (get16(buf + 6) != 0 || !allZero(buf + 48, ID_CHECK_OFFSET - 48))
+  if (mscclppGetLE16(buf + 6) != 0 || !allZero(buf + 48, ID_CHECK_OFFSET - 48))
     return refuse(why, "unique id has non-zero reserved bytes");
   struct mscclppBsId id;
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapParseAddr(buf + 8, MSCCLPP_BS_ADDR_BYTES, &id.root, why));
@@ -196,12 +175,12 @@ void mscclppBootstrapEncodeHello(const struct mscclppBsHello* hello, const uint8
   memset(out, 0, MSCCLPP_BS_HELLO_BYTES);
   putRecordHead(out, MSCCLPP_BS_KIND_HELLO);
   memcpy(out + 8, hello->nonce, MSCCLPP_BS_NONCE_BYTES);
-  put32(out + 24, hello->purpose);
-  put32(out + 28, (uint32_t)hello->rank);
-  put32(out + 32, (uint32_t)hello->nranks);
-  put64(out + 40, hello->session);
+  mscclppPutLE32(out + 24, hello->purpose);
+  mscclppPutLE32(out + 28, (uint32_t)hello->rank);
+  mscclppPutLE32(out + 32, (uint32_t)hello->nranks);
+  mscclppPutLE64(out + 40, hello->session);
   if (hello->purpose == MSCCLPP_BS_PURPOSE_JOIN) mscclppBootstrapEncodeRankInfo(&hello->info, out + 48);
-  put64(out + HELLO_MAC_OFFSET, mscclppBootstrapHelloMac(secret, serverNonce, out));
+  mscclppPutLE64(out + HELLO_MAC_OFFSET, mscclppBootstrapHelloMac(secret, serverNonce, out));
 }
 
 mscclppResult_t mscclppBootstrapParseHello(const uint8_t* buf, size_t len, struct mscclppBsHello* out,
@@ -212,18 +191,18 @@ mscclppResult_t mscclppBootstrapParseHello(const uint8_t* buf, size_t len, struc
   struct mscclppBsHello h;
   memset(&h, 0, sizeof(h));
   memcpy(h.nonce, buf + 8, MSCCLPP_BS_NONCE_BYTES);
-  h.purpose = get32(buf + 24);
-  h.rank = (int32_t)get32(buf + 28);
-  h.nranks = (int32_t)get32(buf + 32);
-  h.session = get64(buf + 40);
-  h.mac = get64(buf + HELLO_MAC_OFFSET);
+  h.purpose = mscclppGetLE32(buf + 24);
+  h.rank = (int32_t)mscclppGetLE32(buf + 28);
+  h.nranks = (int32_t)mscclppGetLE32(buf + 32);
+  h.session = mscclppGetLE64(buf + 40);
+  h.mac = mscclppGetLE64(buf + HELLO_MAC_OFFSET);
   if (h.purpose != MSCCLPP_BS_PURPOSE_JOIN && h.purpose != MSCCLPP_BS_PURPOSE_PEER)
     return refuse(why, "hello has purpose %u, expected %d (join) or %d (peer)", h.purpose, MSCCLPP_BS_PURPOSE_JOIN,
                   MSCCLPP_BS_PURPOSE_PEER);
   if (h.nranks <= 0 || h.nranks > MSCCLPP_BS_MAX_RANKS)
     return refuse(why, "hello has nranks %d, outside [1, %d]", h.nranks, MSCCLPP_BS_MAX_RANKS);
   if (h.rank < 0 || h.rank >= h.nranks) return refuse(why, "hello has rank %d, outside [0, %d)", h.rank, h.nranks);
-  if (get32(buf + 36) != 0) return refuse(why, "hello has non-zero reserved bytes");
+  if (mscclppGetLE32(buf + 36) != 0) return refuse(why, "hello has non-zero reserved bytes");
   if (h.purpose == MSCCLPP_BS_PURPOSE_JOIN) {
     if (h.session != 0)
       return refuse(why, "join hello carries session %llu, expected 0", (unsigned long long)h.session);
@@ -261,8 +240,8 @@ void mscclppBootstrapEncodeAck(int32_t status, const uint8_t secret[MSCCLPP_BS_S
                                const uint8_t serverNonce[MSCCLPP_BS_NONCE_BYTES], uint8_t out[MSCCLPP_BS_ACK_BYTES]) {
   memset(out, 0, MSCCLPP_BS_ACK_BYTES);
   putRecordHead(out, MSCCLPP_BS_KIND_ACK);
-  put32(out + 8, (uint32_t)status);
-  put64(out + 16, mscclppBootstrapAckMac(secret, clientNonce, serverNonce, out));
+  mscclppPutLE32(out + 8, (uint32_t)status);
+  mscclppPutLE64(out + 16, mscclppBootstrapAckMac(secret, clientNonce, serverNonce, out));
 }
 
 uint64_t mscclppBootstrapAckMac(const uint8_t secret[MSCCLPP_BS_SECRET_BYTES],
@@ -281,36 +260,36 @@ mscclppResult_t mscclppBootstrapParseAck(const uint8_t* buf, size_t len, int32_t
   if (buf == NULL || status == NULL || mac == NULL) return refuse(why, "NULL argument");
   MSCCLPP_RETURN_ON_ERROR(checkLen("ack", len, MSCCLPP_BS_ACK_BYTES, why));
   MSCCLPP_RETURN_ON_ERROR(checkRecordHead("ack", buf, MSCCLPP_BS_KIND_ACK, why));
-  int32_t s = (int32_t)get32(buf + 8);
+  int32_t s = (int32_t)mscclppGetLE32(buf + 8);
   if (s < 0 || s > MSCCLPP_BS_ACK_MAX) return refuse(why, "ack has unknown status %d", s);
-  if (get32(buf + 12) != 0) return refuse(why, "ack has non-zero reserved bytes");
+  if (mscclppGetLE32(buf + 12) != 0) return refuse(why, "ack has non-zero reserved bytes");
   *status = s;
-  *mac = get64(buf + 16);
+  *mac = mscclppGetLE64(buf + 16);
   return mscclppSuccess;
 }
 
 /* ---- messages -------------------------------------------------------------- */
 
 void mscclppBootstrapEncodeHeader(const struct mscclppBsHeader* h, uint8_t out[MSCCLPP_BS_HEADER_BYTES]) {
-  put16(out, MSCCLPP_BS_MSG_MAGIC);
+  mscclppPutLE16(out, MSCCLPP_BS_MSG_MAGIC);
   out[2] = h->type;
   out[3] = h->flags;
-  put32(out + 4, (uint32_t)h->tag);
-  put64(out + 8, h->size);
+  mscclppPutLE32(out + 4, (uint32_t)h->tag);
+  mscclppPutLE64(out + 8, h->size);
 }
 
 mscclppResult_t mscclppBootstrapParseHeader(const uint8_t* buf, size_t len, struct mscclppBsHeader* out,
                                             mscclppBsWhy* why) {
   if (buf == NULL || out == NULL) return refuse(why, "NULL argument");
   MSCCLPP_RETURN_ON_ERROR(checkLen("message header", len, MSCCLPP_BS_HEADER_BYTES, why));
-  uint16_t magic = get16(buf);
+  uint16_t magic = mscclppGetLE16(buf);
   if (magic != MSCCLPP_BS_MSG_MAGIC)
     return refuse(why, "message header has magic 0x%04x, expected 0x%04x", magic, MSCCLPP_BS_MSG_MAGIC);
   struct mscclppBsHeader h;
   h.type = buf[2];
   h.flags = buf[3];
-  h.tag = (int32_t)get32(buf + 4);
-  h.size = get64(buf + 8);
+  h.tag = (int32_t)mscclppGetLE32(buf + 4);
+  h.size = mscclppGetLE64(buf + 8);
   if (h.type < 1 || h.type > MSCCLPP_BS_MSG_TYPE_MAX) return refuse(why, "message type %u is unknown", h.type);
   if (h.type == MSCCLPP_BS_MSG_DATA) {
     if ((h.flags & ~MSCCLPP_BS_FLAGS_ALL) != 0) return refuse(why, "data message has unknown flags 0x%02x", h.flags);
@@ -354,16 +333,16 @@ mscclppResult_t mscclppBootstrapParseHeader(const uint8_t* buf, size_t len, stru
 }
 
 void mscclppBootstrapEncodePeerStatus(int32_t rank, uint32_t status, uint8_t out[MSCCLPP_BS_PEER_STATUS_BYTES]) {
-  put32(out, (uint32_t)rank);
-  put32(out + 4, status);
+  mscclppPutLE32(out, (uint32_t)rank);
+  mscclppPutLE32(out + 4, status);
 }
 
 mscclppResult_t mscclppBootstrapParsePeerStatus(const uint8_t* buf, size_t len, int nranks, int32_t* rank,
                                                 uint32_t* status, mscclppBsWhy* why) {
   if (buf == NULL || rank == NULL || status == NULL) return refuse(why, "NULL argument");
   MSCCLPP_RETURN_ON_ERROR(checkLen("peer status", len, MSCCLPP_BS_PEER_STATUS_BYTES, why));
-  int32_t r = (int32_t)get32(buf);
-  uint32_t s = get32(buf + 4);
+  int32_t r = (int32_t)mscclppGetLE32(buf);
+  uint32_t s = mscclppGetLE32(buf + 4);
   if (r < 0 || r >= nranks) return refuse(why, "peer status names rank %d, outside [0, %d)", r, nranks);
   if (s != MSCCLPP_BS_PEER_LEFT && s != MSCCLPP_BS_PEER_LOST) return refuse(why, "peer status %u is unknown", s);
   *rank = r;
@@ -376,9 +355,9 @@ size_t mscclppBootstrapTableBytes(int nranks) {
 }
 
 void mscclppBootstrapEncodeTable(uint64_t session, const struct mscclppBsRankInfo* infos, int nranks, uint8_t* out) {
-  put64(out, session);
-  put32(out + 8, (uint32_t)nranks);
-  put32(out + 12, 0);
+  mscclppPutLE64(out, session);
+  mscclppPutLE32(out + 8, (uint32_t)nranks);
+  mscclppPutLE32(out + 12, 0);
   for (int i = 0; i < nranks; i++)
     mscclppBootstrapEncodeRankInfo(&infos[i],
                                    out + MSCCLPP_BS_TABLE_HEADER_BYTES + (size_t)i * MSCCLPP_BS_RANK_INFO_BYTES);
@@ -390,9 +369,9 @@ mscclppResult_t mscclppBootstrapParseTable(const uint8_t* buf, size_t len, int n
   if (nranks <= 0 || nranks > MSCCLPP_BS_MAX_RANKS) return refuse(why, "expected nranks %d is out of range", nranks);
   if (len < MSCCLPP_BS_TABLE_HEADER_BYTES)
     return refuse(why, "rank table is %zu bytes, shorter than its %d-byte header", len, MSCCLPP_BS_TABLE_HEADER_BYTES);
-  uint32_t count = get32(buf + 8);
+  uint32_t count = mscclppGetLE32(buf + 8);
   if (count != (uint32_t)nranks) return refuse(why, "rank table has %u ranks, expected %d", count, nranks);
-  if (get32(buf + 12) != 0) return refuse(why, "rank table has non-zero reserved bytes");
+  if (mscclppGetLE32(buf + 12) != 0) return refuse(why, "rank table has non-zero reserved bytes");
   MSCCLPP_RETURN_ON_ERROR(checkLen("rank table", len, mscclppBootstrapTableBytes(nranks), why));
   for (int i = 0; i < nranks; i++) {
     struct mscclppBsRankInfo info;
@@ -402,7 +381,7 @@ mscclppResult_t mscclppBootstrapParseTable(const uint8_t* buf, size_t len, int n
     if (info.rank != i) return refuse(why, "rank table record %d describes rank %d", i, info.rank);
   }
   /* Validated: now write the outputs. */
-  *session = get64(buf);
+  *session = mscclppGetLE64(buf);
   for (int i = 0; i < nranks; i++)
     mscclppBootstrapParseRankInfo(buf + MSCCLPP_BS_TABLE_HEADER_BYTES + (size_t)i * MSCCLPP_BS_RANK_INFO_BYTES,
                                   MSCCLPP_BS_RANK_INFO_BYTES, &infos[i], NULL);

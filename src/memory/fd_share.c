@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/bytes.h"
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -45,33 +47,11 @@ struct mscclppFdServer {
   uint64_t nextId;
 };
 
-static void put16(uint8_t* p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 /* SipHash(token, nonce | id): the proof that the client was given the token. */
 static uint64_t proof(const uint8_t token[MSCCLPP_FD_TOKEN_BYTES], const uint8_t nonce[16], uint64_t id) {
   uint8_t msg[24];
   memcpy(msg, nonce, 16);
-  put64(msg + 16, id);
+  mscclppPutLE64(msg + 16, id);
   return mscclppSipHash(token, msg, sizeof(msg));
 }
 
@@ -178,8 +158,8 @@ static mscclppResult_t recvAll(int fd, uint8_t* buf, size_t len, int* passedFd, 
 
 static void sendReply(int c, uint32_t status, int fd, mscclppDeadline deadline) {
   uint8_t reply[FD_REPLY_BYTES];
-  put32(reply, FD_MAGIC);
-  put32(reply + 4, status);
+  mscclppPutLE32(reply, FD_MAGIC);
+  mscclppPutLE32(reply + 4, status);
   if (fd < 0) {
     (void)sendAll(c, reply, sizeof(reply), deadline, NULL, "fd server reply");
     return;
@@ -213,19 +193,19 @@ static void serveClient(struct mscclppFdServer* s, int c) {
     return;
   }
   uint8_t challenge[FD_CHALLENGE_BYTES];
-  put32(challenge, FD_MAGIC);
-  put16(challenge + 4, FD_VERSION);
-  put16(challenge + 6, 0);
+  mscclppPutLE32(challenge, FD_MAGIC);
+  mscclppPutLE16(challenge + 4, FD_VERSION);
+  mscclppPutLE16(challenge + 6, 0);
   if (mscclppRandomBytes(challenge + 8, 16) != mscclppSuccess) return;
   if (sendAll(c, challenge, sizeof(challenge), deadline, NULL, "fd server challenge") != mscclppSuccess) return;
   uint8_t req[FD_REQUEST_BYTES];
   if (recvAll(c, req, sizeof(req), NULL, deadline, NULL, "fd server request") != mscclppSuccess) return;
-  if (get32(req) != FD_MAGIC || get16(req + 4) != FD_VERSION) {
+  if (mscclppGetLE32(req) != FD_MAGIC || mscclppGetLE16(req + 4) != FD_VERSION) {
     sendReply(c, FD_STATUS_BAD_REQUEST, -1, deadline);
     return;
   }
-  uint64_t id = get64(req + 8);
-  uint64_t mac = get64(req + 16);
+  uint64_t id = mscclppGetLE64(req + 8);
+  uint64_t mac = mscclppGetLE64(req + 16);
   pthread_mutex_lock(&s->lock);
   struct exportEntry* e = NULL;
   for (size_t i = 0; i < s->count; i++)
@@ -423,25 +403,25 @@ mscclppResult_t mscclppFdFetch(const char* name, uint64_t id, const uint8_t toke
   uint8_t challenge[FD_CHALLENGE_BYTES];
   res = recvAll(c, challenge, sizeof(challenge), NULL, deadline, abortFlag, what);
   if (res != mscclppSuccess) goto fail_close;
-  if (get32(challenge) != FD_MAGIC || get16(challenge + 4) != FD_VERSION) {
+  if (mscclppGetLE32(challenge) != FD_MAGIC || mscclppGetLE16(challenge + 4) != FD_VERSION) {
     res = mscclppErr(mscclppRemoteError, MSCCLPP_LOG_MEM, "%s: not an mscclpp fd server (magic 0x%08x, version %u)",
-                     what, get32(challenge), get16(challenge + 4));
+                     what, mscclppGetLE32(challenge), mscclppGetLE16(challenge + 4));
     goto fail_close;
   }
   uint8_t req[FD_REQUEST_BYTES];
-  put32(req, FD_MAGIC);
-  put16(req + 4, FD_VERSION);
-  put16(req + 6, 0);
-  put64(req + 8, id);
-  put64(req + 16, proof(token, challenge + 8, id));
+  mscclppPutLE32(req, FD_MAGIC);
+  mscclppPutLE16(req + 4, FD_VERSION);
+  mscclppPutLE16(req + 6, 0);
+  mscclppPutLE64(req + 8, id);
+  mscclppPutLE64(req + 16, proof(token, challenge + 8, id));
   res = sendAll(c, req, sizeof(req), deadline, abortFlag, what);
   if (res != mscclppSuccess) goto fail_close;
   uint8_t reply[FD_REPLY_BYTES];
   int got = -1;
   res = recvAll(c, reply, sizeof(reply), &got, deadline, abortFlag, what);
   if (res != mscclppSuccess) goto fail_close;
-  uint32_t status = get32(reply + 4);
-  if (get32(reply) != FD_MAGIC || status != FD_STATUS_OK || got < 0) {
+  uint32_t status = mscclppGetLE32(reply + 4);
+  if (mscclppGetLE32(reply) != FD_MAGIC || status != FD_STATUS_OK || got < 0) {
     if (got >= 0) close(got);
     const char* why = status == FD_STATUS_UNKNOWN_ID  ? "the memory is no longer exported (freed or deregistered)"
                       : status == FD_STATUS_BAD_PROOF ? "the server refused the proof (token from another record?)"

@@ -5,34 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/util.h"
 #include "mscclpp/memory.h"
 
 #define HEADER_BYTES 87 /* up to the host name */
 #define MAC_BYTES 8
 #define CUDA_IPC_BODY (MSCCLPP_GPU_IPC_HANDLE_BYTES + 16)
-
-static void put16(uint8_t* p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 static size_t boundedLen(const char* s, size_t max) {
   size_t n = 0;
@@ -60,51 +39,51 @@ size_t mscclppMemRecordEncode(const struct mscclppMemRecord* rec, const uint8_t 
   size_t total = mscclppMemRecordSize(rec);
   if (buf == NULL || cap < total) return total;
   memset(buf, 0, total);
-  put32(buf + 0, MSCCLPP_MEM_RECORD_MAGIC);
-  put16(buf + 4, MSCCLPP_MEM_RECORD_VERSION);
-  put16(buf + 6, 0);
-  put32(buf + 8, (uint32_t)total);
-  put32(buf + 12, 0);
-  put64(buf + 16, rec->memId);
-  put32(buf + 24, (uint32_t)rec->ownerRank);
-  put32(buf + 28, rec->ownerPid);
-  put64(buf + 32, rec->processToken);
-  put64(buf + 40, rec->hostHash);
-  put32(buf + 48, rec->kind);
-  put32(buf + 52, rec->transports);
-  put64(buf + 56, rec->addr);
-  put64(buf + 64, rec->devAddr);
-  put64(buf + 72, rec->size);
-  put32(buf + 80, (uint32_t)rec->device);
-  put16(buf + 84, (uint16_t)((rec->hasCudaIpc ? 1 : 0) + (rec->hasFd ? 1 : 0)));
+  mscclppPutLE32(buf + 0, MSCCLPP_MEM_RECORD_MAGIC);
+  mscclppPutLE16(buf + 4, MSCCLPP_MEM_RECORD_VERSION);
+  mscclppPutLE16(buf + 6, 0);
+  mscclppPutLE32(buf + 8, (uint32_t)total);
+  mscclppPutLE32(buf + 12, 0);
+  mscclppPutLE64(buf + 16, rec->memId);
+  mscclppPutLE32(buf + 24, (uint32_t)rec->ownerRank);
+  mscclppPutLE32(buf + 28, rec->ownerPid);
+  mscclppPutLE64(buf + 32, rec->processToken);
+  mscclppPutLE64(buf + 40, rec->hostHash);
+  mscclppPutLE32(buf + 48, rec->kind);
+  mscclppPutLE32(buf + 52, rec->transports);
+  mscclppPutLE64(buf + 56, rec->addr);
+  mscclppPutLE64(buf + 64, rec->devAddr);
+  mscclppPutLE64(buf + 72, rec->size);
+  mscclppPutLE32(buf + 80, (uint32_t)rec->device);
+  mscclppPutLE16(buf + 84, (uint16_t)((rec->hasCudaIpc ? 1 : 0) + (rec->hasFd ? 1 : 0)));
   size_t hn = hostNameLen(rec);
   buf[86] = (uint8_t)hn;
   memcpy(buf + 87, rec->hostName, hn);
   uint8_t* p = buf + HEADER_BYTES + hn;
   if (rec->hasCudaIpc) {
-    put16(p, MSCCLPP_MEM_SECTION_CUDA_IPC);
-    put16(p + 2, CUDA_IPC_BODY);
+    mscclppPutLE16(p, MSCCLPP_MEM_SECTION_CUDA_IPC);
+    mscclppPutLE16(p + 2, CUDA_IPC_BODY);
     p += 4;
     memcpy(p, rec->cudaIpc.handle, MSCCLPP_GPU_IPC_HANDLE_BYTES);
-    put64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES, rec->cudaIpc.offset);
-    put64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8, rec->cudaIpc.allocSize);
+    mscclppPutLE64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES, rec->cudaIpc.offset);
+    mscclppPutLE64(p + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8, rec->cudaIpc.allocSize);
     p += CUDA_IPC_BODY;
   }
   if (rec->hasFd) {
     size_t sn = serverLen(rec);
-    put16(p, MSCCLPP_MEM_SECTION_FD);
-    put16(p + 2, (uint16_t)fdBody(rec));
+    mscclppPutLE16(p, MSCCLPP_MEM_SECTION_FD);
+    mscclppPutLE16(p + 2, (uint16_t)fdBody(rec));
     p += 4;
     *p++ = (uint8_t)sn;
     memcpy(p, rec->fd.server, sn);
     p += sn;
-    put64(p, rec->fd.exportId);
+    mscclppPutLE64(p, rec->fd.exportId);
     memcpy(p + 8, rec->fd.token, MSCCLPP_FD_TOKEN_BYTES);
-    put64(p + 24, rec->fd.offset);
-    put64(p + 32, rec->fd.mapSize);
+    mscclppPutLE64(p + 24, rec->fd.offset);
+    mscclppPutLE64(p + 32, rec->fd.mapSize);
     p += 40;
   }
-  put64(p, mscclppSipHash(secret, buf, total - MAC_BYTES));
+  mscclppPutLE64(p, mscclppSipHash(secret, buf, total - MAC_BYTES));
   return total;
 }
 
@@ -132,42 +111,42 @@ mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uin
                                        struct mscclppMemRecord* out, char* why, size_t whyLen) {
   if (buf == NULL) return refuse(why, whyLen, "no record (NULL buffer)");
   if (len < 12) return refuse(why, whyLen, "record truncated: %zu bytes, a header alone takes 12", len);
-  uint32_t magic = get32(buf);
+  uint32_t magic = mscclppGetLE32(buf);
   if (magic != MSCCLPP_MEM_RECORD_MAGIC)
     return refuse(why, whyLen, "not a memory record (magic 0x%08x, expected 0x%08x)", magic, MSCCLPP_MEM_RECORD_MAGIC);
-  uint16_t version = get16(buf + 4);
+  uint16_t version = mscclppGetLE16(buf + 4);
   if (version != MSCCLPP_MEM_RECORD_VERSION)
     return refuse(why, whyLen, "memory record version %u; this library reads version %u", version,
                   MSCCLPP_MEM_RECORD_VERSION);
-  uint32_t total = get32(buf + 8);
+  uint32_t total = mscclppGetLE32(buf + 8);
   if (total != len)
     return refuse(why, whyLen, "memory record length mismatch: it says %u bytes, %zu were given%s", total, len,
                   len < total ? " (truncated)" : "");
   if (len < HEADER_BYTES + MAC_BYTES || len > MSCCLPP_MEM_RECORD_MAX)
     return refuse(why, whyLen, "memory record of %zu bytes: a record has %d to %d bytes", len,
                   HEADER_BYTES + MAC_BYTES, MSCCLPP_MEM_RECORD_MAX);
-  uint64_t mac = get64(buf + len - MAC_BYTES);
+  uint64_t mac = mscclppGetLE64(buf + len - MAC_BYTES);
   if ((mscclppSipHash(secret, buf, len - MAC_BYTES) ^ mac) != 0)
     return refuse(why, whyLen,
                   "memory record fails authentication: it was made by another job (another secret) or altered");
   /* Authenticated: the bytes are what a rank of this job wrote. The checks
    * below still hold the parser to its bounds. */
-  if (get16(buf + 6) != 0 || get32(buf + 12) != 0)
-    return refuse(why, whyLen, "memory record has unknown flags 0x%04x / 0x%08x", get16(buf + 6), get32(buf + 12));
+  if (mscclppGetLE16(buf + 6) != 0 || mscclppGetLE32(buf + 12) != 0)
+    return refuse(why, whyLen, "memory record has unknown flags 0x%04x / 0x%08x", mscclppGetLE16(buf + 6), mscclppGetLE32(buf + 12));
   struct mscclppMemRecord rec;
   memset(&rec, 0, sizeof(rec));
-  rec.memId = get64(buf + 16);
-  rec.ownerRank = (int32_t)get32(buf + 24);
-  rec.ownerPid = get32(buf + 28);
-  rec.processToken = get64(buf + 32);
-  rec.hostHash = get64(buf + 40);
-  rec.kind = get32(buf + 48);
-  rec.transports = get32(buf + 52);
-  rec.addr = get64(buf + 56);
-  rec.devAddr = get64(buf + 64);
-  rec.size = get64(buf + 72);
-  rec.device = (int32_t)get32(buf + 80);
-  unsigned sections = get16(buf + 84);
+  rec.memId = mscclppGetLE64(buf + 16);
+  rec.ownerRank = (int32_t)mscclppGetLE32(buf + 24);
+  rec.ownerPid = mscclppGetLE32(buf + 28);
+  rec.processToken = mscclppGetLE64(buf + 32);
+  rec.hostHash = mscclppGetLE64(buf + 40);
+  rec.kind = mscclppGetLE32(buf + 48);
+  rec.transports = mscclppGetLE32(buf + 52);
+  rec.addr = mscclppGetLE64(buf + 56);
+  rec.devAddr = mscclppGetLE64(buf + 64);
+  rec.size = mscclppGetLE64(buf + 72);
+  rec.device = (int32_t)mscclppGetLE32(buf + 80);
+  unsigned sections = mscclppGetLE16(buf + 84);
   size_t hn = buf[86];
   if (rec.ownerRank < 0) return refuse(why, whyLen, "memory record names owner rank %d", (int)rec.ownerRank);
   if (rec.kind < mscclppMemKindHost || rec.kind > mscclppMemKindDeviceCuMem)
@@ -185,8 +164,8 @@ mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uin
   const size_t end = len - MAC_BYTES;
   for (unsigned i = 0; i < sections; i++) {
     if (end - pos < 4) return refuse(why, whyLen, "memory record truncated in section %u of %u", i + 1, sections);
-    unsigned type = get16(buf + pos);
-    size_t slen = get16(buf + pos + 2);
+    unsigned type = mscclppGetLE16(buf + pos);
+    size_t slen = mscclppGetLE16(buf + pos + 2);
     pos += 4;
     if (slen > end - pos)
       return refuse(why, whyLen, "memory record section %u says %zu bytes, %zu remain", type, slen, end - pos);
@@ -198,8 +177,8 @@ mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uin
                       CUDA_IPC_BODY);
       rec.hasCudaIpc = 1;
       memcpy(rec.cudaIpc.handle, b, MSCCLPP_GPU_IPC_HANDLE_BYTES);
-      rec.cudaIpc.offset = get64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES);
-      rec.cudaIpc.allocSize = get64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8);
+      rec.cudaIpc.offset = mscclppGetLE64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES);
+      rec.cudaIpc.allocSize = mscclppGetLE64(b + MSCCLPP_GPU_IPC_HANDLE_BYTES + 8);
       if (!fits(rec.cudaIpc.offset, rec.size, rec.cudaIpc.allocSize))
         return refuse(why, whyLen, "memory record: offset %llu + size %llu beyond the allocation of %llu bytes",
                       (unsigned long long)rec.cudaIpc.offset, (unsigned long long)rec.size,
@@ -214,10 +193,10 @@ mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uin
       rec.hasFd = 1;
       memcpy(rec.fd.server, b + 1, sn);
       const uint8_t* q = b + 1 + sn;
-      rec.fd.exportId = get64(q);
+      rec.fd.exportId = mscclppGetLE64(q);
       memcpy(rec.fd.token, q + 8, MSCCLPP_FD_TOKEN_BYTES);
-      rec.fd.offset = get64(q + 24);
-      rec.fd.mapSize = get64(q + 32);
+      rec.fd.offset = mscclppGetLE64(q + 24);
+      rec.fd.mapSize = mscclppGetLE64(q + 32);
       if (!fits(rec.fd.offset, rec.size, rec.fd.mapSize))
         return refuse(why, whyLen, "memory record: offset %llu + size %llu beyond the mapping of %llu bytes",
                       (unsigned long long)rec.fd.offset, (unsigned long long)rec.size,

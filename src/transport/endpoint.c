@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/util.h"
 #include "transport/transport.h"
 
@@ -20,46 +21,24 @@
 _Static_assert(EP_NAME_OFF + EP_NAME_MAX + 4 == EP_MAC_OFF, "endpoint layout");
 _Static_assert(EP_MAC_OFF + 8 == MSCCLPP_ENDPOINT_BYTES, "endpoint size");
 
-static void put16(uint8_t* p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 void mscclppEndpointEncode(const struct mscclppEndpoint* ep, const uint8_t secret[MSCCLPP_SECRET_BYTES],
                            uint8_t buf[MSCCLPP_ENDPOINT_BYTES]) {
   memset(buf, 0, MSCCLPP_ENDPOINT_BYTES);
-  put32(buf, EP_MAGIC);
-  put16(buf + 4, EP_VERSION);
-  put32(buf + 8, (uint32_t)ep->rank);
-  put32(buf + 12, (uint32_t)ep->peer);
-  put32(buf + 16, (uint32_t)ep->tag);
-  put32(buf + 20, ep->pid);
-  put64(buf + 24, ep->processToken);
-  put64(buf + 32, ep->hostHash);
-  put32(buf + 40, ep->available);
-  put32(buf + 44, ep->requested);
-  put32(buf + 48, (uint32_t)ep->device);
+  mscclppPutLE32(buf, EP_MAGIC);
+  mscclppPutLE16(buf + 4, EP_VERSION);
+  mscclppPutLE32(buf + 8, (uint32_t)ep->rank);
+  mscclppPutLE32(buf + 12, (uint32_t)ep->peer);
+  mscclppPutLE32(buf + 16, (uint32_t)ep->tag);
+  mscclppPutLE32(buf + 20, ep->pid);
+  mscclppPutLE64(buf + 24, ep->processToken);
+  mscclppPutLE64(buf + 32, ep->hostHash);
+  mscclppPutLE32(buf + 40, ep->available);
+  mscclppPutLE32(buf + 44, ep->requested);
+  mscclppPutLE32(buf + 48, (uint32_t)ep->device);
   size_t n = strnlen(ep->hostName, EP_NAME_MAX);
   buf[52] = (uint8_t)n;
   memcpy(buf + EP_NAME_OFF, ep->hostName, n);
-  put64(buf + EP_MAC_OFF, mscclppSipHash(secret, buf, EP_MAC_OFF));
+  mscclppPutLE64(buf + EP_MAC_OFF, mscclppSipHash(secret, buf, EP_MAC_OFF));
 }
 
 static mscclppResult_t refuse(char* why, size_t whyLen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -76,22 +55,22 @@ static mscclppResult_t refuse(char* why, size_t whyLen, const char* fmt, ...) {
 mscclppResult_t mscclppEndpointDecode(const uint8_t buf[MSCCLPP_ENDPOINT_BYTES],
                                       const uint8_t secret[MSCCLPP_SECRET_BYTES], struct mscclppEndpoint* out,
                                       char* why, size_t whyLen) {
-  if (get32(buf) != EP_MAGIC) return refuse(why, whyLen, "not an endpoint (magic 0x%08x)", get32(buf));
-  if (get16(buf + 4) != EP_VERSION)
-    return refuse(why, whyLen, "endpoint version %u; this library reads version %u", get16(buf + 4), EP_VERSION);
-  if ((mscclppSipHash(secret, buf, EP_MAC_OFF) ^ get64(buf + EP_MAC_OFF)) != 0)
+  if (mscclppGetLE32(buf) != EP_MAGIC) return refuse(why, whyLen, "not an endpoint (magic 0x%08x)", mscclppGetLE32(buf));
+  if (mscclppGetLE16(buf + 4) != EP_VERSION)
+    return refuse(why, whyLen, "endpoint version %u; this library reads version %u", mscclppGetLE16(buf + 4), EP_VERSION);
+  if ((mscclppSipHash(secret, buf, EP_MAC_OFF) ^ mscclppGetLE64(buf + EP_MAC_OFF)) != 0)
     return refuse(why, whyLen, "endpoint fails authentication: made by another job (another secret) or altered");
   struct mscclppEndpoint ep;
   memset(&ep, 0, sizeof(ep));
-  ep.rank = (int)get32(buf + 8);
-  ep.peer = (int)get32(buf + 12);
-  ep.tag = (int)get32(buf + 16);
-  ep.pid = get32(buf + 20);
-  ep.processToken = get64(buf + 24);
-  ep.hostHash = get64(buf + 32);
-  ep.available = get32(buf + 40);
-  ep.requested = get32(buf + 44);
-  ep.device = (int)get32(buf + 48);
+  ep.rank = (int)mscclppGetLE32(buf + 8);
+  ep.peer = (int)mscclppGetLE32(buf + 12);
+  ep.tag = (int)mscclppGetLE32(buf + 16);
+  ep.pid = mscclppGetLE32(buf + 20);
+  ep.processToken = mscclppGetLE64(buf + 24);
+  ep.hostHash = mscclppGetLE64(buf + 32);
+  ep.available = mscclppGetLE32(buf + 40);
+  ep.requested = mscclppGetLE32(buf + 44);
+  ep.device = (int)mscclppGetLE32(buf + 48);
   size_t n = buf[52];
   if (n > EP_NAME_MAX) return refuse(why, whyLen, "endpoint host name length %zu (at most %d)", n, EP_NAME_MAX);
   for (size_t i = 0; i < n; i++)
