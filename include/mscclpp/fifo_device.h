@@ -198,7 +198,9 @@ MSCCLPP_DEVICE_INLINE int mscclppFifoDevicePoll(const mscclppFifoDeviceHandle* f
  * or mscclppTimeout. */
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceSync(const mscclppFifoDeviceHandle* fifo, uint64_t position) {
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
-  while (mscclppLoadAcquireSys64(fifo->tail) <= position) {
+  /* "Taken" orders nothing the caller reads, so the spin is relaxed (an
+   * acquire load per poll cost ~0.13 us per round trip on the H200). */
+  while (mscclppLoadRelaxedSys64(fifo->tail) <= position) {
     mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SYNC, position);
     if (r != mscclppSuccess) return r;
   }
@@ -211,10 +213,14 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceSync(const mscclppFifoDev
  * mscclppAborted or mscclppTimeout. */
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceFlush(const mscclppFifoDeviceHandle* fifo, uint64_t position) {
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
-  while (mscclppLoadAcquireSys64(fifo->completed) <= position) {
+  /* Spin relaxed; once the value is seen, one acquire load of the same word
+   * synchronizes with the proxy's release store of it (or a later one), so
+   * what the proxy completed before publishing is visible after we return. */
+  while (mscclppLoadRelaxedSys64(fifo->completed) <= position) {
     mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_FLUSH, position);
     if (r != mscclppSuccess) return r;
   }
+  (void)mscclppLoadAcquireSys64(fifo->completed);
   return mscclppSuccess;
 }
 
