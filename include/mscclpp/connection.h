@@ -59,7 +59,7 @@ typedef struct mscclppConnection* mscclppConnection_t;
  *   both ranks' hosts and capabilities), mscclppRemoteError (the peer sent
  *   an invalid or unauthenticated endpoint), bootstrap errors
  *   (mscclppTimeout, ...). *conn is written only on success. */
-MSCCLPP_API mscclppResult_t mscclppConnect(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
+MSCCLPP_API mscclppResult_t mscclppConnectionCreate(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
                                            mscclppConnection_t* conn);
 
 /* Flush (bounded) and free the connection. Returns the flush's error, if

@@ -37,8 +37,11 @@ static mscclppResult_t commCreate(const struct mscclppParams* params, const stru
   struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
   if (comm == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
   comm->params = *params;
+  comm->device = -1;
+  pthread_mutex_init(&comm->lazyLock, NULL);
   mscclppResult_t res = mscclppBootstrapCreate(job, &comm->params, &comm->bootstrap);
   if (res != mscclppSuccess) {
+    pthread_mutex_destroy(&comm->lazyLock);
     free(comm);
     return res;
   }
@@ -98,8 +101,12 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
 
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
+  mscclppSeedRelease(comm);                                     /* the seed API's connections are the comm's */
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommChannelsRelease(comm));    /* refuses while channels live */
   MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */
+  mscclppCommAbortRelease(comm); /* after the memory layer's waits and the proxy are gone */
   mscclppBootstrapDestroy(comm->bootstrap);
+  pthread_mutex_destroy(&comm->lazyLock);
   free(comm);
   return mscclppSuccess;
 }
@@ -138,9 +145,9 @@ mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* as
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommGetAsyncError"));
   if (asyncError == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommGetAsyncError: asyncError is NULL");
-  /* For now the only asynchronous error source is a lost peer. */
-  *asyncError = mscclppBootstrapGetLostStatus(comm->bootstrap);
-  return mscclppSuccess;
+  /* The abort object's first error (proxy, kernels, application), else a
+   * peer the bootstrap lost. */
+  return mscclppCommAsyncError(comm, asyncError);
 }
 
 mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, size_t bytesPerRank) {

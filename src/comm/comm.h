@@ -5,11 +5,16 @@
 #ifndef MSCCLPP_SRC_COMM_COMM_H_
 #define MSCCLPP_SRC_COMM_COMM_H_
 
+#include <pthread.h>
+
 #include "bootstrap/bootstrap.h"
 #include "core/params.h"
 #include "mscclpp/comm.h"
 
 struct mscclppMemContext;
+struct mscclppAbort;
+struct mscclppChannelContext;
+struct mscclppSeedState;
 
 struct mscclppComm {
   int rank;
@@ -21,10 +26,32 @@ struct mscclppComm {
   struct mscclppParams params;
   struct mscclppBootstrap* bootstrap; /* control plane: owns its sockets and its progress thread */
   struct mscclppMemContext* mem;      /* memory layer: made on first use (comm/memory_api.c); __atomic */
-  /* The lead adds here: the proxy service handle, the abort flag shared with
-   * proxy threads and device waits, the count of live child objects
-   * (registered memory, connections, channels) that mscclppCommDestroy
-   * checks, and the first asynchronous error. */
+  /* Made on first use by comm/comm_channel.c, under lazyLock: */
+  pthread_mutex_t lazyLock;
+  int device;                             /* CUDA device current then, or MSCCLPP_HOST_BACKEND_DEVICE */
+  struct mscclppAbort* abort;             /* error domain of memory waits, the proxy, channels and kernels */
+  struct mscclppChannelContext* channels; /* semaphores, opened peer memories, the port channel proxy */
+  pthread_t watcher;                      /* raises the abort when the bootstrap loses a peer */
+  int watcherRunning;
+  int watcherStop; /* __atomic */
+  struct mscclppSeedState* seed;          /* the seed API's connections (comm/seed.c); NULL until used */
 };
+
+/* comm/seed.c: destroy what mscclppConnectionSetup built (channels,
+ * connections, registrations) and forget the declarations. */
+void mscclppSeedRelease(struct mscclppComm* comm);
+
+/* comm/comm_channel.c. The abort object (made for the current device, with
+ * the peer-loss watcher, on first call). */
+mscclppResult_t mscclppCommAbortOf(struct mscclppComm* comm, struct mscclppAbort** abort);
+/* The channel context (made on first call, on the memory context mctx). */
+mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMemContext* mctx,
+                                      struct mscclppChannelContext** ctx);
+/* Destroy the channel context: mscclppInvalidUsage while channels live. */
+mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm);
+/* Stop the watcher and free the abort object (after everything using it). */
+void mscclppCommAbortRelease(struct mscclppComm* comm);
+/* The first error of the abort object, else the bootstrap's lost peer. */
+mscclppResult_t mscclppCommAsyncError(struct mscclppComm* comm, mscclppResult_t* error);
 
 #endif /* MSCCLPP_SRC_COMM_COMM_H_ */

@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "gpu/abort.h"
 #include "memory/memory.h"
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
@@ -32,15 +33,17 @@ static mscclppResult_t memOf(mscclppComm_t comm, const char* fn, struct mscclppM
     *out = ctx;
     return mscclppSuccess;
   }
+  /* The communicator's abort object comes first: the memory layer's waits
+   * (fd hand-over, flushes) give up when its flag rises. */
+  struct mscclppAbort* abort = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &abort));
   struct mscclppMemConfig cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.rank = comm->rank;
-  /* TODO(bootstrap): a dedicated accessor for the job secret; the test view
-   * is the only one the bootstrap has today. */
-  mscclppBootstrapTestView(comm->bootstrap, NULL, cfg.secret, NULL);
+  mscclppBootstrapGetSecret(comm->bootstrap, cfg.secret);
   mscclppBootstrapHostIdentity(&comm->params, cfg.hostName, sizeof(cfg.hostName), &cfg.hostHash);
   cfg.timeoutSec = comm->params.timeout;
-  cfg.abortFlag = NULL;
+  cfg.abortFlag = abort->flagHost;
   cfg.bootstrap.ctx = comm->bootstrap;
   cfg.bootstrap.send = bsSend;
   cfg.bootstrap.recv = bsRecv;
@@ -152,12 +155,12 @@ mscclppResult_t mscclppMemoryRank(mscclppRegisteredMemory_t mem, int* rank) {
 
 /* ---- connections -------------------------------------------------------------------- */
 
-mscclppResult_t mscclppConnect(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
+mscclppResult_t mscclppConnectionCreate(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
                                mscclppConnection_t* conn) {
   struct mscclppMemContext* ctx = NULL;
-  MSCCLPP_RETURN_ON_ERROR(memOf(comm, "mscclppConnect", &ctx));
+  MSCCLPP_RETURN_ON_ERROR(memOf(comm, "mscclppConnectionCreate", &ctx));
   if (peer < 0 || peer >= comm->nranks)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnect: peer %d is outside [0, %d)", peer,
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnectionCreate: peer %d is outside [0, %d)", peer,
                       comm->nranks);
   return mscclppConnCreate(ctx, peer, tag, transport, conn);
 }

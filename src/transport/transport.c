@@ -76,14 +76,14 @@ mscclppResult_t mscclppTransportSelect(const struct mscclppEndpoint* local, cons
 mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int tag, mscclppTransport_t transport,
                                   struct mscclppConnection** out) {
   if (mctx == NULL || out == NULL)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnect: NULL %s",
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnectionCreate: NULL %s",
                       mctx == NULL ? "communicator" : "conn");
   uint32_t t = (uint32_t)transport;
   const uint32_t known = mscclppTransportCudaIpc | mscclppTransportHostShm | mscclppTransportNet;
   if ((t & ~known) || (t & (t - 1)))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT,
-                      "mscclppConnect: transport 0x%x is not Auto or one transport", t);
-  if (peer < 0) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnect: peer %d", peer);
+                      "mscclppConnectionCreate: transport 0x%x is not Auto or one transport", t);
+  if (peer < 0) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnectionCreate: peer %d", peer);
   const struct mscclppMemConfig* cfg = mscclppMemContextConfig(mctx);
   struct mscclppConnection* c = calloc(1, sizeof(*c));
   if (c == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_TRANSPORT, "cannot allocate a connection");

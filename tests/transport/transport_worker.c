@@ -108,7 +108,7 @@ static void testHost(void) {
     CHECK(owner == p && size == total);
   }
   for (int p = 0; p < nranks; p++) {
-    CHECK_RES(mscclppConnect(comm, p, TAG_CONN, mscclppTransportHostShm, &conn[p]), mscclppSuccess);
+    CHECK_RES(mscclppConnectionCreate(comm, p, TAG_CONN, mscclppTransportHostShm, &conn[p]), mscclppSuccess);
     mscclppTransport_t t = mscclppTransportAuto;
     int remoteRank = -1;
     if (conn[p] == NULL) return;
@@ -170,7 +170,7 @@ static void testErrors(void) {
     CHECK_RES(mscclppMemoryRecv(comm, peer, TAG_MEM, &got), mscclppInvalidUsage);
     CHECK(strstr(mscclppGetLastError(), "same host") != NULL && strstr(mscclppGetLastError(), "host-") != NULL);
     mscclppConnection_t c = NULL;
-    CHECK_RES(mscclppConnect(comm, peer, TAG_CONN, mscclppTransportAuto, &c), mscclppInvalidUsage);
+    CHECK_RES(mscclppConnectionCreate(comm, peer, TAG_CONN, mscclppTransportAuto, &c), mscclppInvalidUsage);
     CHECK(strstr(mscclppGetLastError(), "different hosts") != NULL);
     CHECK(got == NULL && c == NULL);
   }
@@ -248,7 +248,7 @@ static void testGpu(void) {
   exchange(comm, mExt, 13, rExt);
   mscclppConnection_t conn[MAX_RANKS];
   for (int p = 0; p < nranks; p++)
-    CHECK_RES(mscclppConnect(comm, p, TAG_CONN, mscclppTransportCudaIpc, &conn[p]), mscclppSuccess);
+    CHECK_RES(mscclppConnectionCreate(comm, p, TAG_CONN, mscclppTransportCudaIpc, &conn[p]), mscclppSuccess);
   if (harnessFailures_) return;
   for (int p = 0; p < nranks; p++) {
     uint64_t slot = (uint64_t)rank * CHUNK;

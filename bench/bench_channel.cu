@@ -1,0 +1,305 @@
+/*
+ * Channel benchmarks on a GPU, 2 ranks (sharing one GPU under MPS, or one
+ * GPU each), each figure next to the raw operation timed in the same run:
+ *
+ *   mscclpp-run -n 2 --mps -- bench_channel [quick]
+ *
+ *  (1) port channel 8-byte putWithSignal ping-pong (rank 0 puts+signals,
+ *      rank 1 waits and answers), one kernel thread per rank, timed in the
+ *      kernel: inbound semaphore in device memory (the proxy queues a
+ *      stream-ordered write behind the copy) and in pinned host memory (the
+ *      proxy stores after the copy completes). Goal <= 10 us per round trip;
+ *      MSCCL++ reports 48 us.
+ *  (2) memory channel signal/wait ping-pong against the raw flag ping-pong
+ *      through the same CUDA IPC mapping (volatile store to the peer, spin on
+ *      a volatile load of the own flag). Goal <= 1.0 us (raw ~0.755 us).
+ *  (3) put bandwidth, rank 0 -> rank 1's buffer, 1 MiB .. 1 GiB (64 MiB in
+ *      quick mode): cudaMemcpyAsync D2D into the peer's mapping (the raw
+ *      copy, `iters` of them back to back in a stream), memory channel put
+ *      (all SMs, `iters` kernels back to back), port channel put (one kernel
+ *      pushing `iters` puts, one trigger each, then a flush; the proxy's
+ *      cudaMemcpyAsync). Goal >= 90% of cudaMemcpyAsync at >= 64 MiB.
+ * Exits 77 without a GPU; needs exactly 2 ranks.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mscclpp/comm.h"
+#include "mscclpp/connection.h"
+#include "mscclpp/memory.h"
+#include "mscclpp/memory_channel.h"
+#include "mscclpp/port_channel.h"
+
+#define CUDA_OK(expr)                                                                                    \
+  do {                                                                                                   \
+    cudaError_t e_ = (expr);                                                                             \
+    if (e_ != cudaSuccess) {                                                                             \
+      fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      exit(1);                                                                                           \
+    }                                                                                                    \
+  } while (0)
+#define MSCCLPP_OK(expr)                                                                                 \
+  do {                                                                                                   \
+    mscclppResult_t r_ = (expr);                                                                         \
+    if (r_ != mscclppSuccess) {                                                                          \
+      fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #expr, mscclppGetErrorString(r_), mscclppGetLastError()); \
+      exit(1);                                                                                           \
+    }                                                                                                    \
+  } while (0)
+
+static int rank = -1;
+
+/* results[0]: status, results[1]: elapsed ns */
+
+__global__ void portPingPong(mscclppPortChannelDeviceHandle h, uint64_t dstOff, int iters, int warmup, int initiator,
+                             uint64_t* results) {
+  mscclppResult_t r = mscclppSuccess;
+  uint64_t t0 = 0;
+  for (int i = 0; i < warmup + iters && r == mscclppSuccess; i++) {
+    if (i == warmup) t0 = mscclppClockNs();
+    if (initiator) {
+      r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, 0, 8);
+      if (r == mscclppSuccess) r = mscclppPortChannelDeviceWait(&h);
+    } else {
+      r = mscclppPortChannelDeviceWait(&h);
+      if (r == mscclppSuccess) r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, 0, 8);
+    }
+  }
+  results[1] = mscclppClockNs() - t0;
+  results[0] = (uint64_t)r;
+}
+
+__global__ void memPingPong(mscclppMemoryChannelDeviceHandle h, int iters, int warmup, int initiator,
+                            uint64_t* results) {
+  mscclppResult_t r = mscclppSuccess;
+  uint64_t t0 = 0;
+  for (int i = 0; i < warmup + iters && r == mscclppSuccess; i++) {
+    if (i == warmup) t0 = mscclppClockNs();
+    if (initiator) {
+      mscclppMemoryChannelDeviceSignal(&h);
+      r = mscclppMemoryChannelDeviceWait(&h);
+    } else {
+      r = mscclppMemoryChannelDeviceWait(&h);
+      mscclppMemoryChannelDeviceSignal(&h);
+    }
+  }
+  results[1] = mscclppClockNs() - t0;
+  results[0] = (uint64_t)r;
+}
+
+/* The raw operation: a volatile store of the round number into the peer's
+ * flag through the IPC mapping, a spin on a volatile load of the own flag
+ * (no fences, no bookkeeping; bounded so a broken peer cannot hang it). */
+__global__ void rawPingPong(volatile uint64_t* peerFlag, volatile uint64_t* myFlag, int iters, int warmup,
+                            int initiator, uint64_t* results) {
+  uint64_t t0 = 0;
+  int ok = 1;
+  for (int i = 1; i <= warmup + iters && ok; i++) {
+    if (i == warmup + 1) t0 = mscclppClockNs();
+    uint64_t spins = 0;
+    if (initiator) {
+      *peerFlag = (uint64_t)i;
+      while (*myFlag < (uint64_t)i)
+        if (++spins > (1ull << 32)) ok = 0;
+    } else {
+      while (*myFlag < (uint64_t)i)
+        if (++spins > (1ull << 32)) ok = 0;
+      *peerFlag = (uint64_t)i;
+    }
+  }
+  results[1] = mscclppClockNs() - t0;
+  results[0] = ok ? 0 : (uint64_t)mscclppTimeout;
+}
+
+__global__ void memPut(mscclppMemoryChannelDeviceHandle h, uint64_t dstOff, uint64_t srcOff, uint64_t bytes) {
+  mscclppMemoryChannelDevicePut(&h, dstOff, srcOff, bytes, blockIdx.x * blockDim.x + threadIdx.x,
+                                gridDim.x * blockDim.x);
+}
+
+/* `count` puts back to back (the proxy queues each copy as it comes, as a
+ * stream of cudaMemcpyAsync would), then one flush. */
+__global__ void portPut(mscclppPortChannelDeviceHandle h, uint64_t dstOff, uint64_t bytes, int count,
+                        uint64_t* results) {
+  mscclppResult_t r = mscclppSuccess;
+  for (int i = 0; i < count && r == mscclppSuccess; i++) r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, 0, bytes);
+  if (r == mscclppSuccess) r = mscclppPortChannelDeviceFlush(&h);
+  results[0] = (uint64_t)r;
+}
+
+static uint64_t* dRes;
+static uint64_t hRes[2];
+
+static double finish(mscclppComm_t comm, cudaStream_t s, const char* what) {
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaMemcpy(hRes, dRes, sizeof(hRes), cudaMemcpyDeviceToHost));
+  if (hRes[0] != 0) {
+    fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, mscclppGetErrorString((mscclppResult_t)hRes[0]));
+    exit(1);
+  }
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  return (double)hRes[1];
+}
+
+int main(int argc, char** argv) {
+  int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIPPED: needs a GPU\n");
+    return 77;
+  }
+  mscclppComm_t comm = NULL;
+  MSCCLPP_OK(mscclppCommInitFromEnv(&comm));
+  int nranks = 0, localRank = 0;
+  mscclppCommRank(comm, &rank);
+  mscclppCommSize(comm, &nranks);
+  mscclppCommLocalRank(comm, &localRank);
+  if (nranks != 2) {
+    fprintf(stderr, "bench_channel: run with 2 ranks (mscclpp-run -n 2 --mps -- bench_channel)\n");
+    return 2;
+  }
+  CUDA_OK(cudaSetDevice(localRank % ndev));
+  int dev = localRank % ndev;
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+  const int peer = 1 - rank;
+  const uint64_t maxBytes = quick ? (64ull << 20) : (1ull << 30);
+  const uint64_t half = maxBytes + 4096; /* SRC [0, half) | DST [half, 2 half) */
+  const uint64_t flagOff = 2 * half;     /* raw ping-pong flags */
+  const uint64_t total = 2 * half + 4096;
+
+  void* buf = NULL;
+  mscclppRegisteredMemory_t mem;
+  MSCCLPP_OK(mscclppMemAlloc(comm, mscclppMemKindDevice, total, &buf));
+  MSCCLPP_OK(mscclppRegisterMemory(comm, buf, total, mscclppTransportCudaIpc, &mem));
+  mscclppConnection_t conn;
+  MSCCLPP_OK(mscclppConnectionCreate(comm, peer, 1, mscclppTransportCudaIpc, &conn));
+  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+  pc.tag = 2;
+  pc.local = mem;
+  mscclppPortChannel_t port, portHost;
+  MSCCLPP_OK(mscclppPortChannelCreate(comm, conn, &pc, &port));
+  pc.tag = 3;
+  pc.semaphoreMem = mscclppPortSemaphoreHostPinned;
+  MSCCLPP_OK(mscclppPortChannelCreate(comm, conn, &pc, &portHost));
+  mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+  mc.tag = 4;
+  mc.local = mem;
+  mscclppMemoryChannel_t memCh;
+  MSCCLPP_OK(mscclppMemoryChannelCreate(comm, conn, &mc, &memCh));
+  mscclppPortChannelDeviceHandle ph, phHost;
+  mscclppMemoryChannelDeviceHandle mh;
+  MSCCLPP_OK(mscclppPortChannelGetDeviceHandle(port, &ph));
+  MSCCLPP_OK(mscclppPortChannelGetDeviceHandle(portHost, &phHost));
+  MSCCLPP_OK(mscclppMemoryChannelGetDeviceHandle(memCh, &mh));
+  CUDA_OK(cudaMalloc(&dRes, sizeof(hRes)));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  if (rank == 0) {
+    printf("bench_channel: 2 ranks on %s (device %d of %d, %d SMs)%s\n", prop.name, dev, ndev,
+           prop.multiProcessorCount, ndev == 1 ? ", sharing it (run under MPS)" : "");
+    printf("%-64s %12s %12s\n", "measurement", "value", "vs raw");
+  }
+
+  /* (1) port channel ping-pong */
+  const int ppIters = quick ? 2000 : 20000, ppWarm = 200;
+  double portNs[2];
+  for (int v = 0; v < 2; v++) {
+    portPingPong<<<1, 1, 0, s>>>(v == 0 ? ph : phHost, half, ppIters, ppWarm, rank == 0, dRes);
+    portNs[v] = finish(comm, s, "port ping-pong") / ppIters;
+  }
+  /* (2) memory channel vs raw */
+  const int mpIters = quick ? 20000 : 200000;
+  CUDA_OK(cudaMemset((char*)buf + flagOff, 0, 4096));
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  rawPingPong<<<1, 1, 0, s>>>((volatile uint64_t*)(mh.dst + flagOff), (volatile uint64_t*)(mh.src + flagOff), mpIters,
+                              1000, rank == 0, dRes);
+  double rawNs = finish(comm, s, "raw ping-pong") / mpIters;
+  memPingPong<<<1, 1, 0, s>>>(mh, mpIters, 1000, rank == 0, dRes);
+  double memNs = finish(comm, s, "memory channel ping-pong") / mpIters;
+  if (rank == 0) {
+    printf("%-64s %9.2f us %12s\n", "(1a) port putWithSignal 8 B ping-pong, device semaphore (round trip)",
+           portNs[0] / 1e3, "");
+    printf("%-64s %9.2f us\n", "     one way", portNs[0] / 2e3);
+    printf("%-64s %9.2f us %12s\n", "(1b) port putWithSignal 8 B ping-pong, host-pinned semaphore (round trip)",
+           portNs[1] / 1e3, "");
+    printf("%-64s %9.2f us\n", "     one way", portNs[1] / 2e3);
+    printf("%-64s %9.3f us %11.2fx\n", "(2r) raw flag ping-pong through the CUDA IPC mapping (round trip)", rawNs / 1e3,
+           1.0);
+    printf("%-64s %9.3f us %11.2fx\n", "(2)  memory channel signal/wait ping-pong (round trip)", memNs / 1e3,
+           memNs / rawNs);
+    double best = portNs[0] < portNs[1] ? portNs[0] : portNs[1];
+    printf("goal (1) <= 10 us round trip (MSCCL++ 48 us): %s (best %.2f us)\n", best <= 10e3 ? "met" : "NOT met",
+           best / 1e3);
+    printf("goal (2) <= 1.0 us: %s\n", memNs <= 1e3 ? "met" : "NOT met");
+    printf("\n(3) put bandwidth rank 0 -> rank 1, GB/s (1e9 B/s)\n%12s %14s %20s %20s\n", "size", "cudaMemcpyAsync",
+           "memory put (ratio)", "port put (ratio)");
+  }
+  fflush(stdout);
+
+  /* (3) bandwidth */
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  int blocks = prop.multiProcessorCount * 4;
+  int goalMet = 1;
+  for (uint64_t bytes = 1ull << 20; bytes <= maxBytes; bytes *= 4) {
+    int iters = (int)((4ull << 30) / bytes);
+    if (iters > 50) iters = 50;
+    if (iters < 5) iters = 5;
+    float ms[3] = {0, 0, 0};
+    if (rank == 0) {
+      for (int k = 0; k < 3; k++) {
+        for (int i = -1; i < iters; i++) { /* i == -1: warm-up, untimed */
+          if (i == 0) CUDA_OK(cudaEventRecord(e0, s));
+          if (k == 0) {
+            CUDA_OK(cudaMemcpyAsync(mh.dst + half, mh.src, bytes, cudaMemcpyDeviceToDevice, s));
+          } else if (k == 1) {
+            memPut<<<blocks, 512, 0, s>>>(mh, half, 0, bytes);
+          } else if (i == -1) {
+            portPut<<<1, 1, 0, s>>>(ph, half, bytes, 1, dRes);
+          } else if (i == 0) {
+            portPut<<<1, 1, 0, s>>>(ph, half, bytes, iters, dRes);
+          }
+        }
+        CUDA_OK(cudaEventRecord(e1, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaEventElapsedTime(&ms[k], e0, e1));
+        if (k == 2) {
+          CUDA_OK(cudaMemcpy(hRes, dRes, sizeof(hRes), cudaMemcpyDeviceToHost));
+          if (hRes[0] != 0) {
+            fprintf(stderr, "port put failed: %s\n", mscclppGetErrorString((mscclppResult_t)hRes[0]));
+            exit(1);
+          }
+        }
+      }
+      double gbs[3];
+      for (int k = 0; k < 3; k++) gbs[k] = (double)bytes * iters / (ms[k] * 1e-3) / 1e9;
+      printf("%9llu MiB %14.1f %12.1f (%5.2f) %12.1f (%5.2f)\n", (unsigned long long)(bytes >> 20), gbs[0], gbs[1],
+             gbs[1] / gbs[0], gbs[2], gbs[2] / gbs[0]);
+      if (bytes >= (64ull << 20) && (gbs[1] < 0.9 * gbs[0] || gbs[2] < 0.9 * gbs[0])) goalMet = 0;
+      fflush(stdout);
+    }
+    MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  }
+  mscclppResult_t async = mscclppSuccess;
+  MSCCLPP_OK(mscclppCommGetAsyncError(comm, &async));
+  if (rank == 0)
+    printf("goal (3) >= 90%% of cudaMemcpyAsync at >= 64 MiB: %s; async error: %s\n", goalMet ? "met" : "NOT met",
+           mscclppGetErrorString(async));
+
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  MSCCLPP_OK(mscclppPortChannelDestroy(port));
+  MSCCLPP_OK(mscclppPortChannelDestroy(portHost));
+  MSCCLPP_OK(mscclppMemoryChannelDestroy(memCh));
+  MSCCLPP_OK(mscclppConnectionDestroy(conn));
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  MSCCLPP_OK(mscclppDeregisterMemory(mem));
+  MSCCLPP_OK(mscclppMemFree(comm, buf));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaFree(dRes));
+  MSCCLPP_OK(mscclppCommDestroy(comm));
+  return 0;
+}

@@ -1,0 +1,483 @@
+/* Port channels (mscclpp/port_channel.h) and the executor that carries out
+ * their triggers on the proxy thread.
+ *
+ * The executor is the handler of the communicator's FIFO. Its tables map a
+ * trigger's ids to what the connection layer needs:
+ *   memory id    -> registered memory (this rank's, or a peer's opened here)
+ *   semaphore id -> connection + the peer's inbound line + an outbound count
+ * and it runs the operations of one trigger in the order DATA -> FLAG ->
+ * SYNC:
+ *   DATA  mscclppConnWrite (CudaIpc: cudaMemcpyAsync on the connection's
+ *         stream; HostShm: memcpy)
+ *   FLAG  outbound += 1; mscclppConnSignal of the new count to the peer's
+ *         line, ordered after the connection's earlier writes (CudaIpc to
+ *         device memory: a stream-ordered 64-bit write, no CPU wait; to host
+ *         memory: a plain store once the stream has drained)
+ *   SYNC  every connection with copies in flight drained
+ * Copies stay in flight when the handler returns; the progress callback
+ * (called by the proxy when the FIFO is idle) queries the streams without
+ * blocking and lets the proxy publish `completed`, which is what a kernel's
+ * flush waits for.
+ *
+ * The tables are changed only while the proxy thread is stopped (channel
+ * creation and destruction stop it, change them, and start it again), so the
+ * thread reads them without locks or atomics.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel/channel.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
+#include "proxy/fifo.h"
+
+#define MAX_MEMS ((int)MSCCLPP_TRIGGER_MAX_MEMORIES)
+#define MAX_SEMS ((int)MSCCLPP_TRIGGER_MAX_SEMAPHORES)
+
+struct portSem {
+  struct mscclppConnection* conn; /* NULL: free */
+  struct mscclppRegisteredMemory* remote;
+  uint64_t remoteOffset;
+  uint32_t connIndex;
+  uint64_t outbound; /* proxy thread */
+};
+
+struct portConn {
+  struct mscclppConnection* conn; /* NULL: free */
+  int refs;
+  int dirty; /* proxy thread: copies or signals may be in flight */
+};
+
+struct mscclppPortExecutor {
+  struct mscclppChannelContext* ctx;
+  struct mscclppAbort* abort;
+  int device;
+  mscclppFifo_t fifo;
+  mscclppProxy_t proxy;
+  pthread_mutex_t lock; /* the tables and `running`, on the application side */
+  int running;          /* the proxy should run */
+  struct mscclppRegisteredMemory* mems[MAX_MEMS];
+  int memRefs[MAX_MEMS];
+  struct portSem sems[MAX_SEMS];
+  struct portConn conns[MAX_SEMS];
+  int anyDirty; /* proxy thread */
+};
+
+/* ---- the proxy thread's side ---------------------------------------------------------- */
+
+static mscclppProxyHandlerResult fail(struct mscclppPortExecutor* e, mscclppResult_t res, uint64_t pos,
+                                      const char* what) {
+  mscclppAbortRaisef(e->abort, res == mscclppSuccess ? mscclppInternalError : res,
+                     "port channel proxy: %s at FIFO position %" PRIu64 " failed: %s", what, pos,
+                     mscclppGetLastError());
+  return mscclppProxyHandlerError;
+}
+
+static mscclppProxyHandlerResult failf(struct mscclppPortExecutor* e, mscclppResult_t res, uint64_t pos,
+                                       const char* fmt, unsigned a, unsigned b) {
+  char what[160];
+  snprintf(what, sizeof(what), fmt, a, b);
+  mscclppAbortRaisef(e->abort, res, "port channel proxy: trigger at FIFO position %" PRIu64 ": %s", pos, what);
+  return mscclppProxyHandlerError;
+}
+
+/* Drain every connection with work in flight. */
+static mscclppResult_t drainAll(struct mscclppPortExecutor* e) {
+  for (int i = 0; i < MAX_SEMS; i++) {
+    struct portConn* c = &e->conns[i];
+    if (!c->dirty) continue;
+    MSCCLPP_RETURN_ON_ERROR(mscclppConnFlush(c->conn));
+    c->dirty = 0;
+  }
+  e->anyDirty = 0;
+  return mscclppSuccess;
+}
+
+static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, uint64_t pos) {
+  struct mscclppPortExecutor* e = arg;
+  mscclppTriggerFields f;
+  mscclppTriggerUnpack(t, &f);
+  if (f.op & ~MSCCLPP_TRIGGER_BUILTIN_MASK)
+    return failf(e, mscclppInvalidUsage, pos, "operation %u (semaphore %u) is not a port channel operation", f.op,
+                 f.semaphoreId);
+  if (f.semaphoreId >= (uint32_t)MAX_SEMS || e->sems[f.semaphoreId].conn == NULL)
+    return failf(e, mscclppInvalidArgument, pos, "semaphore id %u (op %u) is not a live port channel", f.semaphoreId,
+                 f.op);
+  struct portSem* s = &e->sems[f.semaphoreId];
+  struct portConn* pc = &e->conns[s->connIndex];
+  if (f.op & MSCCLPP_TRIGGER_DATA) {
+    struct mscclppRegisteredMemory* dst = f.dstMemoryId < (uint32_t)MAX_MEMS ? e->mems[f.dstMemoryId] : NULL;
+    struct mscclppRegisteredMemory* src = f.srcMemoryId < (uint32_t)MAX_MEMS ? e->mems[f.srcMemoryId] : NULL;
+    if (dst == NULL || src == NULL)
+      return failf(e, mscclppInvalidArgument, pos, "memory id %u (dst) or %u (src) is not a registered port memory",
+                   f.dstMemoryId, f.srcMemoryId);
+    mscclppResult_t res = mscclppConnWrite(s->conn, dst, f.dstOffset, src, f.srcOffset, f.size);
+    if (res != mscclppSuccess) return fail(e, res, pos, "put");
+    pc->dirty = 1;
+    e->anyDirty = 1;
+  }
+  if (f.op & MSCCLPP_TRIGGER_FLAG) {
+    s->outbound++;
+    mscclppResult_t res = mscclppConnSignal(s->conn, s->remote, s->remoteOffset, s->outbound);
+    if (res != mscclppSuccess) return fail(e, res, pos, "signal");
+    pc->dirty = 1;
+    e->anyDirty = 1;
+  }
+  if (f.op & MSCCLPP_TRIGGER_SYNC) {
+    mscclppResult_t res = drainAll(e);
+    if (res != mscclppSuccess) return fail(e, res, pos, "flush");
+  }
+  return mscclppProxyHandlerContinue;
+}
+
+/* Is everything issued on c complete? Never blocks. */
+static mscclppResult_t connIdle(struct mscclppConnection* c, int* idle) {
+  *idle = 1;
+  if (c->ops->transport == mscclppTransportCudaIpc && c->pending && c->stream != NULL)
+    return mscclppGpuIpcStreamQuery(c->stream, idle);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t execProgress(void* arg, int* allDone) {
+  struct mscclppPortExecutor* e = arg;
+  *allDone = 1;
+  if (!e->anyDirty) return mscclppSuccess;
+  int still = 0;
+  for (int i = 0; i < MAX_SEMS; i++) {
+    struct portConn* c = &e->conns[i];
+    if (!c->dirty) continue;
+    int idle = 0;
+    MSCCLPP_RETURN_ON_ERROR(connIdle(c->conn, &idle));
+    if (idle)
+      c->dirty = 0;
+    else
+      still = 1;
+  }
+  e->anyDirty = still;
+  *allDone = !still;
+  return mscclppSuccess;
+}
+
+/* ---- the executor ---------------------------------------------------------------------- */
+
+mscclppResult_t mscclppPortExecutorCreate(struct mscclppChannelContext* ctx, int fifoSize,
+                                          struct mscclppPortExecutor** out) {
+  struct mscclppPortExecutor* e = calloc(1, sizeof(*e));
+  if (e == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_CHANNEL, "cannot allocate a port executor");
+  e->ctx = ctx;
+  e->abort = mscclppChannelContextAbort(ctx);
+  e->device = mscclppChannelContextDevice(ctx);
+  pthread_mutex_init(&e->lock, NULL);
+  mscclppFifoConfig fc = MSCCLPP_FIFO_CONFIG_INITIALIZER;
+  fc.device = e->device;
+  fc.size = fifoSize;
+  fc.timeoutSec = mscclppChannelContextTimeout(ctx);
+  fc.abort = e->abort;
+  mscclppResult_t res = mscclppFifoCreate(&fc, &e->fifo);
+  if (res != mscclppSuccess) goto fail_free;
+  mscclppProxyConfig pc = MSCCLPP_PROXY_CONFIG_INITIALIZER;
+  pc.device = e->device;
+  pc.abort = e->abort;
+  pc.timeoutSec = fc.timeoutSec;
+  pc.name = "mscclpp-port";
+  res = mscclppProxyCreate(&pc, &e->proxy);
+  if (res != mscclppSuccess) goto fail_destroy_fifo;
+  res = mscclppProxyAddFifo(e->proxy, e->fifo, execHandle, execProgress, e);
+  if (res != mscclppSuccess) goto fail_destroy_proxy;
+  *out = e;
+  return mscclppSuccess;
+fail_destroy_proxy:
+  mscclppProxyDestroy(e->proxy);
+fail_destroy_fifo:
+  mscclppFifoDestroy(e->fifo);
+fail_free:
+  pthread_mutex_destroy(&e->lock);
+  free(e);
+  return res;
+}
+
+void mscclppPortExecutorDestroy(struct mscclppPortExecutor* e) {
+  if (e == NULL) return;
+  if (mscclppProxyDestroy(e->proxy) != mscclppSuccess) {
+    /* A kernel is still pushing, or a handler hangs: raise the abort so that
+     * everything lets go, then try once more. */
+    mscclppAbortRaisef(e->abort, mscclppAborted, "communicator destroyed while its proxy was busy");
+    if (mscclppProxyDestroy(e->proxy) != mscclppSuccess) {
+      MSCCLPP_WARN(MSCCLPP_LOG_CHANNEL, "port channel proxy could not be stopped; leaking it");
+      return;
+    }
+  }
+  if (mscclppFifoDestroy(e->fifo) != mscclppSuccess)
+    MSCCLPP_WARN(MSCCLPP_LOG_CHANNEL, "port channel FIFO could not be freed: %s", mscclppGetLastError());
+  pthread_mutex_destroy(&e->lock);
+  free(e);
+}
+
+mscclppResult_t mscclppPortExecutorStart(struct mscclppPortExecutor* e) {
+  pthread_mutex_lock(&e->lock);
+  mscclppResult_t res = mscclppProxyStart(e->proxy);
+  if (res == mscclppSuccess) e->running = 1;
+  pthread_mutex_unlock(&e->lock);
+  return res;
+}
+
+mscclppResult_t mscclppPortExecutorStop(struct mscclppPortExecutor* e) {
+  pthread_mutex_lock(&e->lock);
+  mscclppResult_t res = mscclppProxyStop(e->proxy);
+  e->running = 0;
+  pthread_mutex_unlock(&e->lock);
+  return res;
+}
+
+/* With e->lock held: stop the thread so the tables can change. */
+static mscclppResult_t pauseLocked(struct mscclppPortExecutor* e) { return mscclppProxyStop(e->proxy); }
+
+/* With e->lock held: run again if it should (not after an abort: nothing
+ * would be served, and tearing down must still work). */
+static mscclppResult_t resumeLocked(struct mscclppPortExecutor* e) {
+  if (!e->running || mscclppAbortIsRaised(e->abort)) return mscclppSuccess;
+  return mscclppProxyStart(e->proxy);
+}
+
+/* With e->lock held and the thread stopped. */
+static mscclppResult_t addMemLocked(struct mscclppPortExecutor* e, struct mscclppRegisteredMemory* mem, uint32_t* id) {
+  int freeSlot = -1;
+  for (int i = 0; i < MAX_MEMS; i++) {
+    if (e->mems[i] == mem) {
+      e->memRefs[i]++;
+      *id = (uint32_t)i;
+      return mscclppSuccess;
+    }
+    if (e->mems[i] == NULL && freeSlot < 0) freeSlot = i;
+  }
+  if (freeSlot < 0)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_CHANNEL,
+                      "a communicator's port channels use at most %d memories at a time", MAX_MEMS);
+  e->mems[freeSlot] = mem;
+  e->memRefs[freeSlot] = 1;
+  *id = (uint32_t)freeSlot;
+  return mscclppSuccess;
+}
+
+static void dropMemLocked(struct mscclppPortExecutor* e, uint32_t id) {
+  if (id < (uint32_t)MAX_MEMS && e->mems[id] != NULL && --e->memRefs[id] == 0) e->mems[id] = NULL;
+}
+
+static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclppConnection* conn,
+                                    struct mscclppRegisteredMemory* remote, uint64_t remoteOffset, uint32_t* id) {
+  int semSlot = -1, connSlot = -1, connFree = -1;
+  for (int i = 0; i < MAX_SEMS && semSlot < 0; i++)
+    if (e->sems[i].conn == NULL) semSlot = i;
+  for (int i = 0; i < MAX_SEMS; i++) {
+    if (e->conns[i].conn == conn) {
+      connSlot = i;
+      break;
+    }
+    if (e->conns[i].conn == NULL && connFree < 0) connFree = i;
+  }
+  if (semSlot < 0)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_CHANNEL,
+                      "a communicator has at most %d port channels at a time", MAX_SEMS);
+  if (connSlot < 0) {
+    connSlot = connFree; /* a free one exists: there are no more connections than channels */
+    e->conns[connSlot].conn = conn;
+    e->conns[connSlot].refs = 0;
+    e->conns[connSlot].dirty = 0;
+  }
+  e->conns[connSlot].refs++;
+  struct portSem* s = &e->sems[semSlot];
+  s->conn = conn;
+  s->remote = remote;
+  s->remoteOffset = remoteOffset;
+  s->connIndex = (uint32_t)connSlot;
+  s->outbound = 0;
+  *id = (uint32_t)semSlot;
+  return mscclppSuccess;
+}
+
+static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
+  struct portSem* s = &e->sems[id];
+  struct portConn* c = &e->conns[s->connIndex];
+  if (--c->refs == 0) {
+    c->conn = NULL;
+    c->dirty = 0;
+  }
+  memset(s, 0, sizeof(*s));
+}
+
+/* ---- port channels --------------------------------------------------------------------- */
+
+struct mscclppPortChannel {
+  struct mscclppChannelContext* ctx;
+  struct mscclppPortExecutor* exec;
+  struct mscclppChannelPeerInfo peer;
+  mscclppPortChannelDeviceHandle handle;
+};
+
+mscclppResult_t mscclppPortChannelAddMem(struct mscclppChannelContext* ctx, struct mscclppRegisteredMemory* mem,
+                                         uint32_t* id) {
+  if (ctx == NULL || mem == NULL || id == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "mscclppPortChannelAddMemory: NULL argument");
+  struct mscclppPortExecutor* e = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppChannelContextExecutor(ctx, &e));
+  pthread_mutex_lock(&e->lock);
+  mscclppResult_t res = pauseLocked(e);
+  if (res == mscclppSuccess) res = addMemLocked(e, mem, id);
+  mscclppResult_t r2 = resumeLocked(e);
+  pthread_mutex_unlock(&e->lock);
+  return res != mscclppSuccess ? res : r2;
+}
+
+static mscclppResult_t checkLocal(const struct mscclppConnection* conn, const struct mscclppRegisteredMemory* m,
+                                  const char* fn) {
+  if (m == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "%s: config->local is NULL", fn);
+  if (m->ctx != conn->mctx)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
+                      "%s: local memory %llu belongs to another communicator than the connection", fn,
+                      (unsigned long long)m->record.memId);
+  if (m->ownerRank != conn->rank)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
+                      "%s: local memory %llu belongs to rank %d, not to this rank %d", fn,
+                      (unsigned long long)m->record.memId, m->ownerRank, conn->rank);
+  if ((m->transports & (uint32_t)conn->ops->transport) == 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
+                      "%s: local memory %llu is not registered for transport %s (its transports: 0x%x)", fn,
+                      (unsigned long long)m->record.memId, conn->ops->name, m->transports);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struct mscclppConnection* conn,
+                                        const mscclppPortChannelConfig* cfg, struct mscclppPortChannel** out) {
+  static const char fn[] = "mscclppPortChannelCreate";
+  if (ctx == NULL || conn == NULL || cfg == NULL || out == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "%s: NULL %s", fn,
+                      conn == NULL ? "connection" : cfg == NULL ? "config" : "channel");
+  if (cfg->structSize != sizeof(mscclppPortChannelConfig))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
+                      "mscclppPortChannelConfig.structSize is %zu, expected %zu: start from "
+                      "MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER",
+                      cfg->structSize, sizeof(mscclppPortChannelConfig));
+  MSCCLPP_RETURN_ON_ERROR(checkLocal(conn, cfg->local, fn));
+  int device = mscclppChannelContextDevice(ctx);
+  enum mscclppSemArenaKind kind;
+  switch (cfg->semaphoreMem) {
+    case mscclppPortSemaphoreAuto:
+    case mscclppPortSemaphoreDevice:
+      kind = device < 0 ? MSCCLPP_SEM_ARENA_HOST
+             : conn->ops->transport == mscclppTransportHostShm ? MSCCLPP_SEM_ARENA_HOST_PINNED
+                                                                : MSCCLPP_SEM_ARENA_DEVICE;
+      break;
+    case mscclppPortSemaphoreHostPinned:
+      if (device < 0)
+        return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_CHANNEL,
+                          "%s: semaphoreMem HostPinned needs a GPU (this communicator runs the host backend)", fn);
+      kind = MSCCLPP_SEM_ARENA_HOST_PINNED;
+      break;
+    default:
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "%s: unknown semaphoreMem %d", fn,
+                        (int)cfg->semaphoreMem);
+  }
+  struct mscclppPortExecutor* e = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppChannelContextExecutor(ctx, &e));
+  struct mscclppPortChannel* ch = calloc(1, sizeof(*ch));
+  if (ch == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_CHANNEL, "cannot allocate a port channel");
+  ch->ctx = ctx;
+  ch->exec = e;
+  struct mscclppSemEnd end;
+  memset(&end, 0, sizeof(end));
+  mscclppResult_t res =
+      mscclppChannelExchange(ctx, conn, cfg->tag, MSCCLPP_CHANNEL_KIND_PORT, kind, cfg->local, &end, &ch->peer);
+  if (res != mscclppSuccess) goto fail_free;
+  if ((ch->peer.mem->transports & (uint32_t)conn->ops->transport) == 0 ||
+      (ch->peer.semMem->transports & (uint32_t)conn->ops->transport) == 0) {
+    res = mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
+                     "%s: the memory rank %d offers (transports 0x%x) is not registered for transport %s", fn,
+                     conn->remoteRank, ch->peer.mem->transports, conn->ops->name);
+    goto fail_release;
+  }
+
+  uint32_t semId = 0, dstId = 0, srcId = 0;
+  mscclppPortChannelDeviceHandle* h = &ch->handle;
+  int added = 0;
+  pthread_mutex_lock(&e->lock);
+  res = pauseLocked(e);
+  if (res == mscclppSuccess && mscclppAbortIsRaised(e->abort))
+    res = mscclppErr(mscclppAborted, MSCCLPP_LOG_CHANNEL, "%s: the communicator was aborted", fn);
+  if (res == mscclppSuccess) res = mscclppFifoGetDeviceHandle(e->fifo, &h->fifo);
+  if (res == mscclppSuccess) res = addMemLocked(e, ch->peer.mem, &dstId);
+  if (res == mscclppSuccess) {
+    res = addMemLocked(e, cfg->local, &srcId);
+    if (res != mscclppSuccess) dropMemLocked(e, dstId);
+  }
+  if (res == mscclppSuccess) {
+    res = addSemLocked(e, conn, end.remoteMem, end.remoteOffset, &semId);
+    if (res != mscclppSuccess) {
+      dropMemLocked(e, dstId);
+      dropMemLocked(e, srcId);
+    }
+  }
+  added = res == mscclppSuccess;
+  if (added) {
+    e->running = 1; /* creation starts the proxy */
+    res = resumeLocked(e);
+    if (res != mscclppSuccess) {
+      dropSemLocked(e, semId);
+      dropMemLocked(e, dstId);
+      dropMemLocked(e, srcId);
+    }
+  } else {
+    resumeLocked(e);
+  }
+  pthread_mutex_unlock(&e->lock);
+  if (res != mscclppSuccess) goto fail_release;
+
+  h->inbound.inbound = end.inboundDev;
+  h->inbound.expected = end.expectedDev;
+  h->inbound.outbound = NULL;
+  h->inbound.outboundCount = NULL;
+  mscclppAbortWaitContext(e->abort, mscclppChannelContextTimeout(ctx), 1, &h->inbound.wait);
+  h->semaphoreId = semId;
+  h->dst = dstId;
+  h->src = srcId;
+  MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "port channel rank %d -> rank %d (tag %d, %s): semaphore %u, dst %u, src %u",
+               conn->rank, conn->remoteRank, cfg->tag, conn->ops->name, semId, dstId, srcId);
+  *out = ch;
+  return mscclppSuccess;
+
+fail_release:
+  mscclppChannelRelease(ctx, &ch->peer);
+fail_free:
+  free(ch);
+  return res;
+}
+
+mscclppResult_t mscclppPortChannelDestroy(mscclppPortChannel_t ch) {
+  if (ch == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "mscclppPortChannelDestroy: NULL");
+  struct mscclppPortExecutor* e = ch->exec;
+  pthread_mutex_lock(&e->lock);
+  mscclppResult_t res = pauseLocked(e);
+  if (res == mscclppSuccess) {
+    dropSemLocked(e, ch->handle.semaphoreId);
+    dropMemLocked(e, ch->handle.dst);
+    dropMemLocked(e, ch->handle.src);
+  }
+  mscclppResult_t r2 = resumeLocked(e);
+  pthread_mutex_unlock(&e->lock);
+  if (res != mscclppSuccess) return res; /* the proxy would not stop: keep the channel */
+  res = mscclppChannelRelease(ch->ctx, &ch->peer);
+  free(ch);
+  return res != mscclppSuccess ? res : r2;
+}
+
+mscclppResult_t mscclppPortChannelGetDeviceHandle(mscclppPortChannel_t ch, mscclppPortChannelDeviceHandle* handle) {
+  if (ch == NULL || handle == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL, "mscclppPortChannelGetDeviceHandle: NULL argument");
+  *handle = ch->handle;
+  return mscclppSuccess;
+}
+
+void* mscclppPortChannelRemotePtr(const struct mscclppPortChannel* ch) { return ch->peer.mem->devPtr; }

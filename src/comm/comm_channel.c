@@ -1,0 +1,127 @@
+/* The communicator's error domain and channel state, made on first use:
+ *  - the abort object (for the device current at that moment, or the host
+ *    backend without a GPU), shared by the memory layer's waits, the proxy,
+ *    the FIFO and every channel's device waits;
+ *  - a watcher thread that turns a peer lost by the bootstrap into an abort,
+ *    so that kernels and proxy waits on the surviving ranks return within
+ *    about WATCH_PERIOD_NS instead of running into the timeout;
+ *  - the channel context (semaphores, opened peer memories, the port
+ *    channel proxy).
+ * See comm.h for the fields. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "channel/channel.h"
+#include "comm/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/abort.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
+
+#define WATCH_PERIOD_NS 20000000L /* 20 ms */
+
+static void* watchMain(void* arg) {
+  struct mscclppComm* comm = arg;
+  pthread_setname_np(pthread_self(), "mscclpp-watch");
+  while (!__atomic_load_n(&comm->watcherStop, __ATOMIC_ACQUIRE)) {
+    if (mscclppBootstrapGetLostStatus(comm->bootstrap) != mscclppSuccess) {
+      mscclppAbortRaisef(comm->abort, mscclppRemoteError, "%s", mscclppGetLastError());
+      break;
+    }
+    if (mscclppAbortIsRaised(comm->abort)) break; /* nothing left to tell */
+    struct timespec ts = {0, WATCH_PERIOD_NS};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+/* With comm->lazyLock held. */
+static mscclppResult_t abortLocked(struct mscclppComm* comm) {
+  if (comm->abort != NULL) return mscclppSuccess;
+  int device = MSCCLPP_HOST_BACKEND_DEVICE;
+  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&device) != mscclppSuccess)
+    device = MSCCLPP_HOST_BACKEND_DEVICE;
+  struct mscclppAbort* abort = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppAbortCreate(device, &abort));
+  comm->abort = abort;
+  comm->device = device;
+  __atomic_store_n(&comm->watcherStop, 0, __ATOMIC_RELEASE);
+  int err = pthread_create(&comm->watcher, NULL, watchMain, comm);
+  if (err != 0) {
+    comm->abort = NULL;
+    mscclppAbortDestroy(abort);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "cannot start the peer-loss watcher: %s", strerror(err));
+  }
+  comm->watcherRunning = 1;
+  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "rank %d: communicator device %d%s", comm->rank, device,
+               device < 0 ? " (host backend)" : "");
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommAbortOf(struct mscclppComm* comm, struct mscclppAbort** abort) {
+  pthread_mutex_lock(&comm->lazyLock);
+  mscclppResult_t res = abortLocked(comm);
+  if (res == mscclppSuccess) *abort = comm->abort;
+  pthread_mutex_unlock(&comm->lazyLock);
+  return res;
+}
+
+mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMemContext* mctx,
+                                      struct mscclppChannelContext** out) {
+  pthread_mutex_lock(&comm->lazyLock);
+  mscclppResult_t res = abortLocked(comm);
+  if (res == mscclppSuccess && comm->channels == NULL) {
+    struct mscclppChannelConfig cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.mctx = mctx;
+    cfg.abort = comm->abort;
+    cfg.device = comm->device;
+    cfg.timeoutSec = comm->params.timeout;
+    cfg.fifoSize = (int)comm->params.fifoSize;
+    res = mscclppChannelContextCreate(&cfg, &comm->channels);
+  }
+  if (res == mscclppSuccess) *out = comm->channels;
+  pthread_mutex_unlock(&comm->lazyLock);
+  return res;
+}
+
+mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm) {
+  pthread_mutex_lock(&comm->lazyLock);
+  mscclppResult_t res = mscclppSuccess;
+  int live = mscclppChannelContextLive(comm->channels);
+  if (live > 0) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_INIT,
+                     "mscclppCommDestroy: %d channel(s) of rank %d are still alive; destroy them first", live,
+                     comm->rank);
+  } else if (comm->channels != NULL) {
+    res = mscclppChannelContextDestroy(comm->channels);
+    comm->channels = NULL;
+  }
+  pthread_mutex_unlock(&comm->lazyLock);
+  return res;
+}
+
+void mscclppCommAbortRelease(struct mscclppComm* comm) {
+  pthread_mutex_lock(&comm->lazyLock);
+  if (comm->watcherRunning) {
+    __atomic_store_n(&comm->watcherStop, 1, __ATOMIC_RELEASE);
+    pthread_join(comm->watcher, NULL);
+    comm->watcherRunning = 0;
+  }
+  if (comm->abort != NULL && mscclppAbortDestroy(comm->abort) == mscclppSuccess) comm->abort = NULL;
+  pthread_mutex_unlock(&comm->lazyLock);
+}
+
+mscclppResult_t mscclppCommAsyncError(struct mscclppComm* comm, mscclppResult_t* error) {
+  pthread_mutex_lock(&comm->lazyLock);
+  struct mscclppAbort* abort = comm->abort;
+  pthread_mutex_unlock(&comm->lazyLock);
+  mscclppResult_t e = mscclppSuccess;
+  if (abort != NULL) MSCCLPP_RETURN_ON_ERROR(mscclppAbortGetError(abort, &e));
+  if (e == mscclppSuccess) e = mscclppBootstrapGetLostStatus(comm->bootstrap);
+  *error = e;
+  return mscclppSuccess;
+}

@@ -1,0 +1,458 @@
+/*
+ * One rank of the GPU channel tests, started by mscclpp-run (ranks share the
+ * GPUs round-robin by local rank; run them under MPS so that kernels of
+ * different ranks run at the same time):
+ *
+ *   mscclpp-run -n N --mps -- channel_worker_gpu gpu [quick]
+ *
+ * Every rank builds a CudaIpc connection, a port channel and a memory
+ * channel (and a port channel whose inbound semaphore is in pinned host
+ * memory) to every rank, itself included, over one cudaMalloc buffer
+ * (SRC | DST | two packet halves). In rounds pairing rank r with r ^ d
+ * (N a power of two), both partners run, for sizes from 1 B to 64 MiB
+ * (16 MiB with 4 ranks; 256 KiB in quick mode) with odd sizes and unaligned
+ * offsets, one kernel per operation, and check the partner's bytes and the
+ * guard bytes around them on the host, byte for byte:
+ *   port:   put+signal, putWithSignal, putWithSignalAndFlush,
+ *           put+flush+signal received by poll, putWithSignal through the
+ *           host-pinned semaphore
+ *   memory: put and get (one block of 512 threads), LL16 and LL8 packets,
+ *           element write/read of 4, 8 and 16 bytes
+ * then 2000 rounds (200 quick) of LL16 packets exchanged back to back by
+ * 4 blocks through two alternating buffers with no other synchronization,
+ * data generated and checked in the kernel (packets under concurrent
+ * reuse). Exits 77 without a GPU. Each rank prints "rank R: gpu passed".
+ *
+ * compute-sanitizer: mscclpp-run -n 2 --mps -- compute-sanitizer --tool memcheck channel_worker_gpu gpu quick
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "mscclpp/comm.h"
+#include "mscclpp/connection.h"
+#include "mscclpp/memory.h"
+#include "mscclpp/memory_channel.h"
+#include "mscclpp/port_channel.h"
+
+#define MAX_RANKS 16
+#define TAG_CONN 21
+#define TAG_PORT 22
+#define TAG_MEM 23
+#define TAG_PORT_HOST 24
+#define GUARD 0xA5
+#define PKT_MAX_BYTES (256u << 10)
+#define THREADS 512
+
+#define CUDA_CHECK(expr)                                                                                \
+  do {                                                                                                  \
+    cudaError_t e_ = (expr);                                                                            \
+    if (e_ != cudaSuccess) {                                                                            \
+      fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      harnessFailures_++;                                                                               \
+    }                                                                                                   \
+  } while (0)
+
+static int rank = -1, nranks = -1;
+static mscclppComm_t comm;
+static size_t S, pktHalf, total;
+static uint8_t* dbuf; /* device */
+static uint8_t* hbuf; /* host staging */
+static uint8_t** pat;
+static cudaStream_t stream;
+static int* dStatus; /* device: per-op result / error count */
+static mscclppRegisteredMemory_t localMem;
+
+struct peer {
+  int rank;
+  mscclppConnection_t conn;
+  mscclppPortChannel_t port, portHost;
+  mscclppMemoryChannel_t mem;
+  mscclppPortChannelDeviceHandle ph, phHost;
+  mscclppMemoryChannelDeviceHandle mh;
+};
+static struct peer peers[MAX_RANKS];
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+enum { PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL_POLL, PORT_OPS };
+
+__global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t dstOff, uint64_t srcOff,
+                           uint64_t size, int* status) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  mscclppResult_t r = mscclppSuccess;
+  switch (op) {
+    case PORT_PUT_SIGNAL:
+      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, srcOff, size);
+      if (r == mscclppSuccess) r = mscclppPortChannelDeviceSignal(&h);
+      break;
+    case PORT_PUT_WITH_SIGNAL: r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, size); break;
+    case PORT_PUT_WITH_SIGNAL_FLUSH:
+      r = mscclppPortChannelDevicePutWithSignalAndFlush(&h, h.dst, dstOff, h.src, srcOff, size);
+      break;
+    default:
+      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, srcOff, size);
+      if (r == mscclppSuccess) r = mscclppPortChannelDeviceFlush(&h);
+      if (r == mscclppSuccess) r = mscclppPortChannelDeviceSignal(&h);
+      break;
+  }
+  if (r == mscclppSuccess) {
+    if (op == PORT_PUT_FLUSH_SIGNAL_POLL) {
+      mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
+      while (!mscclppPortChannelDevicePoll(&h)) {
+        r = mscclppWaitStep(&h.inbound.wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, 0);
+        if (r != mscclppSuccess) break;
+      }
+    } else {
+      r = mscclppPortChannelDeviceWait(&h);
+    }
+  }
+  *status = (int)r;
+}
+
+enum { MEM_PUT, MEM_GET, MEM_LL16, MEM_LL8, MEM_OPS };
+
+__global__ void memKernel(mscclppMemoryChannelDeviceHandle h, int op, uint64_t dstOff, uint64_t srcOff,
+                          uint64_t size, uint64_t pktOff, uint32_t flag, int* status) {
+  __shared__ int res;
+  uint32_t tid = threadIdx.x, n = blockDim.x;
+  if (tid == 0) res = 0;
+  __syncthreads();
+  switch (op) {
+    case MEM_PUT:
+      mscclppMemoryChannelDevicePut(&h, dstOff, srcOff, size, tid, n);
+      __syncthreads();
+      if (tid == 0) {
+        mscclppMemoryChannelDeviceSignal(&h);
+        res = (int)mscclppMemoryChannelDeviceWait(&h);
+      }
+      break;
+    case MEM_GET:
+      if (tid == 0) {
+        mscclppMemoryChannelDeviceSignal(&h); /* my SRC is ready */
+        res = (int)mscclppMemoryChannelDeviceWait(&h);
+      }
+      __syncthreads();
+      if (res == 0) mscclppMemoryChannelDeviceGet(&h, dstOff, srcOff, size, tid, n);
+      break;
+    case MEM_LL16: {
+      mscclppMemoryChannelDevicePutPackets(&h, pktOff, srcOff, size, tid, n, flag);
+      mscclppResult_t r = mscclppMemoryChannelDeviceUnpackPackets(&h, dstOff, pktOff, size, tid, n, flag);
+      if (r != mscclppSuccess) atomicExch(&res, (int)r);
+      break;
+    }
+    default: {
+      mscclppMemoryChannelDevicePutPackets8(&h, pktOff, srcOff, size, tid, n, flag);
+      mscclppResult_t r = mscclppMemoryChannelDeviceUnpackPackets8(&h, dstOff, pktOff, size, tid, n, flag);
+      if (r != mscclppSuccess) atomicExch(&res, (int)r);
+      break;
+    }
+  }
+  __syncthreads();
+  if (tid == 0) *status = res;
+}
+
+/* Element writes into the partner's DST, then read-back through the
+ * channel; out[0..3] = the read-backs (64, 32, 128 lo, 128 hi). */
+__global__ void elementKernel(mscclppMemoryChannelDeviceHandle h, uint64_t base, uint64_t v64, uint32_t v32,
+                              uint64_t* out, int* status) {
+  if (threadIdx.x != 0) return;
+  mscclppVec16 v;
+  v.x = (uint32_t)(v64 * 3);
+  v.y = (uint32_t)((v64 * 3) >> 32);
+  v.z = (uint32_t)~v64;
+  v.w = (uint32_t)(~v64 >> 32);
+  mscclppMemoryChannelDeviceWrite64(&h, base, v64);
+  mscclppMemoryChannelDeviceWrite32(&h, base + 12, v32);
+  mscclppMemoryChannelDeviceWrite128(&h, base + 32, v);
+  mscclppMemoryChannelDeviceSignal(&h);
+  int r = (int)mscclppMemoryChannelDeviceWait(&h);
+  out[0] = mscclppMemoryChannelDeviceRead64(&h, base);
+  out[1] = mscclppMemoryChannelDeviceRead32(&h, base + 12);
+  mscclppVec16 got = mscclppMemoryChannelDeviceRead128(&h, base + 32);
+  out[2] = (uint64_t)got.x | (uint64_t)got.y << 32;
+  out[3] = (uint64_t)got.z | (uint64_t)got.w << 32;
+  *status = r;
+}
+
+__device__ uint8_t reuseByte(int r, uint32_t round, uint64_t i) {
+  return (uint8_t)((i * 131u) ^ (uint64_t)(r * 77) ^ (round * 29u) ^ (i >> 8));
+}
+
+/* `rounds` LL16 exchanges back to back through alternating halves; every
+ * thread generates the source bytes of its own packets, puts them, unpacks
+ * the partner's and checks them. *errors counts wrong bytes. */
+__global__ void packetReuseKernel(mscclppMemoryChannelDeviceHandle h, int me, int partner, uint64_t srcOff,
+                                  uint64_t dstOff, uint64_t pktBase, uint64_t pktHalfBytes, uint64_t size,
+                                  uint32_t firstFlag, uint32_t rounds, int* errors, int* status) {
+  uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
+  uint64_t npk = mscclppPacketCount16(size);
+  int bad = 0;
+  for (uint32_t round = 0; round < rounds; round++) {
+    uint32_t flag = firstFlag + round;
+    uint64_t pkt = pktBase + (flag & 1) * pktHalfBytes;
+    for (uint64_t p = tid; p < npk; p += n)
+      for (uint64_t b = p * 8; b < p * 8 + 8 && b < size; b++) h.src[srcOff + b] = reuseByte(me, round, b);
+    mscclppMemoryChannelDevicePutPackets(&h, pkt, srcOff, size, tid, n, flag);
+    mscclppResult_t r = mscclppMemoryChannelDeviceUnpackPackets(&h, dstOff, pkt, size, tid, n, flag);
+    if (r != mscclppSuccess) {
+      atomicExch(status, (int)r);
+      return;
+    }
+    for (uint64_t p = tid; p < npk; p += n)
+      for (uint64_t b = p * 8; b < p * 8 + 8 && b < size; b++) bad += h.src[dstOff + b] != reuseByte(partner, round, b);
+  }
+  if (bad) atomicAdd(errors, bad);
+}
+
+/* ---- host side ------------------------------------------------------------------------------ */
+
+static void initComm(void) {
+  mscclppResult_t res = mscclppCommInitFromEnv(&comm);
+  if (res != mscclppSuccess) {
+    fprintf(stderr, "mscclppCommInitFromEnv: %s: %s\n", mscclppGetErrorString(res), mscclppGetLastError());
+    exit(1);
+  }
+  mscclppCommRank(comm, &rank);
+  mscclppCommSize(comm, &nranks);
+}
+
+static void setup(size_t maxBytes) {
+  int ndev = 0, localRank = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&ndev));
+  CHECK_RES(mscclppCommLocalRank(comm, &localRank), mscclppSuccess);
+  CUDA_CHECK(cudaSetDevice(localRank % ndev));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaMalloc(&dStatus, 64 * sizeof(int) + 4 * sizeof(uint64_t)));
+  S = maxBytes + 64;
+  pktHalf = mscclppPacketBytes16(PKT_MAX_BYTES + 16);
+  total = 2 * S + 2 * pktHalf;
+  void* p = NULL;
+  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindDevice, total, &p), mscclppSuccess);
+  if (p == NULL) exit(1);
+  dbuf = (uint8_t*)p;
+  CUDA_CHECK(cudaMemset(dbuf + S, GUARD, S));
+  CUDA_CHECK(cudaMallocHost(&hbuf, S));
+  CHECK_RES(mscclppRegisterMemory(comm, dbuf, total, mscclppTransportCudaIpc, &localMem), mscclppSuccess);
+  for (int d = 0; d < nranks; d++) {
+    struct peer* q = &peers[d];
+    q->rank = rank ^ d;
+    CHECK_RES(mscclppConnectionCreate(comm, q->rank, TAG_CONN, mscclppTransportCudaIpc, &q->conn), mscclppSuccess);
+    mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+    pc.tag = TAG_PORT;
+    pc.local = localMem;
+    CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->port), mscclppSuccess);
+    pc.tag = TAG_PORT_HOST;
+    pc.semaphoreMem = mscclppPortSemaphoreHostPinned;
+    CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->portHost), mscclppSuccess);
+    mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+    mc.tag = TAG_MEM;
+    mc.local = localMem;
+    CHECK_RES(mscclppMemoryChannelCreate(comm, q->conn, &mc, &q->mem), mscclppSuccess);
+    if (harnessFailures_) exit(1);
+    mscclppPortChannelGetDeviceHandle(q->port, &q->ph);
+    mscclppPortChannelGetDeviceHandle(q->portHost, &q->phHost);
+    mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh);
+  }
+  pat = (uint8_t**)calloc(MAX_RANKS, sizeof(*pat));
+  for (int r = 0; r < nranks; r++) {
+    pat[r] = (uint8_t*)malloc(S + 256);
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1);
+    for (size_t i = 0; i < S + 256; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      memcpy(pat[r] + i, &x, S + 256 - i < 8 ? S + 256 - i : 8);
+    }
+  }
+}
+
+static void teardown(void) {
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  for (int d = 0; d < nranks; d++) {
+    CHECK_RES(mscclppPortChannelDestroy(peers[d].port), mscclppSuccess);
+    CHECK_RES(mscclppPortChannelDestroy(peers[d].portHost), mscclppSuccess);
+    CHECK_RES(mscclppMemoryChannelDestroy(peers[d].mem), mscclppSuccess);
+    CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
+  CHECK_RES(mscclppMemFree(comm, dbuf), mscclppSuccess);
+  CUDA_CHECK(cudaFreeHost(hbuf));
+  CUDA_CHECK(cudaFree(dStatus));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  for (int r = 0; r < nranks; r++) free(pat[r]);
+  free(pat);
+}
+
+static int iter;
+static const uint8_t* expected(int r) { return pat[r] + (iter % 251); }
+
+/* Before an op: my SRC holds my pattern at srcOff, my DST is all guard;
+ * both partners are ready. */
+static void prepare(uint64_t srcOff, uint64_t size) {
+  CUDA_CHECK(cudaMemcpy(dbuf + srcOff, expected(rank), size, cudaMemcpyHostToDevice));
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+}
+
+static int finishKernel(const char* what, int from) {
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  int st = -1;
+  CUDA_CHECK(cudaMemcpy(&st, dStatus, sizeof(int), cudaMemcpyDeviceToHost));
+  if (st != 0) fprintf(stderr, "rank %d: %s with rank %d: kernel status %d (%s)\n", rank, what, from, st,
+                       mscclppGetErrorString((mscclppResult_t)st));
+  CHECK(st == 0);
+  return st == 0;
+}
+
+/* After an op: my DST at dstOff holds the partner's bytes, guards intact;
+ * reset it; both partners are done. */
+static void checkDst(const char* what, int from, uint64_t dstOff, uint64_t size) {
+  uint64_t lo = dstOff > 0 ? dstOff - 1 : 0, hi = dstOff + size + 1 < S ? dstOff + size + 1 : S;
+  CUDA_CHECK(cudaMemcpy(hbuf, dbuf + S + lo, hi - lo, cudaMemcpyDeviceToHost));
+  const uint8_t* d = hbuf + (dstOff - lo);
+  int ok = memcmp(d, expected(from), size) == 0;
+  int guards = (dstOff == 0 || d[-1] == GUARD) && (dstOff + size >= S || d[size] == GUARD);
+  if (!ok || !guards) {
+    uint64_t first = 0;
+    while (first < size && d[first] == expected(from)[first]) first++;
+    fprintf(stderr, "rank %d: %s from rank %d, %llu bytes at DST+%llu: %s (first bad byte %llu)\n", rank, what, from,
+            (unsigned long long)size, (unsigned long long)dstOff, ok ? "guard bytes overwritten" : "wrong data",
+            (unsigned long long)first);
+  }
+  CHECK(ok && guards);
+  CUDA_CHECK(cudaMemset(dbuf + S + lo, GUARD, hi - lo));
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  iter++;
+}
+
+static const char* portName[PORT_OPS] = {"port put+signal", "port putWithSignal", "port putWithSignalAndFlush",
+                                         "port put+flush+signal/poll"};
+static const char* memName[MEM_OPS] = {"memory put", "memory get", "LL16 packets", "LL8 packets"};
+static uint32_t packetFlag;
+
+static void runCase(struct peer* q, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
+  for (int op = 0; op <= PORT_OPS && harnessFailures_ == 0; op++) {
+    /* op == PORT_OPS: putWithSignal through the host-pinned semaphore */
+    prepare(srcOff, size);
+    portKernel<<<1, 32, 0, stream>>>(op == PORT_OPS ? q->phHost : q->ph,
+                                     op == PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size, dStatus);
+    const char* name = op == PORT_OPS ? "port putWithSignal (host-pinned semaphore)" : portName[op];
+    finishKernel(name, q->rank);
+    checkDst(name, q->rank, dstOff, size);
+  }
+  for (int op = 0; op < MEM_OPS && harnessFailures_ == 0; op++) {
+    if ((op == MEM_LL16 || op == MEM_LL8) && size > PKT_MAX_BYTES) continue;
+    prepare(srcOff, size);
+    uint32_t flag = ++packetFlag;
+    memKernel<<<1, THREADS, 0, stream>>>(q->mh, op, S + dstOff, srcOff, size, 2 * S + (flag & 1) * pktHalf, flag,
+                                         dStatus);
+    finishKernel(memName[op], q->rank);
+    checkDst(memName[op], q->rank, dstOff, size);
+  }
+}
+
+static void elements(struct peer* q) {
+  uint64_t* dOut = (uint64_t*)(dStatus + 64);
+  uint64_t v64 = 0x0123456789abcdefull ^ ((uint64_t)rank << 40) ^ (uint64_t)iter;
+  uint32_t v32 = 0xfeed0000u ^ (uint32_t)(rank * 977 + iter);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  elementKernel<<<1, 32, 0, stream>>>(q->mh, S + 64, v64, v32, dOut, dStatus);
+  finishKernel("elements", q->rank);
+  uint64_t out[4];
+  CUDA_CHECK(cudaMemcpy(out, dOut, sizeof(out), cudaMemcpyDeviceToHost));
+  CHECK(out[0] == v64 && out[1] == v32 && out[2] == v64 * 3 && out[3] == ~v64);
+  uint64_t p64 = 0x0123456789abcdefull ^ ((uint64_t)q->rank << 40) ^ (uint64_t)iter, got[6];
+  CUDA_CHECK(cudaMemcpy(got, dbuf + S + 64, sizeof(got), cudaMemcpyDeviceToHost));
+  uint32_t p32 = 0xfeed0000u ^ (uint32_t)(q->rank * 977 + iter), g32;
+  memcpy(&g32, (uint8_t*)got + 12, 4);
+  CHECK(got[0] == p64 && g32 == p32 && got[4] == p64 * 3 && got[5] == ~p64);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess); /* both read back before the reset */
+  CUDA_CHECK(cudaMemset(dbuf + S, GUARD, 256));
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  iter++;
+}
+
+static void packetReuse(struct peer* q, uint32_t rounds) {
+  int* dErr = dStatus + 1;
+  CUDA_CHECK(cudaMemset(dStatus, 0, 2 * sizeof(int)));
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  const uint64_t size = 4000 + 3;
+  packetReuseKernel<<<4, 128, 0, stream>>>(q->mh, rank, q->rank, 1, S + 7, 2 * S, pktHalf, size, packetFlag + 1,
+                                           rounds, dErr, dStatus);
+  packetFlag += rounds;
+  finishKernel("packet reuse", q->rank);
+  int errors = -1;
+  CUDA_CHECK(cudaMemcpy(&errors, dErr, sizeof(int), cudaMemcpyDeviceToHost));
+  if (errors) fprintf(stderr, "rank %d: packet reuse with rank %d: %d wrong bytes\n", rank, q->rank, errors);
+  CHECK(errors == 0);
+  CUDA_CHECK(cudaMemset(dbuf + S, GUARD, 4096 + 64));
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+}
+
+struct sizeCase {
+  uint64_t size, srcOff, dstOff;
+};
+static const struct sizeCase cases[] = {
+    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},        {8, 0, 0},        {63, 7, 1},
+    {4096, 0, 0},       {4097, 13, 5},      {65537, 1, 0},    {65536 * 4, 4, 8}, {(1 << 20) + 7, 5, 3},
+    {(16 << 20) - 1, 3, 1}, {64 << 20, 0, 0}, {(64 << 20) - 3, 1, 2},
+};
+
+static void testGpu(int quick) {
+  size_t maxBytes = quick ? (256u << 10) + 64 : nranks <= 2 ? (64u << 20) : (16u << 20);
+  setup(maxBytes);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int d = 0; d < nranks && harnessFailures_ == 0; d++) {
+    struct peer* q = &peers[d];
+    int n = 0;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && harnessFailures_ == 0; c++) {
+      const struct sizeCase* k = &cases[c];
+      if (k->size + k->srcOff > maxBytes || k->size + k->dstOff > maxBytes) continue;
+      runCase(q, k->size, k->srcOff, k->dstOff);
+      n++;
+    }
+    if (harnessFailures_ == 0) elements(q);
+    if (harnessFailures_ == 0) packetReuse(q, quick ? 200 : 2000);
+    printf("rank %d: partner %d: %d sizes x 9 operations, elements, packet reuse: %s\n", rank, q->rank, n,
+           harnessFailures_ ? "FAILED" : "ok");
+    fflush(stdout);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("rank %d: %d partners in %.2f s\n", rank, nranks,
+         (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  mscclppResult_t async = mscclppInternalError;
+  CHECK_RES(mscclppCommGetAsyncError(comm, &async), mscclppSuccess);
+  if (async != mscclppSuccess) fprintf(stderr, "rank %d: async error: %s\n", rank, mscclppGetLastError());
+  CHECK(async == mscclppSuccess);
+  if (harnessFailures_) {
+    /* a partner may still be waiting on us: do not tear down politely */
+    exit(1);
+  }
+  teardown();
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "gpu";
+  int quick = argc > 2 && strcmp(argv[2], "quick") == 0;
+  int ndevices = 0;
+  if (cudaGetDeviceCount(&ndevices) != cudaSuccess || ndevices == 0) harnessSkip("needs a GPU");
+  initComm();
+  if (nranks > MAX_RANKS || (nranks & (nranks - 1)) != 0) {
+    fprintf(stderr, "rank %d: needs a power of two of at most %d ranks\n", rank, MAX_RANKS);
+    return 2;
+  }
+  if (strcmp(mode, "gpu") != 0) {
+    fprintf(stderr, "usage: channel_worker_gpu gpu [quick]\n");
+    return 2;
+  }
+  testGpu(quick);
+  mscclppResult_t res = mscclppCommDestroy(comm);
+  if (res != mscclppSuccess) fprintf(stderr, "rank %d: mscclppCommDestroy: %s\n", rank, mscclppGetLastError());
+  int ok = harnessFailures_ == 0 && res == mscclppSuccess;
+  if (ok) printf("rank %d: %s passed\n", rank, mode);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
