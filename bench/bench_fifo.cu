@@ -9,15 +9,31 @@
  *     does nothing): release push (mscclppFifoDevicePush), relaxed push, the
  *     semaphore variant, and the old proxy publication (tail after every
  *     trigger);
- *  3. push throughput (handler counts only) for several pusher layouts and
- *     for each proxy / pusher variant, with the proxy's own time per trigger
- *     (its busy time / triggers) and its busy fraction next to the achieved
- *     rate; then the GPU side alone (pushes into a FIFO big enough never to
- *     fill, proxy stopped) and the proxy alone (draining those triggers).
+ *  3. push throughput (handler counts only) for several pusher layouts, each
+ *     under the three claim policies side by side (old: claim then poll the
+ *     tail over PCIe; claim then wait on the shared tail cache; check for
+ *     space then claim, the default), with the proxy's busy fraction and
+ *     the pushers' wait counters; then proxy variants (pause before
+ *     re-reading a stale slot); then the GPU side alone (pushes into a FIFO
+ *     big enough never to fill, proxy stopped) and the proxy alone (draining
+ *     those triggers);
+ *  5. raw: GPU threads write 16-byte stores round a 512-slot host-mapped
+ *     ring with no flow control, with the CPU idle and with a CPU thread
+ *     reading the ring's lines like a proxy: how fast GPU writes land in
+ *     lines the CPU keeps reading.
  * Usage: bench_fifo [rounds=20000] [triggers=1000000] [fifoSize=MSCCLPP_FIFO_SIZE]
  * Prints "skipped: needs a GPU" and exits 0 without one. */
 #include <cuda_runtime.h>
 #include <pthread.h>
+
+/* Count the FIFO's slow-path events (pre-/post-claim waits, PCIe reads of
+ * the tail); not claims, which would add an atomic per push. */
+__device__ unsigned long long gFifoStats[4];
+#define MSCCLPP_FIFO_DEVICE_STAT(c)                 \
+  do {                                              \
+    if ((c) != 3) atomicAdd(&gFifoStats[(c)], 1ull); \
+  } while (0)
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +46,8 @@
 #include "mscclpp/semaphore.h"
 #include "mscclpp/semaphore_device.h"
 #include "proxy/proxy.h"
+
+static_assert(MSCCLPP_FIFO_STAT_COUNT == 4 && MSCCLPP_FIFO_STAT_CLAIM == 3, "gFifoStats layout");
 
 #define CK(expr)                                                                                \
   do {                                                                                          \
@@ -65,6 +83,7 @@ static uint64_t nowNs(void) {
 #define RAW_RELEASE 2u   /* ping with st.release.sys (what a release push's store costs) */
 #define RAW_GPU_FENCE 4u /* fence.acq_rel.gpu before the ping (for comparison only: not offered) */
 #define RAW_ACQUIRE 8u   /* spin with ld.acquire.sys (what Sync does) instead of volatile loads */
+#define RAW_LOAD 16u     /* an ld.relaxed.gpu of device memory per round; the atomic (if any) waits for it */
 
 __global__ void rawEchoKernel(uint64_t* ping, uint64_t* pong, uint64_t* counter, unsigned mode, int rounds,
                               uint64_t* out) {
@@ -72,8 +91,13 @@ __global__ void rawEchoKernel(uint64_t* ping, uint64_t* pong, uint64_t* counter,
   int ok = 1;
   for (int i = 1; i <= rounds && ok; i++) {
     uint64_t v = (uint64_t)i;
+    uint64_t add = 1;
+    if (mode & RAW_LOAD) {
+      if (mscclppLoadRelaxedGpu64(counter + 8) == ~0ull) v = 0; /* never true: the ping waits for the load */
+      add = v != 0 ? 1 : 2;                                     /* and so does the atomic */
+    }
     if (mode & RAW_ATOMIC) {
-      if (mscclppAtomicClaim64(counter, 1) == ~0ull) v = 0; /* never true; makes the ping wait for the atomic */
+      if (mscclppAtomicClaim64(counter, add) == ~0ull) v = 0; /* never true; makes the ping wait for the atomic */
     }
     if (mode & RAW_RELEASE) {
       mscclppStoreReleaseSys64(ping, v);
@@ -123,8 +147,8 @@ static double rawRoundTripUs(unsigned mode, int rounds, int node) {
   MK(mscclppGpuHostAllocMapped(0, 4096, &h, &d));
   uint64_t *out, *counter;
   CK(cudaMalloc(&out, 2 * sizeof(uint64_t)));
-  CK(cudaMalloc(&counter, 64));
-  CK(cudaMemset(counter, 0, 64));
+  CK(cudaMalloc(&counter, 128));
+  CK(cudaMemset(counter, 0, 128));
   struct echoArgs a = {(volatile uint64_t*)h, (volatile uint64_t*)((char*)h + 128), rounds, node};
   pthread_t th;
   pthread_create(&th, NULL, echoThread, &a);
@@ -190,8 +214,9 @@ static mscclppProxyHandlerResult benchHandler(void* arg, const mscclppTrigger* t
   return mscclppProxyHandlerContinue;
 }
 
-static void setTuning(mscclppProxy_t proxy, uint32_t tailBatch, uint32_t prefetchLines, int stats) {
-  struct mscclppProxyTuning t = {tailBatch, prefetchLines, stats};
+static void setTuning(mscclppProxy_t proxy, uint32_t tailBatch, uint32_t prefetchLines, int stats,
+                      uint32_t stalePauseNs) {
+  struct mscclppProxyTuning t = {tailBatch, prefetchLines, stats, stalePauseNs};
   MK(mscclppProxyStop(proxy));
   MK(mscclppProxySetTuning(proxy, &t));
   MK(mscclppProxyStart(proxy));
@@ -202,6 +227,7 @@ struct tputResult {
   double nsPer;      /* wall ns per trigger */
   double proxyNsPer; /* proxy busy ns per trigger */
   double busyFrac;   /* proxy busy time / wall time */
+  double perK[3];    /* pre-claim waits, post-claim waits, PCIe tail reads per 1000 triggers */
 };
 
 /* One throughput run of `blocks` x `threads` pushers, `total` triggers in
@@ -215,6 +241,8 @@ static struct tputResult throughput(mscclppProxy_t proxy, mscclppFifoDeviceHandl
     fifoThroughputKernel<<<blocks, threads>>>(fh, relaxed, perThread / 20 + 1, 1, out);
     CK(cudaDeviceSynchronize());
   }
+  unsigned long long zero[4] = {0, 0, 0, 0}, stats[4];
+  CK(cudaMemcpyToSymbol(gFifoStats, zero, sizeof(zero)));
   struct mscclppProxyStats s0, s1;
   MK(mscclppProxyGetStats(proxy, &s0));
   cudaEvent_t e0, e1;
@@ -229,10 +257,11 @@ static struct tputResult throughput(mscclppProxy_t proxy, mscclppFifoDeviceHandl
   MK(mscclppProxyGetStats(proxy, &s1));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
+  CK(cudaMemcpyFromSymbol(stats, gFifoStats, sizeof(stats)));
   uint64_t res[2];
   CK(cudaMemcpy(res, out, sizeof(res), cudaMemcpyDeviceToHost));
   if (res[1] != 0) {
-    fprintf(stderr, "throughput kernel (%d x %d) failed: %s\n", blocks, threads,
+    fprintf(stderr, "throughput kernel (%d x %d, claim policy %u) failed: %s\n", blocks, threads, fh.claimPolicy,
             mscclppGetErrorString((mscclppResult_t)res[1]));
     exit(1);
   }
@@ -243,12 +272,86 @@ static struct tputResult throughput(mscclppProxy_t proxy, mscclppFifoDeviceHandl
   double dt = (double)(s1.triggers - s0.triggers);
   r.proxyNsPer = dt > 0 ? (double)(s1.busyNs - s0.busyNs) / dt : 0;
   r.busyFrac = (double)(s1.busyNs - s0.busyNs) / (ms * 1e6);
+  for (int k = 0; k < 3; k++) r.perK[k] = 1000.0 * (double)stats[k] / n;
   return r;
 }
 
 static void printTput(const char* id, const char* label, struct tputResult r) {
   printf("%-5s %-62s %7.2f M/s %7.1f ns %7.1f ns %5.0f%%\n", id, label, r.mps, r.nsPer, r.proxyNsPer,
          100 * r.busyFrac);
+}
+
+/* ---- 5. raw: GPU writes landing in lines the CPU reads -------------------------------- */
+
+/* Thread t writes positions t, t + n, t + 2n, ... (n threads: the order in
+ * which FIFO claims interleave) into a ring of `slots` 16-byte slots, one
+ * relaxed 16-byte store each, no flow control. */
+__global__ void ringWriteKernel(uint64_t* ring, uint32_t slots, uint32_t perThread) {
+  uint64_t n = (uint64_t)gridDim.x * blockDim.x;
+  uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (uint32_t i = 0; i < perThread; i++) {
+    uint64_t p = t + i * n;
+    mscclppTriggerStoreRelaxed(ring + 2 * (p & (slots - 1)), p, p);
+  }
+}
+
+struct ringReader {
+  volatile uint64_t* ring;
+  uint32_t slots;
+  int node;
+  volatile int stop;
+  uint64_t sink;
+  uint64_t passes;
+};
+
+/* Read the first word of every line of the ring, round and round (a proxy
+ * polling and prefetching keeps a few of them cached; this keeps all). */
+static void* ringReaderThread(void* arg) {
+  struct ringReader* r = (struct ringReader*)arg;
+  mscclppCpuBindNumaNode(r->node);
+  uint64_t sum = 0, passes = 0;
+  while (!r->stop) {
+    for (uint32_t s = 0; s < r->slots; s += 4) sum += r->ring[2 * s];
+    passes++;
+  }
+  r->sink = sum;
+  r->passes = passes;
+  return NULL;
+}
+
+/* M/s of 16-byte GPU stores into a 512-slot host-mapped ring. */
+static double ringWriteRate(int blocks, int threads, uint32_t total, int cpuReads, int node) {
+  const uint32_t slots = 512;
+  void *h, *d;
+  MK(mscclppGpuHostAllocMapped(0, slots * 16, &h, &d));
+  memset(h, 0, slots * 16);
+  uint32_t perThread = total / (uint32_t)(blocks * threads);
+  struct ringReader rd;
+  rd.ring = (volatile uint64_t*)h;
+  rd.slots = slots;
+  rd.node = node;
+  rd.stop = 0;
+  pthread_t th;
+  if (cpuReads) pthread_create(&th, NULL, ringReaderThread, &rd);
+  ringWriteKernel<<<blocks, threads>>>((uint64_t*)d, slots, perThread / 20 + 1); /* warm-up */
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0));
+  ringWriteKernel<<<blocks, threads>>>((uint64_t*)d, slots, perThread);
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  if (cpuReads) {
+    rd.stop = 1;
+    pthread_join(th, NULL);
+  }
+  mscclppGpuHostFreeMapped(0, h);
+  return (double)perThread * blocks * threads / (ms / 1e3) / 1e6;
 }
 
 /* Proxy alone: start it on a FIFO already holding `n` triggers; time until
@@ -269,6 +372,12 @@ static double drainNsPerTrigger(mscclppProxy_t proxy, uint64_t n) {
   double ns = (double)(nowNs() - t0) / (double)n;
   MK(mscclppProxyStop(proxy));
   return ns;
+}
+
+static const char* policyName(uint32_t p) {
+  return p == MSCCLPP_FIFO_CLAIM_CHECK_FIRST   ? "check, then claim"
+         : p == MSCCLPP_FIFO_CLAIM_FIRST_SHARED ? "claim, shared wait"
+                                                : "claim, poll (old)";
 }
 
 int main(int argc, char** argv) {
@@ -308,12 +417,15 @@ int main(int argc, char** argv) {
       {"(1b)", RAW_RELEASE, "(1) with st.release.sys ping", 0},
       {"(1c)", RAW_GPU_FENCE, "(1) with fence.acq_rel.gpu before the ping", 0},
       {"(1d)", RAW_ACQUIRE, "(1) spinning with ld.acquire.sys", 0},
-      {"(1e)", RAW_ATOMIC | RAW_ACQUIRE, "(1a)+(1d): the raw part of relaxed push + sync", 0},
-      {"(1f)", RAW_ATOMIC | RAW_RELEASE | RAW_ACQUIRE, "(1a)+(1b)+(1d): the raw part of release push + sync", 0},
+      {"(1e)", RAW_ATOMIC | RAW_RELEASE, "(1a)+(1b): the raw part of release push (claim first)", 0},
+      {"(1g)", RAW_LOAD, "(1) + ld.relaxed.gpu of device memory per round", 0},
+      {"(1h)", RAW_LOAD | RAW_ATOMIC, "(1) + that load, then the atomicAdd (check, then claim)", 0},
+      {"(1i)", RAW_LOAD | RAW_ATOMIC | RAW_RELEASE, "(1h)+(1b): the raw part of release push (check first)", 0},
   };
+  enum { R1 = 0, R1A = 1, R1E = 5, R1H = 7, R1I = 8 };
   const int nRaw = (int)(sizeof(raw) / sizeof(raw[0]));
   for (int k = 0; k < nRaw; k++) raw[k].us = rawRoundTripUs(raw[k].mode, rounds, node);
-  double base = raw[0].us;
+  double base = raw[R1].us;
 
   /* ---- services ---- */
   mscclppAbort_t abort;
@@ -348,26 +460,32 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&out, 2 * sizeof(uint64_t)));
   uint64_t res[2];
   const uint32_t defBatch = MSCCLPP_PROXY_TAIL_BATCH_DEFAULT, defPrefetch = MSCCLPP_PROXY_PREFETCH_LINES_DEFAULT;
+  const uint32_t CHECK_FIRST = MSCCLPP_FIFO_CLAIM_CHECK_FIRST, SHARED = MSCCLPP_FIFO_CLAIM_FIRST_SHARED,
+                 OLD = MSCCLPP_FIFO_CLAIM_FIRST_POLL;
 
   /* ---- 2 ---- */
   struct {
     const char* id;
     int useSem, relaxed;
-    uint32_t tailBatch, prefetch;
+    uint32_t policy;
     const char* label;
     int rawIndex;
     double us;
   } rt[] = {
-      {"(2)", 0, 0, defBatch, defPrefetch, "push (release: mscclppFifoDevicePush) -> proxy -> sync", 6, 0},
-      {"(2r)", 0, 1, defBatch, defPrefetch, "push (relaxed) -> proxy -> sync", 5, 0},
-      {"(2s)", 1, 1, defBatch, defPrefetch, "push (relaxed) -> proxy signals H2D semaphore -> GPU wait", 5, 0},
-      {"(2t)", 0, 1, 1, 0, "(2r), old proxy: tail after every trigger, no prefetch", 5, 0},
+      {"(2)", 0, 0, CHECK_FIRST, "push (release: mscclppFifoDevicePush) -> proxy -> sync", R1I, 0},
+      {"(2o)", 0, 0, OLD, "(2), old claim policy (claim first)", R1E, 0},
+      {"(2r)", 0, 1, CHECK_FIRST, "push (relaxed) -> proxy -> sync", R1H, 0},
+      {"(2ro)", 0, 1, OLD, "(2r), old claim policy (claim first)", R1A, 0},
+      {"(2rs)", 0, 1, SHARED, "(2r), claim first, shared tail cache", R1A, 0},
+      {"(2s)", 1, 1, CHECK_FIRST, "push (relaxed) -> proxy signals H2D semaphore -> GPU wait", R1H, 0},
   };
   const int nRt = (int)(sizeof(rt) / sizeof(rt[0]));
+  setTuning(proxy, defBatch, defPrefetch, 0, 0);
   for (int k = 0; k < nRt; k++) {
-    setTuning(proxy, rt[k].tailBatch, rt[k].prefetch, 0);
-    fifoRoundTripKernel<<<1, 1>>>(fh, sh, rt[k].useSem, rt[k].relaxed, rounds / 10 + 1, out); /* warm-up */
-    fifoRoundTripKernel<<<1, 1>>>(fh, sh, rt[k].useSem, rt[k].relaxed, rounds, out);
+    mscclppFifoDeviceHandle h = fh;
+    h.claimPolicy = rt[k].policy;
+    fifoRoundTripKernel<<<1, 1>>>(h, sh, rt[k].useSem, rt[k].relaxed, rounds / 10 + 1, out); /* warm-up */
+    fifoRoundTripKernel<<<1, 1>>>(h, sh, rt[k].useSem, rt[k].relaxed, rounds, out);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(res, out, sizeof(res), cudaMemcpyDeviceToHost));
     if (res[1] != mscclppSuccess) {
@@ -380,8 +498,13 @@ int main(int argc, char** argv) {
   printf("FIFO size %d, %d round trips, %u triggers per throughput run, %d SMs, proxy NUMA node %d\n", size, rounds,
          triggers, sms, node);
   printf("GPU proxy defaults: tail published after the first trigger of a pass, every %u, and when the FIFO is "
-         "empty; prefetch %u lines; full pushers sleep %u ns per missing slot (max %u)\n",
-         defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, MSCCLPP_FIFO_FULL_SLEEP_MAX_NS);
+         "empty; prefetch %u lines\n",
+         defBatch, defPrefetch);
+  printf("claim policies: old = claim, then each full pusher polls the tail over PCIe (sleeps %u ns per missing "
+         "slot, max %u); shared = claim, then wait on the device-side tail cache that one waiter per %u ns "
+         "refreshes; check = wait for space on that cache, then claim (default: %s)\n",
+         MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, MSCCLPP_FIFO_FULL_SLEEP_MAX_NS, MSCCLPP_FIFO_TAIL_REFRESH_NS,
+         policyName(MSCCLPP_FIFO_CLAIM_DEFAULT));
   printf("\n%-5s %-62s %9s %8s %s\n", "", "latency (one GPU thread)", "value", "vs (1)", "vs its raw part");
   for (int k = 0; k < nRaw; k++)
     printf("%-5s %-62s %6.3f us %7.2fx\n", raw[k].id, raw[k].label, raw[k].us, raw[k].us / base);
@@ -394,48 +517,71 @@ int main(int argc, char** argv) {
   double rawAgain = rawRoundTripUs(0, rounds, node);
   printf("%-5s %-62s %6.3f us %7.2fx  (drift check)\n", "(1')", "(1) again, after (2), with the proxy thread spinning",
          rawAgain, rawAgain / base);
-  printf("\nwall/trig = 1 / achieved rate; proxy/trig = the proxy thread's busy time per trigger (its own cost);\n"
-         "busy = proxy busy time / wall time (near 100%%: the proxy thread is the limit)\n");
-  printf("%-5s %-62s %11s %10s %10s %6s\n", "", "throughput (handler counts only)", "achieved", "wall/trig",
-         "proxy/trig", "busy");
+  printf("\nthroughput (handler counts only), M/s achieved and (proxy busy %%: near 100%% = the proxy thread is the "
+         "limit),\nper claim policy; then, for the default policy, per 1000 triggers: claims that waited before / "
+         "after claiming, PCIe reads of the tail\n");
+  printf("%-5s %-42s %15s %15s %15s %6s %6s %6s %6s\n", "", "pushers", "old", "shared", "check*", "*/old", "pre",
+         "post", "tailrd");
   struct {
     const char* id;
     int blocks, threads, relaxed;
-    uint32_t tailBatch, prefetch, sleepNs;
     const char* label;
   } tp[] = {
-      {"(3a)", 1, 1, 0, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, "1 block x 1 thread, release push"},
-      {"(3b)", 1, 1, 1, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, "1 block x 1 thread, relaxed push"},
-      {"(3c)", sms, 1, 0, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT,
-       "SMs blocks x 1 thread, release push"},
-      {"(3d)", sms, 1, 1, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT,
-       "SMs blocks x 1 thread, relaxed push [all defaults]"},
-      {"(3e)", sms, 1, 1, 1, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT,
-       "(3d), proxy publishes after every trigger"},
-      {"(3f)", sms, 1, 1, 64, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, "(3d), proxy publishes every 64"},
-      {"(3g)", sms, 1, 1, defBatch, 0, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT, "(3d), proxy prefetch off"},
-      {"(3h)", sms, 1, 1, defBatch, defPrefetch, 0, "(3d), full pushers re-read the tail back to back"},
-      {"(3i)", sms, 1, 1, 1, 0, 0, "(3d) with all three old: (3e)+(3g)+(3h)"},
-      {"(3j)", sms, 1, 0, 1, 0, 0, "(3c) with all three old: the first measurement's setup"},
-      {"(3k)", sms, 32, 1, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT,
-       "SMs blocks x 32 threads (one warp), relaxed push"},
-      {"(3l)", 8, 128, 1, defBatch, defPrefetch, MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT,
-       "8 blocks x 128 threads (test_fifo_gpu's 1024), relaxed push"},
+      {"(3a)", 1, 1, 0, "1 block x 1 thread, release push"},
+      {"(3b)", 1, 1, 1, "1 block x 1 thread, relaxed push"},
+      {"(3c)", sms, 1, 0, "SMs blocks x 1 thread, release push"},
+      {"(3d)", sms, 1, 1, "SMs blocks x 1 thread, relaxed push"},
+      {"(3k)", sms, 32, 1, "SMs blocks x 32 threads (one warp), relaxed"},
+      {"(3l)", 8, 128, 1, "8 blocks x 128 threads, relaxed"},
   };
   const int nTp = (int)(sizeof(tp) / sizeof(tp[0]));
-  struct tputResult main3d = {0, 0, 0, 0};
+  const uint32_t policies[3] = {OLD, SHARED, CHECK_FIRST};
+  struct tputResult main3d = {0, 0, 0, 0, {0, 0, 0}}, old3d = main3d, one3b = main3d;
+  setTuning(proxy, defBatch, defPrefetch, 1, 0);
   for (int k = 0; k < nTp; k++) {
-    setTuning(proxy, tp[k].tailBatch, tp[k].prefetch, 1);
-    mscclppFifoDeviceHandle h = fh;
-    h.fullSleepNsPerSlot = tp[k].sleepNs;
-    struct tputResult r = throughput(proxy, h, tp[k].blocks, tp[k].threads, tp[k].relaxed, triggers, 1, out);
+    struct tputResult r[3];
+    for (int q = 0; q < 3; q++) {
+      mscclppFifoDeviceHandle h = fh;
+      h.claimPolicy = policies[q];
+      r[q] = throughput(proxy, h, tp[k].blocks, tp[k].threads, tp[k].relaxed, triggers, 1, out);
+    }
     char label[96];
     snprintf(label, sizeof(label), "%s", tp[k].label);
     if (strncmp(label, "SMs", 3) == 0) snprintf(label, sizeof(label), "%d%s", sms, tp[k].label + 3);
-    printTput(tp[k].id, label, r);
-    if (strcmp(tp[k].id, "(3d)") == 0) main3d = r;
+    char cell[3][32];
+    for (int q = 0; q < 3; q++) snprintf(cell[q], sizeof(cell[q]), "%7.2f (%3.0f%%)", r[q].mps, 100 * r[q].busyFrac);
+    printf("%-5s %-42s %15s %15s %15s %5.2fx %6.1f %6.1f %6.1f\n", tp[k].id, label, cell[0], cell[1], cell[2],
+           r[2].mps / r[0].mps, r[2].perK[0], r[2].perK[1], r[2].perK[2]);
+    if (strcmp(tp[k].id, "(3d)") == 0) {
+      main3d = r[2];
+      old3d = r[0];
+    }
+    if (strcmp(tp[k].id, "(3b)") == 0) one3b = r[2];
     fflush(stdout);
   }
+
+  printf("\nproxy variants, default claim policy: wall/trig = 1 / achieved rate; proxy/trig = the proxy thread's "
+         "busy time per trigger\n");
+  printf("%-5s %-62s %11s %10s %10s %6s\n", "", "", "achieved", "wall/trig", "proxy/trig", "busy");
+  printTput("(3d)", "(3d) again, as above", main3d);
+  struct {
+    const char* id;
+    int blocks, threads;
+    uint32_t pauseNs;
+    const char* label;
+  } pv[] = {
+      {"(3p)", sms, 1, 100, "(3d), proxy pauses 100 ns before re-reading a stale slot"},
+      {"(3q)", sms, 1, 500, "(3d), proxy pauses 500 ns before re-reading a stale slot"},
+      {"(3r)", 1, 1, 100, "(3b), proxy pauses 100 ns before re-reading a stale slot"},
+      {"(3s)", sms, 32, 100, "(3k), proxy pauses 100 ns before re-reading a stale slot"},
+  };
+  for (size_t k = 0; k < sizeof(pv) / sizeof(pv[0]); k++) {
+    setTuning(proxy, defBatch, defPrefetch, 1, pv[k].pauseNs);
+    struct tputResult r = throughput(proxy, fh, pv[k].blocks, pv[k].threads, 1, triggers, 1, out);
+    printTput(pv[k].id, pv[k].label, r);
+    fflush(stdout);
+  }
+  printTput("(3b)", "(3b) as above, for (3r)", one3b);
   MK(mscclppProxyStop(proxy));
   mscclppResult_t err;
   MK(mscclppProxyGetAsyncError(proxy, &err));
@@ -462,6 +608,7 @@ int main(int argc, char** argv) {
   } cap[] = {{"(4a)", 1, " blocks x 1 thread, relaxed, proxy stopped"},
              {"(4b)", 32, " blocks x 32 threads, relaxed, proxy stopped"}};
   double drainNs[2];
+  printf("\n");
   for (int k = 0; k < 2; k++) {
     struct tputResult r = throughput(drain, bh, sms, cap[k].threads, 1, triggers, 0, out);
     char label[96];
@@ -478,21 +625,36 @@ int main(int argc, char** argv) {
   mscclppResult_t drainErr;
   MK(mscclppProxyGetAsyncError(drain, &drainErr));
 
-  double goal = rt[1].us / base;
-  printf("\ngoal 1: relaxed push round trip (2r) = %.2fx of (1): %s (<= 1.15x); release push (2) = %.2fx of (1), "
-         "%.2fx of (1f) which pays the same fence\n",
-         goal, goal <= 1.15 ? "met" : "NOT met", rt[0].us / base, rt[0].us / raw[6].us);
-  printf("goal 2: (3d) %.2f M/s = %.1f ns/trigger; the proxy spends %.1f ns per trigger and is busy %.0f%% of the "
-         "time: %s\n",
-         main3d.mps, main3d.nsPer, main3d.proxyNsPer, 100 * main3d.busyFrac,
+  /* ---- 5 ---- */
+  printf("\nraw: GPU 16-byte relaxed stores round a 512-slot (8 KiB) host-mapped ring, no flow control\n");
+  double ring[4];
+  ring[0] = ringWriteRate(sms, 1, triggers, 0, node);
+  ring[1] = ringWriteRate(sms, 1, triggers, 1, node);
+  ring[2] = ringWriteRate(1, 1, triggers / 4, 0, node);
+  ring[3] = ringWriteRate(1, 1, triggers / 4, 1, node);
+  char ringLabel[96];
+  snprintf(ringLabel, sizeof(ringLabel), "%d blocks x 1 thread, CPU idle", sms);
+  printf("%-5s %-62s %7.2f M/s\n", "(5a)", ringLabel, ring[0]);
+  printf("%-5s %-62s %7.2f M/s %5.2fx of (5a)\n", "(5b)", "(5a) while a CPU thread keeps reading every ring line",
+         ring[1], ring[1] / ring[0]);
+  printf("%-5s %-62s %7.2f M/s\n", "(5c)", "1 block x 1 thread, CPU idle", ring[2]);
+  printf("%-5s %-62s %7.2f M/s %5.2fx of (5c)\n", "(5d)", "(5c) while a CPU thread keeps reading every ring line",
+         ring[3], ring[3] / ring[2]);
+
+  double goal = rt[2].us / base;
+  printf("\ngoal 1: relaxed push round trip (2r) = %.2fx of (1): %s (<= 1.15x); old claim (2ro) = %.2fx; release "
+         "push (2) = %.2fx of (1), %.2fx of (1i) which pays the same fence\n",
+         goal, goal <= 1.15 ? "met" : "NOT met", rt[3].us / base, rt[0].us / base, rt[0].us / raw[R1I].us);
+  printf("goal 2: (3d) %.2f M/s (old claim policy %.2f M/s, %.1fx); proxy busy %.0f%%, %.1f ns per trigger: %s\n",
+         main3d.mps, old3d.mps, main3d.mps / old3d.mps, 100 * main3d.busyFrac, main3d.proxyNsPer,
          main3d.busyFrac >= 0.9 ? "limited by the proxy thread" : "NOT limited by the proxy thread (GPU side or PCIe)");
   printf("async errors: %s / %s; bench time %.1f s\n", mscclppGetErrorString(err), mscclppGetErrorString(drainErr),
          (nowNs() - benchStart) / 1e9);
 
   CK(cudaFree(out));
   MK(mscclppProxyDestroy(drain));
-  MK(mscclppFifoDestroy(big));
   MK(mscclppProxyDestroy(proxy));
+  MK(mscclppFifoDestroy(big));
   MK(mscclppFifoDestroy(fifo));
   MK(mscclppSemaphoreDestroy(hs.sem));
   MK(mscclppAbortDestroy(abort));

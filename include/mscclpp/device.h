@@ -163,6 +163,30 @@ MSCCLPP_DEVICE_INLINE uint64_t mscclppAtomicClaim64(uint64_t* p, uint64_t n) {
 #endif
 }
 
+/* Compare-and-swap of a device-memory word without ordering: stores v when
+ * *p == expected; returns the old value (== expected: this thread won). For
+ * electing one thread among many (the FIFO's tail refresher). */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppAtomicCas64(uint64_t* p, uint64_t expected, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  return (uint64_t)atomicCAS((unsigned long long*)p, (unsigned long long)expected, (unsigned long long)v);
+#else
+  __atomic_compare_exchange_n(p, &expected, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+#endif
+}
+
+/* *p = max(*p, v) on a device-memory word, without ordering: a lower bound
+ * that several threads refresh (the FIFO's cached tail) never goes back. */
+MSCCLPP_DEVICE_INLINE void mscclppAtomicMax64(uint64_t* p, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  atomicMax((unsigned long long*)p, (unsigned long long)v);
+#else
+  uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
+}
+
 /* First-wins claim of a word in device memory (the device-side error): 1 when
  * this thread changed it from 0 to v. */
 MSCCLPP_DEVICE_INLINE int mscclppAtomicClaimFirst32(uint32_t* p, uint32_t v) {

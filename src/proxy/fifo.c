@@ -155,6 +155,8 @@ mscclppResult_t mscclppFifoGetDeviceHandle(mscclppFifo_t fifo, mscclppFifoDevice
   h.size = fifo->size;
   h.sizeLog2 = fifo->sizeLog2;
   h.fullSleepNsPerSlot = MSCCLPP_FIFO_FULL_SLEEP_NS_PER_SLOT;
+  h.claimPolicy = MSCCLPP_FIFO_CLAIM_DEFAULT;
+  h.tailRefreshNs = MSCCLPP_FIFO_TAIL_REFRESH_NS;
   mscclppAbortWaitContext(fifo->abort, fifo->timeoutSec, 1, &h.wait);
   *handle = h;
   return mscclppSuccess;

@@ -34,7 +34,8 @@ struct mscclppFifo {
   uint64_t* completedHost;
   uint64_t* completedDev;
   uint64_t* headReadback;
-  /* device memory: head, tailCache (one cache line each) */
+  /* device memory, zeroed: head, then tailCache and the tail refresh clock
+   * (one cache line each; see mscclpp/fifo_device.h) */
   void* devMem;
   uint64_t* headDev;
   uint64_t* tailCacheDev;

@@ -23,6 +23,8 @@
 #define PROXY_BATCH 64
 /* Idle polls before an idle thread starts to sleep (with a backoff). */
 #define PROXY_IDLE_SPINS 1024
+/* Largest tuning.stalePauseNs (1 ms). */
+#define PROXY_MAX_STALE_PAUSE_NS 1000000u
 
 struct proxyFifo {
   struct mscclppFifo* fifo;
@@ -264,6 +266,11 @@ static void* proxyMain(void* arg) {
       nap(sleepNs);
     } else if (p->device < 0 && (++idleSpins & 255) == 0) {
       sched_yield(); /* host backend: producers are threads that may need this core */
+    } else if (p->tuning.stalePauseNs > 0) {
+      /* leave the slot line to the GPU's write for a moment (tuning) */
+      uint64_t until = mscclppTimeNs() + p->tuning.stalePauseNs;
+      do mscclppSpinPause();
+      while (mscclppTimeNs() < until);
     } else {
       mscclppSpinPause();
     }
@@ -440,6 +447,10 @@ mscclppResult_t mscclppProxySetTuning(mscclppProxy_t proxy, const struct mscclpp
   if (proxy == NULL || tuning == NULL || tuning->tailBatch == 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppProxySetTuning: %s",
                       tuning != NULL && proxy != NULL ? "tailBatch must be >= 1" : "NULL argument");
+  if (tuning->stalePauseNs > PROXY_MAX_STALE_PAUSE_NS)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY,
+                      "mscclppProxySetTuning: stalePauseNs %u exceeds %u", tuning->stalePauseNs,
+                      PROXY_MAX_STALE_PAUSE_NS);
   mscclppResult_t res = mscclppSuccess;
   pthread_mutex_lock(&proxy->ctl);
   if (proxy->threadValid && __atomic_load_n(&proxy->state, __ATOMIC_ACQUIRE) != mscclppProxyStateIdle)

@@ -30,6 +30,12 @@ struct mscclppProxyTuning {
   /* 1: measure the time the thread spends serving (mscclppProxyGetStats);
    * costs one clock read per loop. */
   int stats;
+  /* When a pass finds no fresh trigger anywhere, wait this many ns before
+   * polling again (0: poll again at once, with a pause instruction). On a
+   * GPU FIFO the line the proxy polls is the one the GPU is writing 16 bytes
+   * at a time; each CPU read of it makes the next GPU write snoop the CPU's
+   * copy. bench_fifo measures whether backing off helps. At most 1 ms. */
+  uint32_t stalePauseNs;
 };
 
 /* Defaults of a proxy that serves a GPU: its pushers write slots over PCIe
@@ -37,17 +43,17 @@ struct mscclppProxyTuning {
 #define MSCCLPP_PROXY_TAIL_BATCH_DEFAULT 8u
 #define MSCCLPP_PROXY_PREFETCH_LINES_DEFAULT 2u
 #define MSCCLPP_PROXY_TUNING_DEFAULT \
-  { MSCCLPP_PROXY_TAIL_BATCH_DEFAULT, MSCCLPP_PROXY_PREFETCH_LINES_DEFAULT, 0 }
+  { MSCCLPP_PROXY_TAIL_BATCH_DEFAULT, MSCCLPP_PROXY_PREFETCH_LINES_DEFAULT, 0, 0u }
 /* Defaults on the host backend, where the pushers are CPU cores in the same
  * coherence domain: publishing after every trigger and no prefetch measured
  * faster there (bench_fifo_host (3) vs (3t); a prefetched line is one a
  * producer core is about to write). */
 #define MSCCLPP_PROXY_TUNING_HOST_BACKEND \
-  { 1u, 0u, 0 }
+  { 1u, 0u, 0, 0u }
 
 /* Replace the service's tuning (only while its thread is not running:
- * mscclppInvalidUsage otherwise; mscclppInvalidArgument for NULL or
- * tailBatch 0). */
+ * mscclppInvalidUsage otherwise; mscclppInvalidArgument for NULL,
+ * tailBatch 0 or stalePauseNs over 1 ms). */
 mscclppResult_t mscclppProxySetTuning(mscclppProxy_t proxy, const struct mscclppProxyTuning* tuning);
 
 struct mscclppProxyStats {

@@ -1,7 +1,8 @@
 /* The FIFO, proxy service and semaphores on a real GPU:
  *  - 1, 32 and 1024 pushing threads (across blocks) through a small FIFO,
- *    a FIFO smaller than a warp, and the lanes of each warp pushing to two
- *    FIFOs; release and relaxed pushes mixed in each warp, lanes leaving the
+ *    a FIFO smaller than a warp, the lanes of each warp pushing to two
+ *    FIFOs, and 132 blocks x 32 threads through 8 and 512 slots under every
+ *    claim policy; release and relaxed pushes mixed in each warp, lanes leaving the
  *    loop at different times: every trigger seen once, in per-thread order;
  *  - push -> proxy handler signals a host-to-device semaphore -> kernel waits;
  *  - device-to-device semaphore ping-pong between two blocks (data checked);
@@ -25,7 +26,7 @@
 #include "mscclpp/semaphore.h"
 #include "mscclpp/semaphore_device.h"
 
-#define MAX_THREADS 1024
+#define MAX_THREADS (132 * 32)
 
 static int gScale = 1; /* divisor of the counts */
 
@@ -135,7 +136,8 @@ __global__ void pushKernel(mscclppFifoDeviceHandle a, mscclppFifoDeviceHandle b,
   status[tid] = (int)r;
 }
 
-static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread, int fifoSize, int nFifos) {
+static void runPushersWith(int blocks, int threadsPerBlock, uint32_t perThread, int fifoSize, int nFifos,
+                           uint32_t policy) {
   static struct checker c[2];
   memset(c, 0, sizeof(c));
   mscclppAbort_t abort;
@@ -157,6 +159,7 @@ static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread, int 
     CHECK_RES(mscclppFifoCreate(&fc, &fifo[k]), mscclppSuccess);
     CHECK_RES(mscclppProxyAddFifo(proxy, fifo[k], checkHandler, NULL, &c[k]), mscclppSuccess);
     CHECK_RES(mscclppFifoGetDeviceHandle(fifo[k], &h[k]), mscclppSuccess);
+    h[k].claimPolicy = policy;
   }
   if (nFifos == 1) h[1] = h[0];
   cudaStream_t stream;
@@ -190,13 +193,17 @@ static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread, int 
   mscclppResult_t err;
   CHECK_RES(mscclppProxyGetAsyncError(proxy, &err), mscclppSuccess);
   CHECK(err == mscclppSuccess);
-  printf("  %d block(s) x %d thread(s), %d FIFO(s) of %d slots: %llu triggers in %.3f s (%.2f M/s)\n", blocks,
-         threadsPerBlock, nFifos, fifoSize, (unsigned long long)total, sec, total / sec / 1e6);
+  printf("  %d block(s) x %d thread(s), %d FIFO(s) of %d slots, claim policy %u: %llu triggers in %.3f s (%.2f M/s)\n",
+         blocks, threadsPerBlock, nFifos, fifoSize, policy, (unsigned long long)total, sec, total / sec / 1e6);
   CUDA_CHECK(cudaFree(status));
   CUDA_CHECK(cudaStreamDestroy(stream));
   CHECK_RES(mscclppProxyDestroy(proxy), mscclppSuccess);
   for (int k = 0; k < nFifos; k++) CHECK_RES(mscclppFifoDestroy(fifo[k]), mscclppSuccess);
   CHECK_RES(mscclppAbortDestroy(abort), mscclppSuccess);
+}
+
+static void runPushers(int blocks, int threadsPerBlock, uint32_t perThread, int fifoSize, int nFifos) {
+  runPushersWith(blocks, threadsPerBlock, perThread, fifoSize, nFifos, MSCCLPP_FIFO_CLAIM_DEFAULT);
 }
 
 static void testOneThread(void) { runPushers(1, 1, 20000 / gScale, 128, 1); }
@@ -206,6 +213,18 @@ static void testThousandThreads(void) { runPushers(8, 128, 500 / gScale, 128, 1)
 static void testFifoSmallerThanWarp(void) { runPushers(2, 64, 300 / gScale, 8, 1); }
 /* Even and odd lanes of each warp push to two FIFOs of one proxy. */
 static void testTwoFifosPerWarp(void) { runPushers(4, 64, 500 / gScale, 64, 2); }
+
+/* 132 blocks x one warp (every lane pushes: warp-aggregated claims), on a
+ * FIFO smaller than a warp and on the default-size one, under every claim
+ * policy. */
+static void testManyWarpsEveryPolicy(void) {
+  const uint32_t policies[] = {MSCCLPP_FIFO_CLAIM_CHECK_FIRST, MSCCLPP_FIFO_CLAIM_FIRST_SHARED,
+                               MSCCLPP_FIFO_CLAIM_FIRST_POLL};
+  for (size_t k = 0; k < sizeof(policies) / sizeof(policies[0]); k++) {
+    runPushersWith(132, 32, 40 / gScale, 8, 1, policies[k]);
+    runPushersWith(132, 32, 100 / gScale, 512, 1, policies[k]);
+  }
+}
 
 /* ---- push -> proxy signals a host-to-device semaphore -> kernel waits ------------- */
 
@@ -469,6 +488,7 @@ int main(int argc, char** argv) {
   RUN(testThousandThreads);
   RUN(testFifoSmallerThanWarp);
   RUN(testTwoFifosPerWarp);
+  RUN(testManyWarpsEveryPolicy);
   RUN(testProxySignalsDevice);
   RUN(testSemaphores);
   RUN(testDeviceTimeout);

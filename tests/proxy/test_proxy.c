@@ -1,7 +1,8 @@
 /* The proxy service on the host backend, with CPU threads as producers:
  * many producers through a small FIFO (every trigger once, in per-producer
- * order; release and relaxed pushes), the proxy's tuning variants (tail
- * published every N triggers, prefetch) and its counters, back-pressure,
+ * order; release and relaxed pushes; every claim policy), the proxy's
+ * tuning variants (tail published every N triggers, prefetch, pause on a
+ * stale slot) and its counters, back-pressure,
  * stop/start while pushing, handler errors, stop from
  * a handler, asynchronous completion (flush), device-reported errors,
  * idempotent start/stop, and destroy while a producer still pushes.
@@ -133,14 +134,14 @@ static uint32_t totalTriggers(void) {
   return s != NULL ? (uint32_t)strtoul(s, NULL, 10) : 1000000u;
 }
 
-static void manyProducers(int nProducers) {
+static void manyProducersWith(int nProducers, int fifoSize, uint32_t policy, uint32_t total) {
   static struct checker c;
   memset(&c, 0, sizeof(c));
   c.gate = 1;
   struct service s;
-  serviceInit(&s, 64, 30.0, checkHandler, NULL, &c);
+  serviceInit(&s, fifoSize, 30.0, checkHandler, NULL, &c);
+  s.h.claimPolicy = policy;
   CHECK_RES(mscclppProxyStart(s.proxy), mscclppSuccess);
-  uint32_t total = totalTriggers();
   struct producer prod[MAX_PRODUCERS];
   pthread_t th[MAX_PRODUCERS];
   uint64_t t0 = mscclppTimeNs();
@@ -161,23 +162,41 @@ static void manyProducers(int nProducers) {
   CHECK(__atomic_load_n(&c.seen, __ATOMIC_ACQUIRE) == total);
   CHECK(c.errors == 0);
   for (int i = 0; i < nProducers; i++) CHECK(c.next[i] == prod[i].count);
-  printf("  %d producer(s): %u triggers through a 64-slot FIFO in %.2f s (%.2f M/s)\n", nProducers, total, sec,
-         total / sec / 1e6);
+  printf("  %d producer(s), claim policy %u: %u triggers through a %d-slot FIFO in %.2f s (%.2f M/s)\n", nProducers,
+         policy, total, fifoSize, sec, total / sec / 1e6);
   mscclppResult_t err;
   CHECK_RES(mscclppProxyGetAsyncError(s.proxy, &err), mscclppSuccess);
   CHECK(err == mscclppSuccess);
   serviceFini(&s);
 }
 
+static void manyProducers(int nProducers) {
+  manyProducersWith(nProducers, 64, MSCCLPP_FIFO_CLAIM_DEFAULT, totalTriggers());
+}
+
 static void testOneProducer(void) { manyProducers(1); }
 static void testFourProducers(void) { manyProducers(4); }
 static void testThirtyTwoProducers(void) { manyProducers(32); }
+
+/* Every claim policy, with more producers than slots and with a roomier
+ * FIFO: every trigger once, in per-producer order, positions consecutive. */
+static void testClaimPolicies(void) {
+  const uint32_t policies[] = {MSCCLPP_FIFO_CLAIM_CHECK_FIRST, MSCCLPP_FIFO_CLAIM_FIRST_SHARED,
+                               MSCCLPP_FIFO_CLAIM_FIRST_POLL};
+  uint32_t total = totalTriggers() / 10;
+  if (total < 1000) total = 1000;
+  for (size_t k = 0; k < sizeof(policies) / sizeof(policies[0]); k++) {
+    manyProducersWith(16, 4, policies[k], total / 5); /* host threads outnumber cores: slow */
+    manyProducersWith(16, 64, policies[k], total);
+  }
+}
 
 /* Every publication policy and prefetch distance passes the same checks; a
  * lone trigger is published at once even when the batch is large; the
  * counters count every trigger; tuning is refused while running. */
 static void testTuningVariants(void) {
-  const struct mscclppProxyTuning variants[] = {{1, 0, 1}, {3, 1, 1}, {64, 2, 1}, {1000, 8, 0}};
+  const struct mscclppProxyTuning variants[] = {{1, 0, 1, 0}, {3, 1, 1, 0}, {64, 2, 1, 500},
+                                                  {1000, 8, 0, 2000}};
   for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
     static struct checker c;
     memset(&c, 0, sizeof(c));
@@ -220,10 +239,12 @@ static void testTuningVariants(void) {
     CHECK(variants[v].stats ? st.busyNs > 0 : st.busyNs == 0);
     serviceFini(&s);
   }
-  struct mscclppProxyTuning zero = {0, 0, 0};
+  struct mscclppProxyTuning zero = {0, 0, 0, 0};
+  struct mscclppProxyTuning longPause = {1, 0, 0, 1000001};
   struct service s;
   serviceInit(&s, 16, 30.0, checkHandler, NULL, NULL);
   CHECK_RES(mscclppProxySetTuning(s.proxy, &zero), mscclppInvalidArgument);
+  CHECK_RES(mscclppProxySetTuning(s.proxy, &longPause), mscclppInvalidArgument);
   CHECK_RES(mscclppProxySetTuning(s.proxy, NULL), mscclppInvalidArgument);
   CHECK_RES(mscclppProxyGetStats(NULL, NULL), mscclppInvalidArgument);
   serviceFini(&s);
@@ -593,6 +614,7 @@ int main(void) {
   RUN(testOneProducer);
   RUN(testFourProducers);
   RUN(testThirtyTwoProducers);
+  RUN(testClaimPolicies);
   RUN(testTuningVariants);
   RUN(testBackpressure);
   RUN(testStopWhilePushing);
