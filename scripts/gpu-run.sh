@@ -62,6 +62,20 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   have transport_worker && step "transport_mp_gpu_2 memcheck" 300 mscclpp-run -n 2 --timeout 250 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/transport_worker" gpu
 fi
+if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = chan ]; then
+  for n in 2 4; do
+    have channel_worker_gpu && step "channel_mp_gpu_$n" 300 mscclpp-run -n $n --timeout 280 -- "$BIN/channel_worker_gpu" gpu
+    have seed_test_gpu && step "seed_test_gpu_$n" 120 mscclpp-run -n $n --timeout 100 -- "$BIN/seed_test_gpu"
+  done
+  have channel_worker_gpu && step "channel_mp_gpu_2 memcheck" 300 mscclpp-run -n 2 --timeout 280 -- \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/channel_worker_gpu" gpu quick
+  have seed_test_gpu && step "seed_test_gpu_2 memcheck" 200 mscclpp-run -n 2 --timeout 180 -- \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/seed_test_gpu" quick
+fi
+if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = chan ]; then
+  have bench_channel && step bench_channel 200 mscclpp-run -n 2 --timeout 180 -- "$BIN/bench_channel"
+  have bench_channel_host && step bench_channel_host 120 mscclpp-run -n 2 --timeout 100 -- "$BIN/bench_channel_host"
+fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 
 grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error" "$LOG" | tail -n 80
