@@ -20,21 +20,20 @@
  *
  * Claim policy (the handle's claimPolicy; bench_fifo compares them). The
  * proxy consumes positions strictly in order, so a position that is claimed
- * but not yet written stalls it. The default, MSCCLPP_FIFO_CLAIM_CHECK_FIRST,
- * therefore waits for space BEFORE claiming: a pusher reads head and the
- * cached tail (device memory, the two loads overlap); while they say "full"
- * it waits on the cached tail, which ONE waiter at a time refreshes from the
+ * but not yet written stalls it. The default, MSCCLPP_FIFO_CLAIM_FIRST_SHARED,
+ * claims first (fetch-and-add) and, when the FIFO looks full, waits on the
+ * cached tail in device memory, which ONE waiter at a time refreshes from the
  * host-mapped tail (one PCIe read, at most one per tailRefreshNs, elected by
- * a compare-and-swap on the clock word), the others sleep briefly and re-read
- * device memory; only then does it claim (fetch-and-add), and writes its slot
- * at once. When the claim overshoots (other pushers claimed in between), it
- * waits after the claim on the same shared cache (rare; safe in any case).
- * A pre-claim wait that lasts MSCCLPP_FIFO_PRECLAIM_MAX_NS claims anyway, so
- * no pusher can starve behind others: after the claim, positions are served
- * in order. MSCCLPP_FIFO_CLAIM_FIRST_SHARED claims first and waits on the
- * shared cache (no extra load before the claim). MSCCLPP_FIFO_CLAIM_FIRST_POLL
- * is the earlier policy: claim first, then every waiter polls the tail over
- * PCIe itself, sleeping in between (measured: 132 pushers at ~3 M/s).
+ * a compare-and-swap on a clock word) while the others sleep briefly and
+ * re-read device memory. MSCCLPP_FIFO_CLAIM_CHECK_FIRST waits for space
+ * BEFORE claiming (reads head and the cached tail, then claims; an overshoot
+ * waits after the claim on the same cache; a pre-claim wait that lasts
+ * MSCCLPP_FIFO_PRECLAIM_MAX_NS claims anyway, so no pusher starves).
+ * MSCCLPP_FIFO_CLAIM_FIRST_POLL is the first policy: claim first, then every
+ * waiter polls the tail over PCIe itself, sleeping in between.
+ * Measured on an H200 (bench/RESULTS.md, third run): with 132 pushing blocks,
+ * FIRST_POLL 4.4 M/s, FIRST_SHARED 59 M/s, CHECK_FIRST 51 M/s; CHECK_FIRST's
+ * extra load costs 0.26 us on a one-trigger round trip, hence the default.
  * Safety never depends on the policy: a slot is written only after a tail
  * read (cached or not) showed it free.
  *
@@ -101,10 +100,10 @@ typedef struct {
 /* A pre-claim wait longer than this claims anyway (no starvation). */
 #define MSCCLPP_FIFO_PRECLAIM_MAX_NS 50000u
 
-#define MSCCLPP_FIFO_CLAIM_CHECK_FIRST 0u  /* wait for space, then claim (default) */
-#define MSCCLPP_FIFO_CLAIM_FIRST_SHARED 1u /* claim, then wait on the shared tail cache */
+#define MSCCLPP_FIFO_CLAIM_CHECK_FIRST 0u  /* wait for space, then claim */
+#define MSCCLPP_FIFO_CLAIM_FIRST_SHARED 1u /* claim, then wait on the shared tail cache (default) */
 #define MSCCLPP_FIFO_CLAIM_FIRST_POLL 2u   /* claim, then each waiter polls the tail over PCIe */
-#define MSCCLPP_FIFO_CLAIM_DEFAULT MSCCLPP_FIFO_CLAIM_CHECK_FIRST
+#define MSCCLPP_FIFO_CLAIM_DEFAULT MSCCLPP_FIFO_CLAIM_FIRST_SHARED
 
 /* Counting hook for benchmarks: define MSCCLPP_FIFO_DEVICE_STAT(counter)
  * before including this header to count the events below. */
