@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
   /* (2) memory channel vs raw */
   const int mpIters = quick ? 20000 : 200000;
   CUDA_OK(cudaMemset((char*)buf + flagOff, 0, 4096));
+  CUDA_OK(cudaDeviceSynchronize()); /* the memset is asynchronous: done before the peer's first store */
   MSCCLPP_OK(mscclppBootstrapBarrier(comm));
   rawPingPong<<<1, 1, 0, s>>>((volatile uint64_t*)(mh.dst + flagOff), (volatile uint64_t*)(mh.src + flagOff), mpIters,
                               1000, rank == 0, dRes);

@@ -58,10 +58,16 @@ MSCCLPP_DEVICE_INLINE int mscclppSemaphoreDevicePoll(const mscclppSemaphoreDevic
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceWait(const mscclppSemaphoreDeviceHandle* sem) {
   uint64_t want = *sem->expected + 1;
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
-  while (mscclppLoadAcquireSys64(sem->inbound) < want) {
+  /* Spin with relaxed loads (an acquire per poll costs a fence each time);
+   * once the count is seen, one acquire load of the same word synchronizes
+   * with the signaller's release store of it (or a later one), so its
+   * earlier writes are visible when this returns. The abort flag and the
+   * clock are read only every MSCCLPP_WAIT_CHECK_INTERVAL polls. */
+  while (mscclppLoadRelaxedSys64(sem->inbound) < want) {
     mscclppResult_t r = mscclppWaitStep(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want);
     if (r != mscclppSuccess) return r;
   }
+  (void)mscclppLoadAcquireSys64(sem->inbound);
   *sem->expected = want;
   return mscclppSuccess;
 }

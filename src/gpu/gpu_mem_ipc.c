@@ -513,20 +513,51 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr) {
 
 /* ---- the transport's stream --------------------------------------------------- */
 
+/* One stream per device and process, shared by every CudaIpc connection
+ * (reference-counted). Under MPS the clients of a GPU share one pool of
+ * hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS); once a process has
+ * more streams than it gets queues, streams alias onto the same queue, and a
+ * copy or stream write queued behind a kernel that spins on a semaphore
+ * (in another stream aliased to that queue) waits for that kernel to end:
+ * a deadlock until the timeout. A stream per connection (3 with 4 ranks,
+ * plus the application's) made that likely; one stream per process keeps
+ * the proxy's work on as few queues as possible. The copies of different
+ * connections are serialized on it, as the copy engine would mostly do. */
 struct mscclppGpuIpcStream {
   cudaStream_t stream;
   int device;
   int canWriteValue64; /* cuStreamWriteValue64 usable on this device */
+  int refs;            /* guarded by sharedLock */
 };
+
+#define MAX_SHARED_STREAMS 64
+static pthread_mutex_t sharedLock = PTHREAD_MUTEX_INITIALIZER;
+static struct mscclppGpuIpcStream* shared[MAX_SHARED_STREAMS];
 
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   const struct driverApi* d;
   MSCCLPP_RETURN_ON_ERROR(driverGet(&d));
   MSCCLPP_RETURN_ON_ERROR(ensureContext());
-  struct mscclppGpuIpcStream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate a stream object");
-  mscclppResult_t res = mscclppGpuIpcCurrentDevice(&s->device);
-  if (res != mscclppSuccess) goto fail_free;
+  int device = -1;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&device));
+  if (device < 0 || device >= MAX_SHARED_STREAMS)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", device,
+                      MAX_SHARED_STREAMS);
+  pthread_mutex_lock(&sharedLock);
+  struct mscclppGpuIpcStream* s = shared[device];
+  if (s != NULL) {
+    s->refs++;
+    pthread_mutex_unlock(&sharedLock);
+    *stream = s;
+    return mscclppSuccess;
+  }
+  mscclppResult_t res = mscclppSuccess;
+  s = calloc(1, sizeof(*s));
+  if (s == NULL) {
+    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate a stream object");
+    goto fail_unlock;
+  }
+  s->device = device;
   CUdevice cuDev;
   if (d->deviceGet(&cuDev, s->device) == CUDA_SUCCESS &&
       d->deviceGetAttribute(&s->canWriteValue64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, cuDev) !=
@@ -537,17 +568,27 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
     res = rtFail(err, "cudaStreamCreateWithFlags");
     goto fail_free;
   }
-  MSCCLPP_INFO(MSCCLPP_LOG_GPU, "transport stream on device %d, stream writes of 64-bit values %s", s->device,
-               s->canWriteValue64 ? "supported" : "not supported (staged copies instead)");
+  s->refs = 1;
+  shared[device] = s;
+  pthread_mutex_unlock(&sharedLock);
+  MSCCLPP_INFO(MSCCLPP_LOG_GPU, "transport stream on device %d (shared by its connections), stream writes of 64-bit values %s",
+               s->device, s->canWriteValue64 ? "supported" : "not supported (staged copies instead)");
   *stream = s;
   return mscclppSuccess;
 fail_free:
   free(s);
+fail_unlock:
+  pthread_mutex_unlock(&sharedLock);
   return res;
 }
 
 void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream) {
   if (stream == NULL) return;
+  pthread_mutex_lock(&sharedLock);
+  int last = --stream->refs == 0;
+  if (last) shared[stream->device] = NULL;
+  pthread_mutex_unlock(&sharedLock);
+  if (!last) return;
   cudaError_t err = cudaStreamDestroy(stream->stream);
   if (err != cudaSuccess) MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaStreamDestroy: %s", cudaGetErrorString(err));
   free(stream);

@@ -1,6 +1,9 @@
-/* Transport CudaIpc: the GPU's copy engines move the bytes, on a stream the
- * connection owns (created on the device current at connect time). Peers are
- * on the same host: other GPUs, or other ranks on the same GPU (MPS).
+/* Transport CudaIpc: the GPU's copy engines move the bytes, on the process's
+ * transport stream of the device current at connect time (one stream shared
+ * by all connections: see gpu_mem_ipc.c on MPS work queues; `pending` still
+ * says whether THIS connection enqueued work, and draining waits for the
+ * whole stream). Peers are on the same host: other GPUs, or other ranks on
+ * the same GPU (MPS).
  *
  * write  - cudaMemcpyAsync on the connection's stream; returns once enqueued.
  * signal - destination the CPU reaches (host kinds): wait until the stream

@@ -15,7 +15,9 @@
  * guard bytes around them on the host, byte for byte:
  *   port:   put+signal, putWithSignal, putWithSignalAndFlush,
  *           put+flush+signal received by poll, putWithSignal through the
- *           host-pinned semaphore
+ *           host-pinned semaphore; the receiving kernel itself compares
+ *           the bytes right after its wait returns (a signal that overtakes
+ *           its data fails there, whatever happens later)
  *   memory: put and get (one block of 512 threads), LL16 and LL8 packets,
  *           element write/read of 4, 8 and 16 bytes
  * then 2000 rounds (200 quick) of LL16 packets exchanged back to back by
@@ -64,6 +66,8 @@ static uint8_t* hbuf; /* host staging */
 static uint8_t** pat;
 static cudaStream_t stream;
 static int* dStatus; /* device: per-op result / error count */
+static unsigned long long* dFirstBad; /* device: the port kernel's first wrong byte (~0: none) */
+static uint8_t* dExpect;              /* device: the bytes the partner sends in this op */
 static mscclppRegisteredMemory_t localMem;
 
 struct peer {
@@ -80,9 +84,9 @@ static struct peer peers[MAX_RANKS];
 
 enum { PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL_POLL, PORT_OPS };
 
-__global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t dstOff, uint64_t srcOff,
-                           uint64_t size, int* status) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+__device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, uint64_t dstOff, uint64_t srcOff,
+                                  uint64_t size) {
+  mscclppPortChannelDeviceHandle h = *hp;
   mscclppResult_t r = mscclppSuccess;
   switch (op) {
     case PORT_PUT_SIGNAL:
@@ -110,7 +114,28 @@ __global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t ds
       r = mscclppPortChannelDeviceWait(&h);
     }
   }
-  *status = (int)r;
+  return r;
+}
+
+/* Thread 0 runs the operation; once its wait returned, the whole block
+ * compares the received bytes (my DST at dstOff, a pointer into my buffer)
+ * with `expect` and records the first wrong index in *firstBad: a signal
+ * that overtakes its data fails here, before anything else can touch DST. */
+__global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t dstOff, uint64_t srcOff,
+                           uint64_t size, const volatile uint8_t* dst, const uint8_t* expect,
+                           unsigned long long* firstBad, int* status) {
+  __shared__ int res;
+  if (threadIdx.x == 0) {
+    res = (int)portOp(&h, op, dstOff, srcOff, size);
+    *status = res;
+  }
+  __syncthreads();
+  if (res != 0) return;
+  for (uint64_t i = threadIdx.x; i < size; i += blockDim.x)
+    if (dst[i] != expect[i]) {
+      atomicMin(firstBad, (unsigned long long)i);
+      break;
+    }
 }
 
 enum { MEM_PUT, MEM_GET, MEM_LL16, MEM_LL8, MEM_OPS };
@@ -235,6 +260,9 @@ static void setup(size_t maxBytes) {
   if (p == NULL) exit(1);
   dbuf = (uint8_t*)p;
   CUDA_CHECK(cudaMemset(dbuf + S, GUARD, S));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMalloc(&dFirstBad, sizeof(*dFirstBad)));
+  CUDA_CHECK(cudaMalloc(&dExpect, S));
   CUDA_CHECK(cudaMallocHost(&hbuf, S));
   CHECK_RES(mscclppRegisterMemory(comm, dbuf, total, mscclppTransportCudaIpc, &localMem), mscclppSuccess);
   for (int d = 0; d < nranks; d++) {
@@ -281,6 +309,8 @@ static void teardown(void) {
   CHECK_RES(mscclppMemFree(comm, dbuf), mscclppSuccess);
   CUDA_CHECK(cudaFreeHost(hbuf));
   CUDA_CHECK(cudaFree(dStatus));
+  CUDA_CHECK(cudaFree(dFirstBad));
+  CUDA_CHECK(cudaFree(dExpect));
   CUDA_CHECK(cudaStreamDestroy(stream));
   for (int r = 0; r < nranks; r++) free(pat[r]);
   free(pat);
@@ -289,10 +319,18 @@ static void teardown(void) {
 static int iter;
 static const uint8_t* expected(int r) { return pat[r] + (iter % 251); }
 
-/* Before an op: my SRC holds my pattern at srcOff, my DST is all guard;
- * both partners are ready. */
-static void prepare(uint64_t srcOff, uint64_t size) {
+/* Before an op: my SRC holds my pattern at srcOff, my DST is all guard,
+ * dExpect holds what the partner `from` will send; both partners are ready.
+ * cudaMemcpy from pageable memory returns once the bytes are staged, before
+ * the DMA into device memory has finished, and cudaMemset is asynchronous:
+ * the device synchronize makes them complete before the barrier (kernels
+ * and the proxy's copies run on other, non-blocking streams, which do not
+ * wait for the legacy stream). */
+static void prepare(int from, uint64_t srcOff, uint64_t size) {
   CUDA_CHECK(cudaMemcpy(dbuf + srcOff, expected(rank), size, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dExpect, expected(from), size, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(dFirstBad, 0xff, sizeof(*dFirstBad)));
+  CUDA_CHECK(cudaDeviceSynchronize());
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
 }
 
@@ -323,6 +361,7 @@ static void checkDst(const char* what, int from, uint64_t dstOff, uint64_t size)
   }
   CHECK(ok && guards);
   CUDA_CHECK(cudaMemset(dbuf + S + lo, GUARD, hi - lo));
+  CUDA_CHECK(cudaDeviceSynchronize()); /* the reset lands before the partner's next put */
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   iter++;
 }
@@ -335,16 +374,26 @@ static uint32_t packetFlag;
 static void runCase(struct peer* q, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
   for (int op = 0; op <= PORT_OPS && harnessFailures_ == 0; op++) {
     /* op == PORT_OPS: putWithSignal through the host-pinned semaphore */
-    prepare(srcOff, size);
-    portKernel<<<1, 32, 0, stream>>>(op == PORT_OPS ? q->phHost : q->ph,
-                                     op == PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size, dStatus);
+    prepare(q->rank, srcOff, size);
+    portKernel<<<1, THREADS, 0, stream>>>(op == PORT_OPS ? q->phHost : q->ph,
+                                          op == PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size,
+                                          dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
     const char* name = op == PORT_OPS ? "port putWithSignal (host-pinned semaphore)" : portName[op];
-    finishKernel(name, q->rank);
+    if (finishKernel(name, q->rank)) {
+      unsigned long long firstBad = 0;
+      CUDA_CHECK(cudaMemcpy(&firstBad, dFirstBad, sizeof(firstBad), cudaMemcpyDeviceToHost));
+      if (firstBad != ~0ull)
+        fprintf(stderr,
+                "rank %d: %s from rank %d, %llu bytes at DST+%llu: wrong data right after the wait returned "
+                "(first bad byte %llu): the signal overtook its data\n",
+                rank, name, q->rank, (unsigned long long)size, (unsigned long long)dstOff, firstBad);
+      CHECK(firstBad == ~0ull);
+    }
     checkDst(name, q->rank, dstOff, size);
   }
   for (int op = 0; op < MEM_OPS && harnessFailures_ == 0; op++) {
     if ((op == MEM_LL16 || op == MEM_LL8) && size > PKT_MAX_BYTES) continue;
-    prepare(srcOff, size);
+    prepare(q->rank, srcOff, size);
     uint32_t flag = ++packetFlag;
     memKernel<<<1, THREADS, 0, stream>>>(q->mh, op, S + dstOff, srcOff, size, 2 * S + (flag & 1) * pktHalf, flag,
                                          dStatus);
@@ -370,6 +419,7 @@ static void elements(struct peer* q) {
   CHECK(got[0] == p64 && g32 == p32 && got[4] == p64 * 3 && got[5] == ~p64);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess); /* both read back before the reset */
   CUDA_CHECK(cudaMemset(dbuf + S, GUARD, 256));
+  CUDA_CHECK(cudaDeviceSynchronize());
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   iter++;
 }
@@ -377,6 +427,7 @@ static void elements(struct peer* q) {
 static void packetReuse(struct peer* q, uint32_t rounds) {
   int* dErr = dStatus + 1;
   CUDA_CHECK(cudaMemset(dStatus, 0, 2 * sizeof(int)));
+  CUDA_CHECK(cudaDeviceSynchronize());
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   const uint64_t size = 4000 + 3;
   packetReuseKernel<<<4, 128, 0, stream>>>(q->mh, rank, q->rank, 1, S + 7, 2 * S, pktHalf, size, packetFlag + 1,
@@ -388,6 +439,7 @@ static void packetReuse(struct peer* q, uint32_t rounds) {
   if (errors) fprintf(stderr, "rank %d: packet reuse with rank %d: %d wrong bytes\n", rank, q->rank, errors);
   CHECK(errors == 0);
   CUDA_CHECK(cudaMemset(dbuf + S, GUARD, 4096 + 64));
+  CUDA_CHECK(cudaDeviceSynchronize());
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
 }
 

@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMemset(dRound, 0, sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc(&dStatus, sizeof(int)));
   CUDA_CHECK(cudaMemset(dStatus, 0, sizeof(int)));
+  /* the copy from pageable memory and the memsets ran on the legacy stream,
+   * which the non-blocking stream below does not wait for */
+  CUDA_CHECK(cudaDeviceSynchronize());
 
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
