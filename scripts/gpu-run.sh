@@ -67,9 +67,6 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = chan ]; then
     have channel_worker_gpu && step "channel_mp_gpu_$n" 300 mscclpp-run -n $n --timeout 280 -- "$BIN/channel_worker_gpu" gpu
     have seed_test_gpu && step "seed_test_gpu_$n" 120 mscclpp-run -n $n --timeout 100 -- "$BIN/seed_test_gpu"
   done
-  # Diagnostic: the same 4-rank seed test with more hardware work queues.
-  have seed_test_gpu && CUDA_DEVICE_MAX_CONNECTIONS=32 step "seed_test_gpu_4 maxconn32" 120 \
-    mscclpp-run -n 4 --timeout 100 -- "$BIN/seed_test_gpu"
   have channel_worker_gpu && step "channel_mp_gpu_2 memcheck" 300 mscclpp-run -n 2 --timeout 280 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/channel_worker_gpu" gpu quick
   have seed_test_gpu && step "seed_test_gpu_2 memcheck" 200 mscclpp-run -n 2 --timeout 180 -- \
