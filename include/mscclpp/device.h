@@ -131,6 +131,39 @@ MSCCLPP_DEVICE_INLINE void mscclppStoreReleaseSys32(uint32_t* p, uint32_t v) {
 #endif
 }
 
+/* "Data visible before flag" within ONE GPU: the gpu-scope form of
+ * mscclppStoreReleaseSys64, for a flag whose reader runs on the same CUDA
+ * device as this thread (several processes sharing one GPU under MPS
+ * included: the PTX memory model's .gpu scope is every thread of the
+ * device). Every earlier write of this thread is visible to the device's
+ * threads before v is. It does not order anything for the CPU, a copy
+ * engine, a NIC or another GPU: use the Sys form whenever the reader may be
+ * one of those. Pairs with mscclppLoadAcquireGpu64 (or the Sys acquire).
+ * Cheaper than the Sys form: the fence waits for acknowledgment from this
+ * GPU's L2 only, not from the whole system (bench_channel rows (2a)/(2b)).
+ * Host backend: the same C11 release store as the Sys form. */
+MSCCLPP_DEVICE_INLINE void mscclppStoreReleaseGpu64(uint64_t* p, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* The acquire that pairs with mscclppStoreReleaseGpu64 (or with a Sys
+ * release by a thread of the same device): reads after it see everything
+ * the publisher wrote before its release. Only for a publisher on the same
+ * CUDA device. Host backend: a C11 acquire load. */
+MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadAcquireGpu64(const uint64_t* p) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  uint64_t v;
+  __asm__ __volatile__("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
 /* A store without ordering, for device-private bookkeeping that several
  * threads may write (the FIFO's cached tail). */
 MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxed64(uint64_t* p, uint64_t v) {

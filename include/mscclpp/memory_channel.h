@@ -44,7 +44,13 @@ typedef struct {
  * semaphore to the peer and opens the peer's (blocking, bounded by
  * MSCCLPP_TIMEOUT). The peer's memory must be one this rank's kernels can
  * load and store: device memory over CudaIpc, host shared (or pinned) memory
- * over HostShm. Errors: mscclppInvalidArgument (NULL, bad structSize, memory
+ * over HostShm. The ranks also tell each other where their kernels run:
+ * when both run on the same CUDA device (ranks sharing a GPU under MPS) and
+ * both memories and semaphores are device memory of it, the handle's
+ * signal/wait use gpu-scope release/acquire (sem.scope), otherwise system
+ * scope; so launch the kernels that use the handle on the communicator's
+ * device (the one current when it first made channels), as for every
+ * channel. Errors: mscclppInvalidArgument (NULL, bad structSize, memory
  * of another communicator or not registered for the connection's
  * transport), mscclppInvalidUsage (the peer's memory cannot be mapped for
  * direct access, e.g. plain malloc memory of another process),

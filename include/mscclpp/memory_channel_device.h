@@ -14,12 +14,18 @@
  *     Many threads, any size, any alignment (mscclpp/memory_channel_copy.h).
  *   read/write of one 4-, 8- or 16-byte element of the peer's memory
  *   signal / wait / poll  a semaphore pair: signal adds one to the peer's
- *     inbound counter (a release store at system scope: this thread's earlier
- *     writes, to the peer's memory included, are visible first); wait
- *     consumes one signal from the peer (acquire: the peer's writes before
- *     its signal are visible after). Make other threads' writes happen
- *     before the signalling thread's (__syncthreads(); across blocks, signal
- *     from every block or synchronize them first).
+ *     inbound counter (a release store: this thread's earlier writes, to the
+ *     peer's memory included, are visible first); wait consumes one signal
+ *     from the peer (acquire: the peer's writes before its signal are
+ *     visible after). Make other threads' writes happen before the
+ *     signalling thread's (__syncthreads(); across blocks, signal from every
+ *     block or synchronize them first). The release/acquire is at gpu scope
+ *     when channel creation found both ranks' kernels on the same CUDA
+ *     device and all the channel's memory in device memory (ranks sharing a
+ *     GPU under MPS), at system scope otherwise (sem.scope).
+ *   countsLoad / signalCounted / waitCounted / pollCounted / countsStore
+ *     the same with the semaphore counters in registers for a run of
+ *     operations of one thread (mscclppSemaphoreDeviceCounts).
  *   putPackets / unpackPackets  LL packets (mscclpp/packet.h) into the
  *     peer's memory, out of this rank's.
  * One thread at a time may signal, and one may wait/poll, per channel.
@@ -98,6 +104,38 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppMemoryChannelDeviceWait(const msccl
 
 MSCCLPP_DEVICE_INLINE int mscclppMemoryChannelDevicePoll(const mscclppMemoryChannelDeviceHandle* ch) {
   return mscclppSemaphoreDevicePoll(&ch->sem);
+}
+
+/* The counters in registers (mscclppSemaphoreDeviceCounts): one thread
+ *   mscclppSemaphoreDeviceCounts c = mscclppMemoryChannelDeviceCountsLoad(&h);
+ *   ... mscclppMemoryChannelDeviceSignalCounted(&h, &c);
+ *       r = mscclppMemoryChannelDeviceWaitCounted(&h, &c); ...
+ *   mscclppMemoryChannelDeviceCountsStore(&h, &c);   (before the kernel ends)
+ * No other thread, and no plain signal/wait/poll, on this channel between
+ * the load and the store. */
+MSCCLPP_DEVICE_INLINE mscclppSemaphoreDeviceCounts mscclppMemoryChannelDeviceCountsLoad(
+    const mscclppMemoryChannelDeviceHandle* ch) {
+  return mscclppSemaphoreDeviceCountsLoad(&ch->sem);
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppMemoryChannelDeviceCountsStore(const mscclppMemoryChannelDeviceHandle* ch,
+                                                                 const mscclppSemaphoreDeviceCounts* c) {
+  mscclppSemaphoreDeviceCountsStore(&ch->sem, c);
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppMemoryChannelDeviceSignalCounted(const mscclppMemoryChannelDeviceHandle* ch,
+                                                                   mscclppSemaphoreDeviceCounts* c) {
+  mscclppSemaphoreDeviceSignalCounted(&ch->sem, c);
+}
+
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppMemoryChannelDeviceWaitCounted(const mscclppMemoryChannelDeviceHandle* ch,
+                                                                            mscclppSemaphoreDeviceCounts* c) {
+  return mscclppSemaphoreDeviceWaitCounted(&ch->sem, c);
+}
+
+MSCCLPP_DEVICE_INLINE int mscclppMemoryChannelDevicePollCounted(const mscclppMemoryChannelDeviceHandle* ch,
+                                                                mscclppSemaphoreDeviceCounts* c) {
+  return mscclppSemaphoreDevicePollCounted(&ch->sem, c);
 }
 
 /* ---- LL packets ------------------------------------------------------------------- */

@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "channel/channel.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "gpu/gpu.h"
 
 struct mscclppMemoryChannel {
   struct mscclppChannelContext* ctx;
@@ -25,6 +27,61 @@ static int directlyAddressable(const struct mscclppRegisteredMemory* m, int devi
     case mscclppMemKindHostPinned: return m->devPtr != NULL;
     default: return 0; /* host memory the GPU has no mapping of */
   }
+}
+
+static int isDeviceMemory(const struct mscclppRegisteredMemory* m) {
+  return m->kind == mscclppMemKindDevice || m->kind == mscclppMemKindDeviceCuMem;
+}
+
+/* After the shared handshake, each side tells the other where its kernels
+ * run and whether its own words of the channel live there, so both can
+ * decide whether gpu-scope release/acquire is enough:
+ *   magic u32 "MSDV" | bus id length u32 | host hash u64 |
+ *   flags u32 (bit 0: this side's memory and inbound semaphore are device
+ *   memory of its kernels' device) | reserved u32 (0) |
+ *   PCI bus id of the kernels' device (BUS_ID_BYTES, NUL padded; length 0
+ *   on the host backend).
+ * The PCI bus id names the physical device whatever CUDA_VISIBLE_DEVICES
+ * each process has; the host hash keeps two hosts apart. Both sides compare
+ * the same values, so they reach the same answer. */
+#define DEVICE_MSG_MAGIC 0x5644534du /* "MSDV" */
+#define DEVICE_MSG_LOCAL_ON_DEVICE 1u
+#define BUS_ID_BYTES 32
+#define DEVICE_MSG_BYTES (24 + BUS_ID_BYTES)
+
+/* *gpuScope = 1 when both sides' kernels run on the same device and both
+ * keep their memory and inbound semaphore in it (myLocalOnDevice, and the
+ * peer's flag). */
+static mscclppResult_t exchangeDevice(struct mscclppConnection* conn, int tag, int device, int myLocalOnDevice,
+                                      int* gpuScope) {
+  const struct mscclppMemConfig* mcfg = mscclppMemContextConfig(conn->mctx);
+  const struct mscclppMemBootstrap* bs = &mcfg->bootstrap;
+  char mine[BUS_ID_BYTES];
+  memset(mine, 0, sizeof(mine));
+  if (device >= 0) MSCCLPP_RETURN_ON_ERROR(mscclppGpuPciBusId(device, mine, sizeof(mine)));
+  uint8_t msg[DEVICE_MSG_BYTES];
+  memset(msg, 0, sizeof(msg));
+  mscclppPutLE32(msg, DEVICE_MSG_MAGIC);
+  mscclppPutLE32(msg + 4, (uint32_t)strlen(mine));
+  mscclppPutLE64(msg + 8, mcfg->hostHash);
+  mscclppPutLE32(msg + 16, myLocalOnDevice ? DEVICE_MSG_LOCAL_ON_DEVICE : 0u);
+  memcpy(msg + 24, mine, strlen(mine));
+  MSCCLPP_RETURN_ON_ERROR(bs->send(bs->ctx, conn->remoteRank, tag, msg, sizeof(msg)));
+  MSCCLPP_RETURN_ON_ERROR(bs->recv(bs->ctx, conn->remoteRank, tag, msg, sizeof(msg)));
+  uint32_t magic = mscclppGetLE32(msg), len = mscclppGetLE32(msg + 4);
+  uint64_t theirHost = mscclppGetLE64(msg + 8);
+  uint32_t theirFlags = mscclppGetLE32(msg + 16);
+  if (magic != DEVICE_MSG_MAGIC || len >= BUS_ID_BYTES)
+    return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_CHANNEL,
+                      "rank %d sent a memory channel device message on tag %d with magic 0x%08x and bus id length "
+                      "%u (expected 0x%08x and < %d)",
+                      conn->remoteRank, tag, magic, len, DEVICE_MSG_MAGIC, BUS_ID_BYTES);
+  char theirs[BUS_ID_BYTES];
+  memcpy(theirs, msg + 24, len);
+  theirs[len] = '\0';
+  *gpuScope = device >= 0 && len > 0 && theirHost == mcfg->hostHash && strcmp(theirs, mine) == 0 &&
+              myLocalOnDevice && (theirFlags & DEVICE_MSG_LOCAL_ON_DEVICE) != 0;
+  return mscclppSuccess;
 }
 
 mscclppResult_t mscclppMemoryChannelBuild(struct mscclppChannelContext* ctx, struct mscclppConnection* conn,
@@ -63,6 +120,19 @@ mscclppResult_t mscclppMemoryChannelBuild(struct mscclppChannelContext* ctx, str
     free(ch);
     return res;
   }
+  /* gpu scope only when both ranks' kernels run on one device and every
+   * word the channel's signals order or publish lives in that device's
+   * memory (the data either side puts, both inbound counters). Any host
+   * memory, another device or the host backend: system scope. */
+  int gpuScope = 0;
+  int myLocalOnDevice = device >= 0 && isDeviceMemory(local) && local->record.device == device &&
+                        isDeviceMemory(end.inboundMem) && end.inboundMem->record.device == device;
+  res = exchangeDevice(conn, cfg->tag, device, myLocalOnDevice, &gpuScope);
+  if (res != mscclppSuccess) {
+    mscclppChannelRelease(ctx, &ch->peer);
+    free(ch);
+    return res;
+  }
   const struct mscclppRegisteredMemory* rm = ch->peer.mem;
   if (!directlyAddressable(rm, device) || !directlyAddressable(ch->peer.semMem, device)) {
     res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_CHANNEL,
@@ -84,8 +154,11 @@ mscclppResult_t mscclppMemoryChannelBuild(struct mscclppChannelContext* ctx, str
   h->sem.outbound = (uint64_t*)((char*)ch->peer.semMem->devPtr + ch->peer.semOffset);
   h->sem.outboundCount = end.outboundCountDev;
   mscclppAbortWaitContext(mscclppChannelContextAbort(ctx), mscclppChannelContextTimeout(ctx), 1, &h->sem.wait);
-  MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "memory channel rank %d -> rank %d (tag %d): peer memory %p (%llu bytes)",
-               conn->rank, conn->remoteRank, cfg->tag, (void*)h->dst, (unsigned long long)h->dstSize);
+  h->sem.scope = gpuScope ? MSCCLPP_SEMAPHORE_SCOPE_GPU : MSCCLPP_SEMAPHORE_SCOPE_SYS;
+  MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL,
+               "memory channel rank %d -> rank %d (tag %d): peer memory %p (%llu bytes), %s-scope signal/wait",
+               conn->rank, conn->remoteRank, cfg->tag, (void*)h->dst, (unsigned long long)h->dstSize,
+               h->sem.scope == MSCCLPP_SEMAPHORE_SCOPE_GPU ? "gpu" : "system");
   *out = ch;
   return mscclppSuccess;
 }

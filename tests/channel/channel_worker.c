@@ -130,6 +130,7 @@ static void setup(size_t maxBytes) {
     if (harnessFailures_) exit(1);
     CHECK_RES(mscclppPortChannelGetDeviceHandle(q->port, &q->ph), mscclppSuccess);
     CHECK_RES(mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh), mscclppSuccess);
+    CHECK(q->mh.sem.scope == MSCCLPP_SEMAPHORE_SCOPE_SYS); /* host backend: no gpu scope */
   }
 }
 

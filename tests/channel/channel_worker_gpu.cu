@@ -284,6 +284,9 @@ static void setup(size_t maxBytes) {
     mscclppPortChannelGetDeviceHandle(q->port, &q->ph);
     mscclppPortChannelGetDeviceHandle(q->portHost, &q->phHost);
     mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh);
+    /* Both ends on one device (every rank when they share one GPU; a rank
+     * with itself always), all memory device memory: gpu-scope semaphores. */
+    if (ndev == 1 || q->rank == rank) CHECK(q->mh.sem.scope == MSCCLPP_SEMAPHORE_SCOPE_GPU);
   }
   pat = (uint8_t**)calloc(MAX_RANKS, sizeof(*pat));
   for (int r = 0; r < nranks; r++) {
