@@ -134,14 +134,6 @@ static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, 
   return mscclppProxyHandlerContinue;
 }
 
-/* Is everything issued on c complete? Never blocks. */
-static mscclppResult_t connIdle(struct mscclppConnection* c, int* idle) {
-  *idle = 1;
-  if (c->ops->transport == mscclppTransportCudaIpc && c->pending && c->stream != NULL)
-    return mscclppGpuIpcStreamQuery(c->stream, idle);
-  return mscclppSuccess;
-}
-
 static mscclppResult_t execProgress(void* arg, int* allDone) {
   struct mscclppPortExecutor* e = arg;
   *allDone = 1;
@@ -151,7 +143,7 @@ static mscclppResult_t execProgress(void* arg, int* allDone) {
     struct portConn* c = &e->conns[i];
     if (!c->dirty) continue;
     int idle = 0;
-    MSCCLPP_RETURN_ON_ERROR(connIdle(c->conn, &idle));
+    MSCCLPP_RETURN_ON_ERROR(mscclppConnQuery(c->conn, &idle));
     if (idle)
       c->dirty = 0;
     else

@@ -204,6 +204,12 @@ mscclppResult_t mscclppConnSignal(struct mscclppConnection* c, struct mscclppReg
   return c->ops->signal(c, dst, dstOffset, value);
 }
 
+mscclppResult_t mscclppConnQuery(struct mscclppConnection* c, int* idle) {
+  if (c == NULL || idle == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "query on a NULL connection or output");
+  return c->ops->query(c, idle);
+}
+
 mscclppResult_t mscclppConnFlush(struct mscclppConnection* c) {
   if (c == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "flush on a NULL connection");
   return c->ops->flush(c);

@@ -56,6 +56,8 @@ struct mscclppTransportOps {
   mscclppResult_t (*signal)(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                             uint64_t value);
   mscclppResult_t (*flush)(struct mscclppConnection* conn);
+  /* Never blocks: *idle = 1 when everything issued so far is complete. */
+  mscclppResult_t (*query)(struct mscclppConnection* conn, int* idle);
 };
 
 extern const struct mscclppTransportOps mscclppTransportCudaIpcOps;
@@ -81,6 +83,8 @@ struct mscclppConnection {
 };
 
 /* Public semantics in include/mscclpp/connection.h. */
+/* Is everything issued on conn complete? Never blocks (for progress loops). */
+mscclppResult_t mscclppConnQuery(struct mscclppConnection* conn, int* idle);
 mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int tag, mscclppTransport_t transport,
                                   struct mscclppConnection** conn);
 mscclppResult_t mscclppConnDestroy(struct mscclppConnection* conn);

@@ -94,6 +94,14 @@ static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegi
 
 static mscclppResult_t ipcFlush(struct mscclppConnection* c) { return drain(c); }
 
+static mscclppResult_t ipcQuery(struct mscclppConnection* c, int* idle) {
+  *idle = 1;
+  if (!c->pending) return mscclppSuccess;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcStreamQuery(c->stream, idle));
+  if (*idle) c->pending = 0;
+  return mscclppSuccess;
+}
+
 const struct mscclppTransportOps mscclppTransportCudaIpcOps = {
     .name = "CudaIpc",
     .transport = mscclppTransportCudaIpc,
@@ -103,4 +111,5 @@ const struct mscclppTransportOps mscclppTransportCudaIpcOps = {
     .write = ipcWrite,
     .signal = ipcSignal,
     .flush = ipcFlush,
+    .query = ipcQuery,
 };

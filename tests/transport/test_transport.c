@@ -70,7 +70,7 @@ static void testOpsTables(void) {
   for (int i = 0; i < mscclppTransportCount; i++) {
     const struct mscclppTransportOps* o = mscclppTransports[i];
     CHECK(o->name != NULL && strcmp(o->name, mscclppTransportName(o->transport)) == 0);
-    CHECK(o->check && o->open && o->close && o->write && o->signal && o->flush);
+    CHECK(o->check && o->open && o->close && o->write && o->signal && o->flush && o->query);
     CHECK((seen & (unsigned)o->transport) == 0);
     seen |= (unsigned)o->transport;
   }
@@ -283,6 +283,11 @@ static void testTwoRanks(void) {
   CHECK(dst->ptr != dstp && dst->ownerRank == 1);
   for (size_t size = 1; size < n; size = size * 3 + 1)
     checkWrite(c, dst, dstp, 11, src, srcp, 5, size, (unsigned)size); /* checked through the owner's mapping */
+  int idle = 0;
+  CHECK_RES(mscclppConnQuery(c, &idle), mscclppSuccess);
+  CHECK(idle == 1); /* host shared memory writes complete before they return */
+  CHECK_RES(mscclppConnQuery(c, NULL), mscclppInvalidArgument);
+  CHECK_RES(mscclppConnQuery(NULL, &idle), mscclppInvalidArgument);
   CHECK_RES(mscclppConnSignal(c, dst, 4096, 42), mscclppSuccess);
   CHECK(__atomic_load_n((uint64_t*)((char*)dstp + 4096), __ATOMIC_ACQUIRE) == 42);
 
@@ -544,6 +549,13 @@ static void testGpuCopies(void) {
   CHECK_RES(mscclppConnSignal(c, pinDst, 8, 77), mscclppSuccess);
   CHECK(__atomic_load_n((uint64_t*)pin + 1, __ATOMIC_ACQUIRE) == 77); /* the copy completed before the store */
   CHECK_RES(mscclppConnFlush(c), mscclppSuccess);
+  int idle = 0;
+  CHECK_RES(mscclppConnQuery(c, &idle), mscclppSuccess);
+  CHECK(idle == 1); /* nothing pending after a flush */
+  CHECK_RES(mscclppConnWrite(c, dst, 0, src, 0, n - 64), mscclppSuccess);
+  idle = 0;
+  for (int spins = 0; spins < 100000000 && !idle; spins++) CHECK_RES(mscclppConnQuery(c, &idle), mscclppSuccess);
+  CHECK(idle == 1); /* the 16 MiB copy completes and query says so without blocking */
   uint64_t word = 0;
   CHECK(cudaMemcpy(&word, (char*)dstp + n - 64, 8, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(word == 0x1122334455667788ull);
