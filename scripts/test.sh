@@ -5,7 +5,7 @@
 #
 #   asan  -DMSCCLPP_SANITIZE=address,undefined, host backend   ctest -L cpu
 #   tsan  -DMSCCLPP_SANITIZE=thread, host backend              ctest -L cpu
-#   fuzz  clang + libFuzzer                                    fuzz_bootstrap for FUZZ_SECONDS
+#   fuzz  clang + libFuzzer                                    every fuzz_* target for FUZZ_SECONDS
 #   main  CUDA when nvcc is found (every .cu compiles)         the whole ctest suite, last
 #
 # A one-line summary of the stages comes just before the main tree's ctest;
@@ -95,26 +95,23 @@ if ! command -v clang >/dev/null; then
   note fuzz "FAILED: clang not found" "$t"
 elif ! configure "$B-fuzz" -DMSCCLPP_BUILD_FUZZ=ON -DMSCCLPP_ENABLE_CUDA=OFF -DCMAKE_C_COMPILER=clang; then
   note fuzz "FAILED to configure" "$t"
-elif ! cmake --build "$B-fuzz" --target help 2>/dev/null | grep -w fuzz_bootstrap >/dev/null; then
-  note fuzz "skipped: no fuzz_bootstrap target yet" "$t"
-elif ! build "$B-fuzz" fuzz_bootstrap; then
-  note fuzz "FAILED to build" "$t"
 else
-  fuzzer=$(find "$B-fuzz" -name fuzz_bootstrap -type f -perm -u+x | head -1)
-  corpus=$(mktemp -d)
-  seeds=()
-  [ -d tests/fuzz/corpus ] && seeds=(tests/fuzz/corpus)
-  # New inputs go to a scratch directory; the seed corpus in the tree is only read.
-  echo "$fuzzer -max_total_time=$FUZZ_SECONDS ${seeds[*]}"
-  if "$fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$corpus" "${seeds[@]}" >"$B-fuzz/fuzz.log" 2>&1; then
-    tail -n 12 "$B-fuzz/fuzz.log"
+  # Every libFuzzer target (the bootstrap's and the memory layer's parsers),
+  # each for FUZZ_SECONDS, through its CTest entry (label fuzz).
+  targets=$(cmake --build "$B-fuzz" --target help 2>/dev/null | grep -oE 'fuzz_[a-z_]+' | sort -u | tr '\n' ' ')
+  if [ -z "$targets" ]; then
+    note fuzz "FAILED: no fuzz targets" "$t"
+  elif ! (for tg in $targets; do build "$B-fuzz" "$tg" || exit 1; done); then
+    note fuzz "FAILED to build" "$t"
+  elif (cd "$B-fuzz" && cmake -DMSCCLPP_FUZZ_SECONDS="$FUZZ_SECONDS" . >/dev/null &&
+        ctest -L fuzz --output-on-failure -j"$CTEST_JOBS" >fuzz.log 2>&1); then
+    grep -E "Test #|tests passed" "$B-fuzz/fuzz.log"
+    echo "fuzzed: $targets"
     note fuzz ok "$t"
   else
-    tail -n 60 "$B-fuzz/fuzz.log"
+    tail -n 80 "$B-fuzz/fuzz.log"
     note fuzz FAILED "$t"
   fi
-  rm -rf "$corpus"
 fi
 
 # ---- main tree: last, so that its CTest summary closes the output
