@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all]   (default all)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll]   (default all)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -76,8 +76,20 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = chan ]; then
   have bench_channel && step bench_channel 200 mscclpp-run -n 2 --timeout 180 -- "$BIN/bench_channel"
   have bench_channel_host && step bench_channel_host 120 mscclpp-run -n 2 --timeout 100 -- "$BIN/bench_channel_host"
 fi
+if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
+  for n in 2 4; do
+    have coll_gpu_worker && step "coll_gpu_$n" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((64 << 20)) graph
+  done
+  have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
+fi
+if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = coll ]; then
+  for n in 2 4; do
+    have bench_coll && step "bench_coll_$n" 300 mscclpp-run -n $n --timeout 290 -- "$BIN/bench_coll"
+  done
+fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 
-grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error" "$LOG" | tail -n 80
+grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline" "$LOG" | tail -n 80
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"

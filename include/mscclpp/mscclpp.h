@@ -17,5 +17,6 @@
 #include "mscclpp/port_channel.h"
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/seed.h"
+#include "mscclpp/coll.h"
 
 #endif /* MSCCLPP_MSCCLPP_H_ */

@@ -101,6 +101,7 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
 
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
+  if (comm->collRelease != NULL) comm->collRelease(comm);       /* collectives' channels and scratch */
   mscclppSeedRelease(comm);                                     /* the seed API's connections are the comm's */
   MSCCLPP_RETURN_ON_ERROR(mscclppCommChannelsRelease(comm));    /* refuses while channels live */
   MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */

@@ -15,6 +15,8 @@ struct mscclppMemContext;
 struct mscclppAbort;
 struct mscclppChannelContext;
 struct mscclppSeedState;
+struct mscclppCollHost;
+struct mscclppCollGpu;
 
 struct mscclppComm {
   int rank;
@@ -35,6 +37,12 @@ struct mscclppComm {
   int watcherRunning;
   int watcherStop; /* __atomic */
   struct mscclppSeedState* seed;          /* the seed API's connections (comm/seed.c); NULL until used */
+  /* The collective layer (above this one) keeps its state here, made on the
+   * first collective call, and sets collRelease so that destruction frees it
+   * first (a hook, so that comm never includes coll). */
+  struct mscclppCollHost* collHost;
+  struct mscclppCollGpu* collGpu;
+  void (*collRelease)(struct mscclppComm* comm);
 };
 
 /* comm/seed.c: destroy what mscclppConnectionSetup built (channels,

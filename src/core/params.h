@@ -37,7 +37,13 @@
   X(proxyBackoffUs, "MSCCLPP_PROXY_BACKOFF_US",INT,   "0",    "0: proxy threads busy-poll; N>0: an idle proxy thread sleeps up to N microseconds between polls") \
   X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind") \
   X(localNranks,    "MSCCLPP_LOCAL_NRANKS",    INT,   "-1",   "Number of ranks on this host, set by mscclpp-run") \
-  X(bootstrapHandshakeTimeout, "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", FLOAT, "5", "Seconds a new bootstrap connection has to prove the job secret before the listener drops it (a silent client never delays the others)")
+  X(bootstrapHandshakeTimeout, "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", FLOAT, "5", "Seconds a new bootstrap connection has to prove the job secret before the listener drops it (a silent client never delays the others)") \
+  X(algo,           "MSCCLPP_ALGO",            STR,   "",     "Force collective algorithms: comma list of collective=algorithm (allreduce=ll,allreduce=rsag,...; see README), for experiments; empty lets the size/rank rule pick") \
+  X(collScratchBytes, "MSCCLPP_COLL_SCRATCH_BYTES", INT, "8388608", "Bytes of scratch memory per peer that collectives stage data through (larger: fewer pipeline steps, more memory)") \
+  X(netProvider,    "MSCCLPP_NET_PROVIDER",    STR,   "",     "libfabric provider for the network transport (verbs, efa, tcp;ofi_rxm, ...); empty picks the first with RMA") \
+  X(netIfname,      "MSCCLPP_NET_IFNAME",      STR,   "",     "Network interfaces (domains) the network transport may use: comma list of prefixes; ^ excludes") \
+  X(ncclFallback,   "MSCCLPP_NCCL_FALLBACK",   STR,   "",     "Path of a real libnccl.so.2: the NCCL-compatible library forwards what it does not implement there") \
+  X(ncclFallbackOps, "MSCCLPP_NCCL_FALLBACK_OPS", STR, "",     "Comma list of NCCL operations (allreduce,allgather,...) always forwarded to MSCCLPP_NCCL_FALLBACK")
 /* clang-format on */
 
 #define MSCCLPP_PARAM_FIELD_INT(f) int64_t f

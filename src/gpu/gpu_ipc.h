@@ -47,6 +47,8 @@ struct mscclppGpuPtrInfo {
   int device;          /* owning device of device memory, else -1 */
   uintptr_t allocBase; /* device kinds: the allocation (or mapping) holding ptr */
   size_t allocSize;
+  uint64_t bufferId;   /* device kinds: the driver's id of the allocation, unique in the process's life
+                          (an address reused by a later allocation gets another id); 0 otherwise */
 };
 
 /* Classify `ptr`. Without CUDA (or a device) every pointer is

@@ -273,6 +273,10 @@ mscclppResult_t mscclppGpuIpcQueryPointer(const void* ptr, struct mscclppGpuPtrI
   if (r != CUDA_SUCCESS) return cuFail(r, "cuMemGetAddressRange");
   info->allocBase = (uintptr_t)base;
   info->allocSize = size;
+  unsigned long long id = 0;
+  r = d->pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)ptr);
+  if (r != CUDA_SUCCESS) return cuFail(r, "cuPointerGetAttribute(BUFFER_ID)");
+  info->bufferId = (uint64_t)id;
   /* cudaMalloc memory is legacy-IPC capable; only ask cuMem about the rest, so
    * that no failing driver call is made (compute-sanitizer reports those). */
   int legacyIpc = 0;

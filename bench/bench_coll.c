@@ -1,0 +1,176 @@
+/*
+ * GPU collectives against the HBM roofline and MSCCL++ (../shared/ANCHORS.md),
+ * in one run:  mscclpp-run -n N --mps -- bench_coll [maxBytes]
+ *
+ * 1. the roofline: a 1 GiB device-to-device cudaMemcpyAsync, timed here
+ *    (bytes read + written per second);
+ * 2. allreduce and allgather, fp32 sum, 1 KiB .. maxBytes (256 MiB default)
+ *    per rank, out of place: time per call from CUDA events around 20 calls
+ *    launched one by one ("stream"), and around one CUDA-graph replay of 20
+ *    captured calls ("graph": the kernels' own time, without the host's
+ *    launch cost); the host launch cost per call is printed apart. The
+ *    roofline time for k ranks sharing one GPU: allreduce 2·k·S / B,
+ *    allgather (k+1)·S / B, with S the bytes of each rank's output
+ *    (allgather) or input (allreduce) and B the copy's bytes per second.
+ *    algbw = S / time, as nccl-tests.
+ * Every rank times itself; rank 0 prints the slowest rank's figures.
+ */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mscclpp/coll.h"
+#include "mscclpp/comm.h"
+
+#define CUDA_OK(x)                                                                       \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+#define RES_OK(x)                                                                              \
+  do {                                                                                         \
+    mscclppResult_t r_ = (x);                                                                  \
+    if (r_ != mscclppSuccess) {                                                                \
+      fprintf(stderr, "%s:%d %s: %d %s\n", __FILE__, __LINE__, #x, r_, mscclppGetLastError()); \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+static double nowUs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static mscclppComm_t comm;
+static int rank_, nranks_;
+
+static double maxOver(double v) {
+  double* all = calloc((size_t)nranks_, sizeof(double));
+  all[rank_] = v;
+  RES_OK(mscclppBootstrapAllGather(comm, all, sizeof(double)));
+  double m = 0;
+  for (int i = 0; i < nranks_; i++) m = all[i] > m ? all[i] : m;
+  free(all);
+  return m;
+}
+
+static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s) {
+  if (ag)
+    RES_OK(mscclppAllGather(in, out, bytes / (size_t)nranks_ / 4, mscclppFloat32, comm, s));
+  else
+    RES_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
+}
+
+int main(int argc, char** argv) {
+  size_t maxBytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIPPED: no GPU\n");
+    return 77;
+  }
+  const char* lr = getenv("MSCCLPP_LOCAL_RANK");
+  CUDA_OK(cudaSetDevice((lr ? atoi(lr) : 0) % ndev));
+  RES_OK(mscclppCommInitFromEnv(&comm));
+  mscclppCommRank(comm, &rank_);
+  mscclppCommSize(comm, &nranks_);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+
+  /* 1. roofline (rank 0 alone, the others wait) */
+  double copyBps = 0;
+  if (rank_ == 0) {
+    size_t n = (size_t)1 << 30;
+    void *a, *b;
+    CUDA_OK(cudaMalloc(&a, n));
+    CUDA_OK(cudaMalloc(&b, n));
+    CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+    CUDA_OK(cudaEventRecord(e0, s));
+    for (int i = 0; i < 10; i++) CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    copyBps = 2.0 * n * 10 / (ms / 1e3);
+    CUDA_OK(cudaFree(a));
+    CUDA_OK(cudaFree(b));
+  }
+  copyBps = maxOver(copyBps);
+  if (rank_ == 0)
+    printf("roofline: device-to-device copy of 1 GiB: %.2f TB/s counting bytes read + written\n", copyBps / 1e12);
+
+  size_t allocIn = maxBytes, allocOut = maxBytes;
+  void *in, *out;
+  CUDA_OK(cudaMalloc(&in, allocIn));
+  CUDA_OK(cudaMalloc(&out, allocOut));
+  CUDA_OK(cudaMemset(in, 0, allocIn));
+  const int iters = 20;
+  for (int ag = 0; ag < 2; ag++) {
+    if (rank_ == 0)
+      printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s\n",
+             ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)",
+             nranks_, "bytes", "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.");
+    for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 2) {
+      /* warm-up (first call of a size maps the buffers) */
+      for (int i = 0; i < 3; i++) call(ag, in, out, bytes, s);
+      CUDA_OK(cudaStreamSynchronize(s));
+      RES_OK(mscclppBootstrapBarrier(comm));
+      double h0 = nowUs();
+      CUDA_OK(cudaEventRecord(e0, s));
+      for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
+      double launchUs = (nowUs() - h0) / iters;
+      CUDA_OK(cudaEventRecord(e1, s));
+      CUDA_OK(cudaEventSynchronize(e1));
+      float ms;
+      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+      double streamUs = ms * 1e3 / iters;
+      /* graph */
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
+      CUDA_OK(cudaStreamEndCapture(s, &g));
+      CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+      CUDA_OK(cudaGraphLaunch(ge, s));
+      CUDA_OK(cudaStreamSynchronize(s));
+      RES_OK(mscclppBootstrapBarrier(comm));
+      CUDA_OK(cudaEventRecord(e0, s));
+      CUDA_OK(cudaGraphLaunch(ge, s));
+      CUDA_OK(cudaEventRecord(e1, s));
+      CUDA_OK(cudaEventSynchronize(e1));
+      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+      double graphUs = ms * 1e3 / iters;
+      CUDA_OK(cudaGraphExecDestroy(ge));
+      CUDA_OK(cudaGraphDestroy(g));
+      mscclppResult_t async;
+      mscclppCommGetAsyncError(comm, &async);
+      if (async != mscclppSuccess) {
+        fprintf(stderr, "rank %d: async error %d: %s\n", rank_, async, mscclppGetLastError());
+        return 1;
+      }
+      streamUs = maxOver(streamUs);
+      graphUs = maxOver(graphUs);
+      launchUs = maxOver(launchUs);
+      double k = nranks_;
+      double roof = ag ? (k + 1) * bytes / copyBps * 1e6 : 2 * k * bytes / copyBps * 1e6;
+      double best = graphUs < streamUs ? graphUs : streamUs;
+      double algbw = bytes / (best * 1e-6) / 1e9;
+      if (rank_ == 0)
+        printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%\n", bytes, streamUs, graphUs, launchUs, algbw, roof,
+               100.0 * roof / best);
+    }
+  }
+  CUDA_OK(cudaFree(in));
+  CUDA_OK(cudaFree(out));
+  RES_OK(mscclppCommDestroy(comm));
+  return 0;
+}

@@ -1,0 +1,142 @@
+/*
+ * mscclpp collectives: allreduce, allgather, reduce-scatter, broadcast,
+ * reduce, all-to-all and send/recv, called from the host like NCCL's.
+ *
+ * On a GPU communicator (one made where a CUDA device is current) the
+ * buffers are device memory and each call is enqueued on `stream`: it
+ * returns once the work is enqueued, with no host synchronization, and may
+ * be captured in a CUDA graph (replay it as often as you like). On the host
+ * backend (no GPU) buffers are host memory, `stream` is ignored and each
+ * call returns when this rank's part is complete.
+ *
+ * Every rank of the communicator calls the same collectives in the same
+ * order (send/recv: matching pairs, in the same order per pair). Buffers may
+ * start at any address aligned to their element size; counts need not be
+ * multiples of anything (0 is allowed and does nothing). In-place is
+ * sendbuff == recvbuff for allreduce, broadcast, reduce, and the usual NCCL
+ * positions for allgather (sendbuff == recvbuff + rank * sendcount elements)
+ * and reduce-scatter (sendbuff + rank * recvcount elements == recvbuff).
+ *
+ * Algorithms: several per collective; a rule picks one by size, rank count
+ * and topology. MSCCLPP_ALGO ("allreduce=ll,allgather=direct") forces one
+ * for experiments; mscclppCollAlgoNames lists them.
+ *
+ * Errors: mscclppInvalidArgument (NULL comm, bad type/op/root/peer, NULL
+ * buffer with count > 0, misaligned buffer; the message names the value),
+ * mscclppInvalidUsage (a collective this build cannot run on this
+ * communicator, e.g. ranks on several hosts before the network transport),
+ * mscclppRemoteError / mscclppTimeout / mscclppAborted (a peer was lost or
+ * a wait timed out; on a GPU these are reported by mscclppCommGetAsyncError,
+ * as the kernel fails after the call returned), mscclppUnhandledCudaError.
+ */
+#ifndef MSCCLPP_COLL_H_
+#define MSCCLPP_COLL_H_
+
+#include <stddef.h>
+
+#include "mscclpp/comm.h"
+#include "mscclpp/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t without including the CUDA headers (same type). NULL is the
+ * legacy default stream, as in CUDA. */
+struct CUstream_st;
+typedef struct CUstream_st* mscclppStream_t;
+
+/* Element types, with NCCL's values. */
+typedef enum {
+  mscclppInt8 = 0,
+  mscclppUint8 = 1,
+  mscclppInt32 = 2,
+  mscclppUint32 = 3,
+  mscclppInt64 = 4,
+  mscclppUint64 = 5,
+  mscclppFloat16 = 6,
+  mscclppFloat32 = 7,
+  mscclppFloat64 = 8,
+  mscclppBfloat16 = 9,
+  mscclppFloat8e4m3 = 10,
+  mscclppFloat8e5m2 = 11,
+  mscclppNumTypes = 12
+} mscclppDataType_t;
+
+/* Reduction operators, with NCCL's values. Avg is the sum divided by the
+ * number of ranks (integers: truncating division of the sum). */
+typedef enum {
+  mscclppSum = 0,
+  mscclppProd = 1,
+  mscclppMax = 2,
+  mscclppMin = 3,
+  mscclppAvg = 4,
+  mscclppNumOps = 5
+} mscclppRedOp_t;
+
+/* Size in bytes of one element (0 for a value out of range), and short
+ * fixed names ("float32", "sum"; "unknown" out of range). */
+MSCCLPP_API size_t mscclppDataTypeSize(mscclppDataType_t datatype);
+MSCCLPP_API const char* mscclppDataTypeName(mscclppDataType_t datatype);
+MSCCLPP_API const char* mscclppRedOpName(mscclppRedOp_t op);
+
+/* recvbuff[i] = op over ranks of sendbuff[i], for i < count, on every rank. */
+MSCCLPP_API mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                             mscclppDataType_t datatype, mscclppRedOp_t op, mscclppComm_t comm,
+                                             mscclppStream_t stream);
+
+/* recvbuff[r * sendcount + i] = sendbuff of rank r [i]. */
+MSCCLPP_API mscclppResult_t mscclppAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                             mscclppDataType_t datatype, mscclppComm_t comm, mscclppStream_t stream);
+
+/* recvbuff[i] = op over ranks of sendbuff[rank * recvcount + i]. */
+MSCCLPP_API mscclppResult_t mscclppReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                 mscclppDataType_t datatype, mscclppRedOp_t op, mscclppComm_t comm,
+                                                 mscclppStream_t stream);
+
+/* recvbuff = root's sendbuff on every rank (sendbuff is read on the root
+ * only and may be NULL elsewhere). */
+MSCCLPP_API mscclppResult_t mscclppBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                             mscclppDataType_t datatype, int root, mscclppComm_t comm,
+                                             mscclppStream_t stream);
+
+/* The root's recvbuff[i] = op over ranks of sendbuff[i] (recvbuff is
+ * written on the root only and may be NULL elsewhere). */
+MSCCLPP_API mscclppResult_t mscclppReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          mscclppDataType_t datatype, mscclppRedOp_t op, int root, mscclppComm_t comm,
+                                          mscclppStream_t stream);
+
+/* recvbuff[r * count + i] = sendbuff of rank r [rank * count + i]: `count`
+ * elements to and from each rank. Not in place. */
+MSCCLPP_API mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                            mscclppDataType_t datatype, mscclppComm_t comm, mscclppStream_t stream);
+
+/* Point to point: `count` elements from this rank's sendbuff to `peer`'s
+ * recvbuff (peer may be this rank). Outside a group each call is a
+ * blocking pair as in NCCL: the matching call must come on the peer. Inside
+ * mscclppGroupStart/End, every send and recv of the group is enqueued as
+ * one launch at GroupEnd, in any pattern (rings, all-to-all) without
+ * deadlock. */
+MSCCLPP_API mscclppResult_t mscclppSend(const void* sendbuff, size_t count, mscclppDataType_t datatype, int peer,
+                                        mscclppComm_t comm, mscclppStream_t stream);
+MSCCLPP_API mscclppResult_t mscclppRecv(void* recvbuff, size_t count, mscclppDataType_t datatype, int peer,
+                                        mscclppComm_t comm, mscclppStream_t stream);
+
+/* Group send/recv calls of this thread (they nest; the outermost End
+ * launches). All operations of one group use one communicator and one
+ * stream (mscclppInvalidUsage otherwise, reported at End). Collectives
+ * inside a group run when called. End returns the first error of the
+ * group's operations. */
+MSCCLPP_API mscclppResult_t mscclppGroupStart(void);
+MSCCLPP_API mscclppResult_t mscclppGroupEnd(void);
+
+/* The algorithms of collective `coll` ("allreduce", "allgather",
+ * "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv") as a
+ * comma-separated list, for MSCCLPP_ALGO; NULL for an unknown name. */
+MSCCLPP_API const char* mscclppCollAlgoNames(const char* coll);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_COLL_H_ */

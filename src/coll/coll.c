@@ -1,0 +1,279 @@
+/*
+ * The collective API: argument checks, groups of send/recv, MSCCLPP_ALGO,
+ * and the choice of backend (coll.h).
+ */
+#include "coll/coll.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/gpu_ipc.h"
+
+static const char* const kindNames[MSCCLPP_COLL_KINDS] = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                                          "reduce",    "alltoall",  "sendrecv"};
+
+/* The algorithms each collective has on the GPU (the host backend has one
+ * per collective and ignores the choice). Keep in step with coll_gpu.c. */
+static const char* const algoNames[MSCCLPP_COLL_KINDS] = {
+    "packet,rsag", "packet,direct", "packet,direct", "packet,direct", "packet,direct", "direct", "direct"};
+
+const char* mscclppCollKindName(mscclppCollKind kind) {
+  return (unsigned)kind < MSCCLPP_COLL_KINDS ? kindNames[kind] : "unknown";
+}
+
+const char* mscclppCollAlgoNames(const char* coll) {
+  if (coll == NULL) return NULL;
+  for (int k = 0; k < MSCCLPP_COLL_KINDS; k++)
+    if (strcmp(coll, kindNames[k]) == 0) return algoNames[k];
+  return NULL;
+}
+
+static const size_t typeSizes[mscclppNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+static const char* const typeNames[mscclppNumTypes] = {"int8",    "uint8",   "int32",    "uint32",
+                                                       "int64",   "uint64",  "float16",  "float32",
+                                                       "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
+static const char* const opNames[mscclppNumOps] = {"sum", "prod", "max", "min", "avg"};
+
+size_t mscclppDataTypeSize(mscclppDataType_t datatype) {
+  return (unsigned)datatype < mscclppNumTypes ? typeSizes[datatype] : 0;
+}
+const char* mscclppDataTypeName(mscclppDataType_t datatype) {
+  return (unsigned)datatype < mscclppNumTypes ? typeNames[datatype] : "unknown";
+}
+const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppNumOps ? opNames[op] : "unknown"; }
+
+/* MSCCLPP_ALGO's entry for `kind` ("allreduce=rsag,allgather=packet"), copied
+ * into buf; NULL when the variable names none. An unknown collective or
+ * algorithm is an error naming it. */
+static mscclppResult_t forcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
+                                  const char** algo) {
+  *algo = NULL;
+  const char* s = comm->params.algo;
+  while (*s != '\0') {
+    const char* end = strchr(s, ',');
+    size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
+    const char* eq = memchr(s, '=', len);
+    if (eq == NULL)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "MSCCLPP_ALGO=\"%s\": entry \"%.*s\" is not collective=algorithm", comm->params.algo,
+                        (int)len, s);
+    size_t klen = (size_t)(eq - s), alen = len - klen - 1;
+    int k = -1;
+    for (int i = 0; i < MSCCLPP_COLL_KINDS; i++)
+      if (strlen(kindNames[i]) == klen && memcmp(kindNames[i], s, klen) == 0) k = i;
+    if (k < 0)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "MSCCLPP_ALGO=\"%s\": unknown collective \"%.*s\" (allreduce, allgather, reducescatter, "
+                        "broadcast, reduce, alltoall, sendrecv)",
+                        comm->params.algo, (int)klen, s);
+    /* the algorithm must be one of the collective's */
+    const char* names = algoNames[k];
+    int known = 0;
+    for (const char* n = names; *n != '\0';) {
+      const char* ne = strchr(n, ',');
+      size_t nl = ne != NULL ? (size_t)(ne - n) : strlen(n);
+      if (nl == alen && memcmp(n, eq + 1, alen) == 0) known = 1;
+      n += nl + (ne != NULL);
+    }
+    if (!known)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "MSCCLPP_ALGO=\"%s\": %s has no algorithm \"%.*s\" (it has: %s)", comm->params.algo,
+                        kindNames[k], (int)alen, eq + 1, names);
+    if (k == (int)kind) {
+      if (alen >= bufSize) alen = bufSize - 1;
+      memcpy(buf, eq + 1, alen);
+      buf[alen] = '\0';
+      *algo = buf;
+    }
+    s += len + (end != NULL);
+  }
+  return mscclppSuccess;
+}
+
+static int useGpu(const struct mscclppComm* comm) {
+#ifdef MSCCLPP_HAVE_CUDA
+  (void)comm;
+  return mscclppGpuIpcAvailable();
+#else
+  (void)comm;
+  return 0;
+#endif
+}
+
+static void collRelease(struct mscclppComm* comm) {
+  mscclppCollHostRelease(comm);
+  mscclppCollGpuRelease(comm);
+}
+
+static mscclppResult_t checkBuf(const char* fn, const char* what, const void* p, size_t count, size_t typeSize) {
+  if (count == 0) return mscclppSuccess;
+  if (p == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s is NULL", fn, what);
+  if ((uintptr_t)p % typeSize != 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s %p is not aligned to its %zu-byte elements",
+                      fn, what, p, typeSize);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t checkCommon(const char* fn, struct mscclppComm* comm, mscclppDataType_t type, size_t* typeSize) {
+  if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: comm is NULL", fn);
+  if ((unsigned)type >= mscclppNumTypes)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: unknown data type %d", fn, (int)type);
+  *typeSize = typeSizes[type];
+  if (comm->localNranks != comm->nranks)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "%s: the communicator spans several hosts (%d of %d ranks on this one); collectives across "
+                      "hosts need the network transport, which this build's collectives do not use yet",
+                      fn, comm->localNranks, comm->nranks);
+  if (comm->collRelease == NULL) comm->collRelease = collRelease;
+  return mscclppSuccess;
+}
+
+/* ---- groups ---------------------------------------------------------------------- */
+
+#define GROUP_MAX_OPS 4096
+
+static _Thread_local int groupDepth;
+static _Thread_local int groupCount;
+static _Thread_local struct mscclppComm* groupComm;
+static _Thread_local mscclppStream_t groupStream;
+static _Thread_local mscclppResult_t groupError;
+static _Thread_local struct mscclppCollP2pOp groupOps[GROUP_MAX_OPS];
+
+mscclppResult_t mscclppGroupStart(void) {
+  if (groupDepth == 0) {
+    groupCount = 0;
+    groupComm = NULL;
+    groupStream = NULL;
+    groupError = mscclppSuccess;
+  }
+  groupDepth++;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                              mscclppStream_t stream) {
+  if (nops == 0) return mscclppSuccess;
+  return useGpu(comm) ? mscclppCollGpuP2p(comm, ops, nops, stream) : mscclppCollHostP2p(comm, ops, nops);
+}
+
+mscclppResult_t mscclppGroupEnd(void) {
+  if (groupDepth == 0)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "mscclppGroupEnd without mscclppGroupStart");
+  if (--groupDepth > 0) return mscclppSuccess;
+  mscclppResult_t res = groupError;
+  if (res == mscclppSuccess && groupComm != NULL) res = runP2p(groupComm, groupOps, groupCount, groupStream);
+  groupCount = 0;
+  groupComm = NULL;
+  return res;
+}
+
+static mscclppResult_t p2p(const char* fn, int isSend, void* buf, size_t count, mscclppDataType_t type, int peer,
+                           struct mscclppComm* comm, mscclppStream_t stream) {
+  size_t ts = 1;
+  mscclppResult_t res = checkCommon(fn, comm, type, &ts);
+  if (res == mscclppSuccess) res = checkBuf(fn, isSend ? "sendbuff" : "recvbuff", buf, count, ts);
+  if (res == mscclppSuccess && (peer < 0 || peer >= comm->nranks))
+    res = mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: peer %d is not a rank of 0..%d", fn, peer,
+                     comm->nranks - 1);
+  struct mscclppCollP2pOp op = {isSend, peer, buf, count * ts};
+  if (groupDepth == 0) {
+    if (res != mscclppSuccess) return res;
+    return runP2p(comm, &op, 1, stream);
+  }
+  if (res == mscclppSuccess && groupComm != NULL && (groupComm != comm || groupStream != stream))
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                     "%s: one group's sends and receives must use one communicator and one stream", fn);
+  if (res == mscclppSuccess && groupCount == GROUP_MAX_OPS)
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "%s: more than %d sends and receives in one group", fn,
+                     GROUP_MAX_OPS);
+  if (res != mscclppSuccess) {
+    if (groupError == mscclppSuccess) groupError = res;
+    return res;
+  }
+  groupComm = comm;
+  groupStream = stream;
+  groupOps[groupCount++] = op;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppSend(const void* sendbuff, size_t count, mscclppDataType_t datatype, int peer,
+                            mscclppComm_t comm, mscclppStream_t stream) {
+  return p2p("mscclppSend", 1, (void*)(uintptr_t)sendbuff, count, datatype, peer, comm, stream);
+}
+
+mscclppResult_t mscclppRecv(void* recvbuff, size_t count, mscclppDataType_t datatype, int peer, mscclppComm_t comm,
+                            mscclppStream_t stream) {
+  return p2p("mscclppRecv", 0, recvbuff, count, datatype, peer, comm, stream);
+}
+
+/* ---- collectives ----------------------------------------------------------------- */
+
+static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct mscclppComm* comm, size_t sendElems,
+                           size_t recvElems, int needSend, int needRecv) {
+  MSCCLPP_RETURN_ON_ERROR(checkCommon(fn, comm, a->type, &a->typeSize));
+  if ((unsigned)a->op >= mscclppNumOps)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: unknown reduction operator %d", fn, (int)a->op);
+  if (a->root < 0 || a->root >= comm->nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: root %d is not a rank of 0..%d", fn, a->root,
+                      comm->nranks - 1);
+  if (a->count > SIZE_MAX / a->typeSize / (size_t)comm->nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: count %zu is too large", fn, a->count);
+  if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
+  if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
+  if (a->kind == MSCCLPP_COLL_ALLTOALL && a->count > 0 && a->send == a->recv)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: all-to-all cannot run in place", fn);
+  char buf[64];
+  MSCCLPP_RETURN_ON_ERROR(forcedAlgo(comm, a->kind, buf, sizeof(buf), &a->algo));
+  if (a->count == 0) return mscclppSuccess;
+  return useGpu(comm) ? mscclppCollGpuRun(comm, a) : mscclppCollHostRun(comm, a);
+}
+
+#define COLL_ARGS(k, s, r, c, t, o, rt, st) {(k), (s), (r), (c), (t), 0, (o), (rt), (st), NULL}
+
+mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
+                                 mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
+  struct mscclppCollArgs a = COLL_ARGS(MSCCLPP_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
+  return run("mscclppAllReduce", &a, comm, count, count, 1, 1);
+}
+
+mscclppResult_t mscclppAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, mscclppDataType_t datatype,
+                                 mscclppComm_t comm, mscclppStream_t stream) {
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, mscclppSum, 0, stream);
+  size_t n = comm != NULL ? (size_t)comm->nranks : 1;
+  return run("mscclppAllGather", &a, comm, sendcount, sendcount * n, 1, 1);
+}
+
+mscclppResult_t mscclppReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     mscclppDataType_t datatype, mscclppRedOp_t op, mscclppComm_t comm,
+                                     mscclppStream_t stream) {
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, stream);
+  size_t n = comm != NULL ? (size_t)comm->nranks : 1;
+  return run("mscclppReduceScatter", &a, comm, recvcount * n, recvcount, 1, 1);
+}
+
+mscclppResult_t mscclppBroadcast(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
+                                 int root, mscclppComm_t comm, mscclppStream_t stream) {
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, mscclppSum, root, stream);
+  int isRoot = comm != NULL && comm->rank == root;
+  return run("mscclppBroadcast", &a, comm, count, count, isRoot, 1);
+}
+
+mscclppResult_t mscclppReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
+                              mscclppRedOp_t op, int root, mscclppComm_t comm, mscclppStream_t stream) {
+  struct mscclppCollArgs a = COLL_ARGS(MSCCLPP_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
+  int isRoot = comm != NULL && comm->rank == root;
+  return run("mscclppReduce", &a, comm, count, count, 1, isRoot);
+}
+
+mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
+                                mscclppComm_t comm, mscclppStream_t stream) {
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, mscclppSum, 0, stream);
+  size_t n = comm != NULL ? (size_t)comm->nranks : 1;
+  return run("mscclppAllToAll", &a, comm, count * n, count * n, 1, 1);
+}

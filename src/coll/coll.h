@@ -1,0 +1,63 @@
+/*
+ * The collective layer's inside: what the API (coll.c) hands to a backend.
+ *
+ * coll.c checks the arguments, resolves groups of send/recv, picks the
+ * backend (the GPU when the communicator has a device, else the host
+ * backend) and calls it with one mscclppCollArgs (a collective) or a list
+ * of mscclppCollP2pOp (a group of sends and receives). A backend keeps its
+ * per-communicator state (scratch memory, channels to every peer, round
+ * counters) behind comm->collHost / comm->collGpu, made on first use, which
+ * every rank reaches at the same collective call; comm destruction calls
+ * mscclppCollRelease.
+ */
+#ifndef MSCCLPP_SRC_COLL_COLL_H_
+#define MSCCLPP_SRC_COLL_COLL_H_
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "mscclpp/coll.h"
+
+#include "coll/coll_kind.h"
+
+/* "allreduce", ... as MSCCLPP_ALGO and mscclppCollAlgoNames spell them. */
+const char* mscclppCollKindName(mscclppCollKind kind);
+
+/* One collective call, checked. `count` is the API's count argument (per
+ * rank for allgather/alltoall, the output's for reduce-scatter). */
+struct mscclppCollArgs {
+  mscclppCollKind kind;
+  const void* send;
+  void* recv;
+  size_t count;
+  mscclppDataType_t type;
+  size_t typeSize;
+  mscclppRedOp_t op; /* mscclppSum for the copy-only collectives */
+  int root;          /* broadcast, reduce; 0 otherwise */
+  mscclppStream_t stream;
+  const char* algo;  /* MSCCLPP_ALGO's choice for this collective, or NULL */
+};
+
+/* One send or receive of a group (or a lone mscclppSend/Recv). */
+struct mscclppCollP2pOp {
+  int isSend;
+  int peer;
+  void* buf; /* the send buffer (read only) or the receive buffer */
+  size_t bytes;
+};
+
+/* The host backend (coll/coll_host.c): runs the call to completion on this
+ * thread. */
+mscclppResult_t mscclppCollHostRun(struct mscclppComm* comm, const struct mscclppCollArgs* args);
+mscclppResult_t mscclppCollHostP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops);
+void mscclppCollHostRelease(struct mscclppComm* comm);
+
+/* The GPU backend (coll/coll_gpu.c, kernels in coll/coll_kernels.cu): enqueues on the
+ * stream. Built only with CUDA; without it these return
+ * mscclppInvalidUsage. */
+mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* args);
+mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                  mscclppStream_t stream);
+void mscclppCollGpuRelease(struct mscclppComm* comm);
+
+#endif /* MSCCLPP_SRC_COLL_COLL_H_ */

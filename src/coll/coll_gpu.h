@@ -1,0 +1,116 @@
+/*
+ * The GPU backend's shared definitions: what coll_gpu.c (host, C) passes to
+ * the kernels of coll_kernels.cu, and the layout of each rank's scratch.
+ *
+ * Every rank owns one scratch allocation of device memory that every other
+ * rank maps (a memory channel per peer); it holds
+ *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
+ *           p2p counters    ready[rank], ack[rank]
+ *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
+ *   p2p     MAX_RANKS slots (slot q: data from rank q), two halves each
+ * Counters only grow (epochs, rounds, chunk numbers), so nothing is reset
+ * between calls; their running values live in mscclppCollGpuDevState in
+ * device memory, so a CUDA graph replays correctly.
+ *
+ * Algorithms ("direct": zero-copy; every rank's user buffers are mapped into
+ * every other rank through CUDA IPC, see coll_gpu.c):
+ *   allreduce/packet   one kernel, LL16 packets: every rank writes its input
+ *                      into every peer's scratch, then reduces its own copy;
+ *                      chunked through the LL slots for any size
+ *   allreduce/rsag     rank r reduces chunk r of all inputs and writes it into
+ *                      every output (reduce-scatter and allgather fused:
+ *                      each byte read once and written once)
+ *   allgather/direct   rank r writes its input into every output
+ *   reducescatter/direct, reduce/direct, broadcast/direct (chunk r of the
+ *                      root's input to every output), alltoall/direct (pull)
+ *   sendrecv           chunks through the receiver's scratch, two halves,
+ *                      ready/ack counters; one block per (peer, direction)
+ * A direct kernel is: barrier with every peer (their inputs are ready),
+ * work, barrier (every peer is done with this rank's buffers).
+ */
+#ifndef MSCCLPP_SRC_COLL_COLL_GPU_H_
+#define MSCCLPP_SRC_COLL_COLL_GPU_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mscclpp/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSCCLPP_COLL_GPU_MAX_RANKS 8
+#define MSCCLPP_COLL_GPU_MAX_BLOCKS 128
+#define MSCCLPP_COLL_GPU_MAX_P2P 64
+
+/* Scratch layout (byte offsets). */
+#define MSCCLPP_COLL_GPU_BAR_OFF 0
+#define MSCCLPP_COLL_GPU_READY_OFF (MSCCLPP_COLL_GPU_MAX_BLOCKS * MSCCLPP_COLL_GPU_MAX_RANKS * 8)
+#define MSCCLPP_COLL_GPU_ACK_OFF (MSCCLPP_COLL_GPU_READY_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
+#define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
+#define MSCCLPP_COLL_GPU_LL_OFF MSCCLPP_COLL_GPU_FLAGS_BYTES
+
+/* Device-resident counters of one communicator. */
+struct mscclppCollGpuDevState {
+  uint64_t epoch[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* barrier epochs, per block index */
+  uint64_t llRound[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* LL rounds used so far, kept by each block: every
+                                                    packet kernel of a communicator has the same grid,
+                                                    so the copies stay equal, with no atomics */
+  uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks sent to each rank */
+  uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks received from each rank */
+};
+
+enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1 };
+
+struct mscclppCollGpuP2p {
+  int isSend;
+  int peer;
+  uint8_t* buf;
+  uint64_t bytes;
+};
+
+/* Everything one launch needs, by value (kernel parameters). */
+struct mscclppCollGpuLaunch {
+  int kind;  /* mscclppCollKind */
+  int algo;  /* MSCCLPP_COLL_GPU_ALGO_* */
+  int type;  /* mscclppDataType_t (the copy-only collectives pass uint8 and bytes) */
+  int op;    /* mscclppRedOp_t */
+  int rank;
+  int nranks;
+  int root;
+  int vec16; /* every buffer pointer (and every chunk start) is 16-byte aligned */
+  uint64_t count; /* elements (the API's count) */
+  const uint8_t* send[MSCCLPP_COLL_GPU_MAX_RANKS]; /* every rank's input, mapped here (direct) */
+  uint8_t* recv[MSCCLPP_COLL_GPU_MAX_RANKS];       /* every rank's output, mapped here (direct) */
+  uint8_t* scratch[MSCCLPP_COLL_GPU_MAX_RANKS];    /* every rank's scratch, mapped here */
+  struct mscclppCollGpuDevState* state;
+  mscclppWaitContext wait;
+  uint32_t scopeGpu; /* 1: every rank runs on this device (gpu-scope release/acquire) */
+  uint32_t nblocks;
+  uint32_t nthreads;
+  uint32_t pad;
+  uint64_t llSlotBytes;  /* bytes of one LL slot (packets) */
+  uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
+};
+
+/* The operations of one send/recv launch (a second kernel parameter, so
+ * that the other kernels' parameters stay small: launch cost grows with
+ * them). */
+struct mscclppCollGpuP2pList {
+  uint32_t nops;
+  uint32_t pad;
+  struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
+};
+
+/* coll_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
+ * is the op list of a sendrecv launch, NULL otherwise.
+ * mscclppUnhandledCudaError with the launch error's text in *why. */
+mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
+                                      const struct mscclppCollGpuP2pList* p2p, void* stream, const char** why);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_SRC_COLL_COLL_GPU_H_ */

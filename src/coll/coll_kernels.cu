@@ -1,0 +1,545 @@
+/*
+ * The GPU backend's kernels (coll_gpu.h describes the algorithms and the
+ * scratch layout). One body per algorithm: the reducing ones are templates
+ * over the element type T and the operator OP, instantiated by the tables at
+ * the end; the copy-only ones work on bytes.
+ *
+ * Element operators: integers with wrap-around (computed unsigned), float and
+ * double natively, half / bfloat16 / fp8 through float with round-to-nearest
+ * at each step. Avg is the sum, divided by nranks once at the end (integers:
+ * truncating). Every element is reduced by exactly one rank, in rank order,
+ * and copied to the others, so all ranks get bitwise identical results.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "coll/coll_gpu.h"
+#include "coll/coll_kind.h"
+#include "mscclpp/coll.h"
+#include "mscclpp/packet.h"
+
+typedef struct mscclppCollGpuLaunch Launch;
+
+/* ---- element operators ------------------------------------------------------ */
+
+template <typename T>
+struct UnsignedOf {
+  typedef T type;
+};
+template <>
+struct UnsignedOf<int8_t> {
+  typedef uint8_t type;
+};
+template <>
+struct UnsignedOf<int32_t> {
+  typedef uint32_t type;
+};
+template <>
+struct UnsignedOf<int64_t> {
+  typedef uint64_t type;
+};
+
+template <typename T>
+static __device__ __forceinline__ T intApply(T a, T b, int op) {
+  typedef typename UnsignedOf<T>::type UT;
+  switch (op) {
+    case mscclppProd:
+      return (T)((UT)a * (UT)b);
+    case mscclppMax:
+      return a > b ? a : b;
+    case mscclppMin:
+      return a < b ? a : b;
+    default:
+      return (T)((UT)a + (UT)b);
+  }
+}
+
+template <typename F>
+static __device__ __forceinline__ F fltApply(F a, F b, int op) {
+  switch (op) {
+    case mscclppProd:
+      return a * b;
+    case mscclppMax:
+      return a > b ? a : (b > a ? b : (a != a ? a : b)); /* NaN wins */
+    case mscclppMin:
+      return a < b ? a : (b < a ? b : (a != a ? a : b));
+    default:
+      return a + b;
+  }
+}
+
+/* Each type: how to reduce two values and to divide by n. */
+template <typename T>
+struct Op {
+  static __device__ __forceinline__ T apply(T a, T b, int op) { return intApply<T>(a, b, op); }
+  static __device__ __forceinline__ T divide(T a, int n) { return (T)(a / (T)n); }
+};
+template <>
+struct Op<float> {
+  static __device__ __forceinline__ float apply(float a, float b, int op) { return fltApply<float>(a, b, op); }
+  static __device__ __forceinline__ float divide(float a, int n) { return a / (float)n; }
+};
+template <>
+struct Op<double> {
+  static __device__ __forceinline__ double apply(double a, double b, int op) { return fltApply<double>(a, b, op); }
+  static __device__ __forceinline__ double divide(double a, int n) { return a / (double)n; }
+};
+template <>
+struct Op<__half> {
+  static __device__ __forceinline__ __half apply(__half a, __half b, int op) {
+    return __float2half_rn(fltApply<float>(__half2float(a), __half2float(b), op));
+  }
+  static __device__ __forceinline__ __half divide(__half a, int n) {
+    return __float2half_rn(__half2float(a) / (float)n);
+  }
+};
+template <>
+struct Op<__nv_bfloat16> {
+  static __device__ __forceinline__ __nv_bfloat16 apply(__nv_bfloat16 a, __nv_bfloat16 b, int op) {
+    return __float2bfloat16_rn(fltApply<float>(__bfloat162float(a), __bfloat162float(b), op));
+  }
+  static __device__ __forceinline__ __nv_bfloat16 divide(__nv_bfloat16 a, int n) {
+    return __float2bfloat16_rn(__bfloat162float(a) / (float)n);
+  }
+};
+template <>
+struct Op<__nv_fp8_e4m3> {
+  static __device__ __forceinline__ __nv_fp8_e4m3 apply(__nv_fp8_e4m3 a, __nv_fp8_e4m3 b, int op) {
+    return __nv_fp8_e4m3(fltApply<float>((float)a, (float)b, op));
+  }
+  static __device__ __forceinline__ __nv_fp8_e4m3 divide(__nv_fp8_e4m3 a, int n) {
+    return __nv_fp8_e4m3((float)a / (float)n);
+  }
+};
+template <>
+struct Op<__nv_fp8_e5m2> {
+  static __device__ __forceinline__ __nv_fp8_e5m2 apply(__nv_fp8_e5m2 a, __nv_fp8_e5m2 b, int op) {
+    return __nv_fp8_e5m2(fltApply<float>((float)a, (float)b, op));
+  }
+  static __device__ __forceinline__ __nv_fp8_e5m2 divide(__nv_fp8_e5m2 a, int n) {
+    return __nv_fp8_e5m2((float)a / (float)n);
+  }
+};
+
+/* Reduce a word W (uint64_t or uint4) of elements T in place. */
+template <typename T, typename W>
+static __device__ __forceinline__ void wordApply(W& acc, const W& v, int op) {
+  T* a = reinterpret_cast<T*>(&acc);
+  const T* b = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(W) / sizeof(T)); i++) a[i] = Op<T>::apply(a[i], b[i], op);
+}
+template <typename T, typename W>
+static __device__ __forceinline__ void wordDivide(W& acc, int n) {
+  T* a = reinterpret_cast<T*>(&acc);
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(W) / sizeof(T)); i++) a[i] = Op<T>::divide(a[i], n);
+}
+
+/* ---- flags and barriers -------------------------------------------------------- */
+
+static __device__ __forceinline__ void flagStore(const Launch& L, uint64_t* p, uint64_t v) {
+  if (L.scopeGpu)
+    mscclppStoreReleaseGpu64(p, v);
+  else
+    mscclppStoreReleaseSys64(p, v);
+}
+
+/* One step of a bounded wait, cheap while the wait is short: the clock
+ * (%globaltimer) is read every 1024 polls, and the abort flag -- a read of
+ * host memory over PCIe, about a microsecond -- only once the wait has
+ * lasted COLL_WAIT_QUIET_NS; from then on every 1024 polls. A timeout is
+ * recorded as a device semaphore timeout with `value` and raises the abort
+ * flag (mscclppWaitStep's contract). */
+#define COLL_WAIT_QUIET_NS 20000ull
+struct CollWait {
+  uint64_t start;
+  uint32_t spins;
+};
+static __device__ __forceinline__ mscclppResult_t collWaitStep(const Launch& L, CollWait* w, uint64_t value) {
+  if ((++w->spins & 1023u) != 0) return mscclppSuccess;
+  uint64_t now = mscclppClockNs();
+  if (w->start == 0) {
+    w->start = now;
+    return mscclppSuccess;
+  }
+  uint64_t waited = now - w->start;
+  if (waited < COLL_WAIT_QUIET_NS) return mscclppSuccess;
+  if (mscclppLoadRelaxedSys32(L.wait.abortFlag) != 0) return mscclppAborted;
+  if (waited > L.wait.timeoutNs) {
+    mscclppDeviceRaise(&L.wait, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, 0, value);
+    return mscclppTimeout;
+  }
+  return mscclppSuccess;
+}
+
+/* Spin until *p >= v (bounded, abortable), then acquire. */
+static __device__ mscclppResult_t flagWait(const Launch& L, const uint64_t* p, uint64_t v) {
+  CollWait w = {0, 0};
+  while (mscclppLoadRelaxedSys64(p) < v) {
+    mscclppResult_t r = collWaitStep(L, &w, v);
+    if (r != mscclppSuccess) return r;
+  }
+  if (L.scopeGpu)
+    (void)mscclppLoadAcquireGpu64(p);
+  else
+    (void)mscclppLoadAcquireSys64(p);
+  return mscclppSuccess;
+}
+
+static __device__ __forceinline__ uint64_t* barFlag(const Launch& L, int owner, int block, int from) {
+  return (uint64_t*)(L.scratch[owner] + MSCCLPP_COLL_GPU_BAR_OFF) + (size_t)block * MSCCLPP_COLL_GPU_MAX_RANKS + from;
+}
+
+/* Block-level barrier with the same block of every peer: this block's
+ * earlier writes (to any rank's memory) are visible to the peers' blocks
+ * after theirs return, and theirs to this one. Returns nonzero (in every
+ * thread) when a wait failed. */
+static __device__ int blockBarrier(const Launch& L, uint64_t value) {
+  __syncthreads();
+  int failed = 0;
+  int p = threadIdx.x;
+  if (p < L.nranks && p != L.rank) {
+    flagStore(L, barFlag(L, p, blockIdx.x, L.rank), value);
+    failed = flagWait(L, barFlag(L, L.rank, blockIdx.x, p), value) != mscclppSuccess;
+  }
+  return __syncthreads_or(failed);
+}
+
+/* ---- copies and reductions over ranges ------------------------------------------ */
+
+/* dst[d] = src for d < ndst, `bytes` bytes; vectorized when `vec`. */
+static __device__ void copyToAll(uint8_t* const* dst, int ndst, const uint8_t* src, uint64_t bytes, int vec,
+                                 uint64_t tid, uint64_t nthreads) {
+  uint64_t done = 0;
+  if (vec) {
+    uint64_t nv = bytes / 16;
+    const uint4* s = (const uint4*)src;
+    /* four vectors in flight per thread, then the rest one by one */
+    uint64_t i = tid;
+    for (; i + 3 * nthreads < nv; i += 4 * nthreads) {
+      uint4 v0 = s[i], v1 = s[i + nthreads], v2 = s[i + 2 * nthreads], v3 = s[i + 3 * nthreads];
+      for (int d = 0; d < ndst; d++) {
+        uint4* o = (uint4*)dst[d];
+        o[i] = v0;
+        o[i + nthreads] = v1;
+        o[i + 2 * nthreads] = v2;
+        o[i + 3 * nthreads] = v3;
+      }
+    }
+    for (; i < nv; i += nthreads) {
+      uint4 v = s[i];
+      for (int d = 0; d < ndst; d++) ((uint4*)dst[d])[i] = v;
+    }
+    done = nv * 16;
+  }
+  for (uint64_t i = done + tid; i < bytes; i += nthreads) {
+    uint8_t v = src[i];
+    for (int d = 0; d < ndst; d++) dst[d][i] = v;
+  }
+}
+
+/* dst[d][i] = op over r < nsrc of src[r][i] (in src order), for i < count
+ * elements, then /nranks for avg; vectorized when `vec`. */
+template <typename T>
+static __device__ void reduceToAll(uint8_t* const* dst, int ndst, const uint8_t* const* src, int nsrc, uint64_t count,
+                                   int op, int nranks, int vec, uint64_t tid, uint64_t nthreads) {
+  uint64_t done = 0;
+  if (vec) {
+    const uint64_t per = 16 / sizeof(T);
+    uint64_t nv = count / per;
+    uint64_t i = tid;
+    for (; i + nthreads < nv; i += 2 * nthreads) { /* two vectors in flight per thread */
+      uint4 a0 = ((const uint4*)src[0])[i], a1 = ((const uint4*)src[0])[i + nthreads];
+      for (int r = 1; r < nsrc; r++) {
+        uint4 v0 = ((const uint4*)src[r])[i], v1 = ((const uint4*)src[r])[i + nthreads];
+        wordApply<T, uint4>(a0, v0, op);
+        wordApply<T, uint4>(a1, v1, op);
+      }
+      if (op == mscclppAvg) {
+        wordDivide<T, uint4>(a0, nranks);
+        wordDivide<T, uint4>(a1, nranks);
+      }
+      for (int d = 0; d < ndst; d++) {
+        ((uint4*)dst[d])[i] = a0;
+        ((uint4*)dst[d])[i + nthreads] = a1;
+      }
+    }
+    for (; i < nv; i += nthreads) {
+      uint4 acc = ((const uint4*)src[0])[i];
+      for (int r = 1; r < nsrc; r++) {
+        uint4 v = ((const uint4*)src[r])[i];
+        wordApply<T, uint4>(acc, v, op);
+      }
+      if (op == mscclppAvg) wordDivide<T, uint4>(acc, nranks);
+      for (int d = 0; d < ndst; d++) ((uint4*)dst[d])[i] = acc;
+    }
+    done = nv * per;
+  }
+  for (uint64_t i = done + tid; i < count; i += nthreads) {
+    T acc = ((const T*)src[0])[i];
+    for (int r = 1; r < nsrc; r++) acc = Op<T>::apply(acc, ((const T*)src[r])[i], op);
+    if (op == mscclppAvg) acc = Op<T>::divide(acc, nranks);
+    for (int d = 0; d < ndst; d++) ((T*)dst[d])[i] = acc;
+  }
+}
+
+/* Rank r's share [*b, *e) of n units, each share starting at a multiple of
+ * `align` units. */
+static __device__ __forceinline__ void shareOf(uint64_t n, int nranks, int r, uint64_t align, uint64_t* b,
+                                               uint64_t* e) {
+  uint64_t per = (n + nranks - 1) / nranks;
+  per = (per + align - 1) / align * align;
+  uint64_t lo = per * (uint64_t)r, hi = lo + per;
+  *b = lo < n ? lo : n;
+  *e = hi < n ? hi : n;
+}
+
+/* ---- direct (zero-copy) kernels -------------------------------------------------- */
+
+template <typename T>
+static __device__ void directWork(const Launch& L) {
+  const int k = L.nranks, me = L.rank;
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t ts = sizeof(T);
+  const uint64_t vecElems = 16 / ts;
+  uint8_t* dst[MSCCLPP_COLL_GPU_MAX_RANKS];
+  const uint8_t* src[MSCCLPP_COLL_GPU_MAX_RANKS];
+  uint64_t b, e;
+  switch (L.kind) {
+    case MSCCLPP_COLL_ALLREDUCE: /* rsag: my share of every input, reduced into every output */
+      shareOf(L.count, k, me, vecElems, &b, &e);
+      if (b >= e) return;
+      for (int r = 0; r < k; r++) {
+        src[r] = L.send[r] + b * ts;
+        dst[r] = L.recv[r] + b * ts;
+      }
+      reduceToAll<T>(dst, k, src, k, e - b, L.op, k, L.vec16, tid, nth);
+      return;
+    case MSCCLPP_COLL_REDUCE: /* my share of every input, reduced into the root's output */
+      shareOf(L.count, k, me, vecElems, &b, &e);
+      if (b >= e) return;
+      for (int r = 0; r < k; r++) src[r] = L.send[r] + b * ts;
+      dst[0] = L.recv[L.root] + b * ts;
+      reduceToAll<T>(dst, 1, src, k, e - b, L.op, k, L.vec16, tid, nth);
+      return;
+    case MSCCLPP_COLL_REDUCESCATTER: /* block me of every input into my output */
+      for (int r = 0; r < k; r++) src[r] = L.send[r] + (uint64_t)me * L.count * ts;
+      dst[0] = L.recv[me];
+      reduceToAll<T>(dst, 1, src, k, L.count, L.op, k, L.vec16, tid, nth);
+      return;
+    case MSCCLPP_COLL_ALLGATHER: /* my input into every output (bytes: T is uint8_t) */
+      for (int r = 0; r < k; r++) dst[r] = L.recv[r] + (uint64_t)me * L.count;
+      copyToAll(dst, k, L.send[me], L.count, L.vec16, tid, nth);
+      return;
+    case MSCCLPP_COLL_BROADCAST: /* my share of the root's input into every output */
+      shareOf(L.count, k, me, 16, &b, &e);
+      if (b >= e) return;
+      for (int r = 0; r < k; r++) dst[r] = L.recv[r] + b;
+      copyToAll(dst, k, L.send[L.root] + b, e - b, L.vec16, tid, nth);
+      return;
+    case MSCCLPP_COLL_ALLTOALL: /* block me of every input into my output (pull) */
+      for (int r = 0; r < k; r++) {
+        dst[0] = L.recv[me] + (uint64_t)r * L.count;
+        copyToAll(dst, 1, L.send[r] + (uint64_t)me * L.count, L.count, L.vec16, tid, nth);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024) directKernel(const __grid_constant__ Launch L) {
+  __shared__ uint64_t epoch;
+  if (threadIdx.x == 0) epoch = L.state->epoch[blockIdx.x];
+  __syncthreads();
+  if (blockBarrier(L, epoch + 1)) return;
+  directWork<T>(L);
+  if (blockBarrier(L, epoch + 2)) return;
+  if (threadIdx.x == 0) L.state->epoch[blockIdx.x] = epoch + 2;
+}
+
+/* ---- LL packet allreduce ----------------------------------------------------------- */
+
+static __device__ __forceinline__ mscclppLLPacket16* llSlot(const Launch& L, int owner, int parity, int from) {
+  return (mscclppLLPacket16*)(L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF +
+                              ((uint64_t)parity * L.nranks + from) * L.llSlotBytes);
+}
+
+static __device__ __forceinline__ uint64_t loadWord(const uint8_t* p, uint64_t off, uint64_t bytes, int aligned) {
+  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
+  if (aligned && m == 8) return *(const uint64_t*)(p + off);
+  return mscclppPacketGather(p + off, m);
+}
+
+static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint64_t bytes, uint64_t v, int aligned) {
+  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
+  if (aligned && m == 8) {
+    *(uint64_t*)(p + off) = v;
+    return;
+  }
+  mscclppPacketScatter(p + off, v, m);
+}
+
+/* LL16 one-shot allreduce, chunked through the slots: for each chunk, my
+ * words go to every peer's slot [me], then I reduce (in rank order) my own
+ * words with the peers' packets in my slots. Every packet kernel of a
+ * communicator has the same grid, so the same thread handles the same
+ * packet index in every round of every call, which is what makes two
+ * parities enough (packet.h). */
+template <typename T>
+__global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_constant__ Launch L) {
+  const int k = L.nranks, me = L.rank;
+  const uint64_t bytes = L.count * sizeof(T);
+  const uint64_t npk = (bytes + 7) / 8;
+  const uint64_t per = L.llSlotBytes / 16;
+  const uint64_t nchunks = (npk + per - 1) / per;
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t base = L.state->llRound[blockIdx.x];
+  const uint8_t* in = L.send[me];
+  uint8_t* out = L.recv[me];
+  int failed = 0;
+  for (uint64_t c = 0; c < nchunks && !failed; c++) {
+    const uint64_t round = base + c + 1;
+    const uint32_t flag = (uint32_t)round;
+    const int parity = (int)(round & 1);
+    const uint64_t p0 = c * per;
+    const uint64_t n = npk - p0 < per ? npk - p0 : per;
+    for (uint64_t i = tid; i < n; i += nth) {
+      uint64_t v = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      for (int q = 0; q < k; q++)
+        if (q != me) mscclppLL16Write(llSlot(L, q, parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
+    }
+    for (uint64_t i = tid; i < n && !failed; i += nth) {
+      uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      uint64_t acc = 0;
+      for (int q = 0; q < k; q++) {
+        uint64_t v = mine;
+        if (q != me) {
+          uint32_t d0, d1;
+          const mscclppLLPacket16* pk = llSlot(L, me, parity, q) + i;
+          CollWait w = {0, 0};
+          while (!mscclppLL16TryRead(pk, flag, &d0, &d1)) {
+            if (collWaitStep(L, &w, flag) != mscclppSuccess) {
+              failed = 1;
+              break;
+            }
+          }
+          if (failed) break;
+          v = (uint64_t)d0 | (uint64_t)d1 << 32;
+        }
+        if (q == 0)
+          acc = v;
+        else
+          wordApply<T, uint64_t>(acc, v, L.op);
+      }
+      if (failed) break;
+      if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
+      storeWord(out, (p0 + i) * 8, bytes, acc, L.vec16);
+    }
+  }
+  /* Each block advances its own copy of the round counter (coll_gpu.h). */
+  if (__syncthreads_or(failed)) return;
+  if (threadIdx.x == 0) L.state->llRound[blockIdx.x] = base + nchunks;
+}
+
+/* ---- send/recv --------------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint8_t* p2pSlot(const Launch& L, int owner, int from) {
+  return L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)L.nranks * L.llSlotBytes +
+         (uint64_t)from * L.p2pSlotBytes;
+}
+
+/* Block b serves the b-th distinct (direction, peer) of the op list, its ops
+ * in order. Chunks go through the receiver's slot [sender], alternating its
+ * two halves; ready (at the receiver) and ack (at the sender) count chunks. */
+__global__ void __launch_bounds__(1024)
+    p2pKernel(const __grid_constant__ Launch L, const __grid_constant__ struct mscclppCollGpuP2pList P) {
+  __shared__ int laneSend, lanePeer, failed;
+  if (threadIdx.x == 0) {
+    int seen = -1;
+    laneSend = -1;
+    for (uint32_t i = 0; i < P.nops && seen < (int)blockIdx.x; i++) {
+      int dup = 0;
+      for (uint32_t j = 0; j < i; j++)
+        if (P.ops[j].isSend == P.ops[i].isSend && P.ops[j].peer == P.ops[i].peer) dup = 1;
+      if (!dup && ++seen == (int)blockIdx.x) {
+        laneSend = P.ops[i].isSend;
+        lanePeer = P.ops[i].peer;
+      }
+    }
+    failed = 0;
+  }
+  __syncthreads();
+  if (laneSend < 0) return;
+  const int me = L.rank, peer = lanePeer;
+  const uint64_t half = L.p2pSlotBytes / 2;
+  uint64_t seq = laneSend ? L.state->p2pSent[peer] : L.state->p2pRecv[peer];
+  uint64_t* ready = (uint64_t*)(L.scratch[laneSend ? peer : me] + MSCCLPP_COLL_GPU_READY_OFF) + (laneSend ? me : peer);
+  uint64_t* ack = (uint64_t*)(L.scratch[laneSend ? me : peer] + MSCCLPP_COLL_GPU_ACK_OFF) + (laneSend ? peer : me);
+  for (uint32_t o = 0; o < P.nops; o++) {
+    if (P.ops[o].isSend != laneSend || P.ops[o].peer != peer) continue;
+    const uint64_t bytes = P.ops[o].bytes;
+    for (uint64_t off = 0; off < bytes; off += half) {
+      const uint64_t n = bytes - off < half ? bytes - off : half;
+      const uint64_t c = ++seq;
+      uint8_t* slot = p2pSlot(L, laneSend ? peer : me, laneSend ? me : peer) + (c & 1) * half;
+      int vec = ((((uintptr_t)P.ops[o].buf + off) | (uintptr_t)slot) & 15) == 0;
+      if (laneSend) {
+        if (threadIdx.x == 0 && c > 2 && flagWait(L, ack, c - 2) != mscclppSuccess) failed = 1;
+        __syncthreads();
+        if (failed) return;
+        uint8_t* d[1] = {slot};
+        copyToAll(d, 1, P.ops[o].buf + off, n, vec, threadIdx.x, blockDim.x);
+        __syncthreads();
+        if (threadIdx.x == 0) flagStore(L, ready, c);
+      } else {
+        if (threadIdx.x == 0 && flagWait(L, ready, c) != mscclppSuccess) failed = 1;
+        __syncthreads();
+        if (failed) return;
+        uint8_t* d[1] = {P.ops[o].buf + off};
+        copyToAll(d, 1, slot, n, vec, threadIdx.x, blockDim.x);
+        __syncthreads();
+        if (threadIdx.x == 0) flagStore(L, ack, c);
+      }
+    }
+  }
+  if (threadIdx.x == 0) {
+    if (laneSend)
+      L.state->p2pSent[peer] = seq;
+    else
+      L.state->p2pRecv[peer] = seq;
+  }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+
+typedef void (*KernelFn)(const Launch);
+
+#define MSCCLPP_COLL_TYPE_TABLE(K)                                                                             \
+  {K<int8_t>,         K<uint8_t>, K<int32_t>, K<uint32_t>,       K<int64_t>,      K<uint64_t>, K<__half>, \
+   K<float>,          K<double>,  K<__nv_bfloat16>, K<__nv_fp8_e4m3>, K<__nv_fp8_e5m2>}
+
+static const KernelFn directKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(directKernel);
+static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
+
+extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
+                                                 const struct mscclppCollGpuP2pList* p2p, void* stream,
+                                                 const char** why) {
+  if (p2p != NULL) {
+    p2pKernel<<<launch->nblocks, launch->nthreads, 0, (cudaStream_t)stream>>>(*launch, *p2p);
+  } else {
+    KernelFn fn = launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET ? packetKernels[launch->type]
+                                                               : directKernels[launch->type];
+    fn<<<launch->nblocks, launch->nthreads, 0, (cudaStream_t)stream>>>(*launch);
+  }
+  cudaError_t err = cudaGetLastError();
+  *why = cudaGetErrorString(err);
+  return err == cudaSuccess ? mscclppSuccess : mscclppUnhandledCudaError;
+}

@@ -1,0 +1,694 @@
+/*
+ * NCCL communicators on mscclpp communicators: unique ids, init (blocking,
+ * nonblocking, inside a group), ncclCommInitAll, split, shrink, finalize,
+ * destroy, abort, queries, error strings and asynchronous errors.
+ *
+ * A join (the mscclpp communicator's creation, then the fallback NCCL's
+ * communicator when MSCCLPP_NCCL_FALLBACK is set) runs on the caller's
+ * thread when blocking and alone, else on a thread of its own
+ * (nonblocking, ncclCommInitAll, grouped inits); its result lands in
+ * comm->initState under comm->lock.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
+#include "mscclpp/port_channel.h"
+#include "nccl/nccl_internal.h"
+
+/* Tags of the new id's messages on the parent's bootstrap. Fixed: messages
+ * of a pair with one tag arrive in order, and a leader sends only to ranks
+ * that take part (and receive), so consecutive splits never mix. */
+#define TAG_SPLIT 0x6e430001
+#define TAG_SHRINK 0x6e430002
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+ncclResult_t ncclFromMscclpp(mscclppResult_t res) {
+  switch (res) {
+    case mscclppSuccess: return ncclSuccess;
+    case mscclppUnhandledCudaError: return ncclUnhandledCudaError;
+    case mscclppSystemError: return ncclSystemError;
+    case mscclppInternalError: return ncclInternalError;
+    case mscclppInvalidArgument: return ncclInvalidArgument;
+    case mscclppInvalidUsage: return ncclInvalidUsage;
+    case mscclppRemoteError: return ncclRemoteError;
+    case mscclppInProgress: return ncclInProgress;
+    case mscclppTimeout: return ncclRemoteError; /* a peer did not answer in MSCCLPP_TIMEOUT */
+    case mscclppAborted: return ncclRemoteError; /* the communicator's work was abandoned */
+    case mscclppNumResults: break;
+  }
+  return ncclInternalError;
+}
+
+ncclResult_t ncclErr(ncclResult_t res, const char* fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  (void)mscclppErr((mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
+  return res;
+}
+
+/* Pass an mscclpp failure up as NCCL's status (already logged and recorded). */
+static ncclResult_t fromM(mscclppResult_t res) { return ncclFromMscclpp(res); }
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the mscclpp developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    case ncclNumResults: break;
+  }
+  return "unknown result code";
+}
+NCCL_PROFILING_ALIAS(ncclGetErrorString);
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  if (comm != NULL && comm->magic == NCCL_COMM_MAGIC) {
+    pthread_mutex_lock(&comm->lock);
+    int has = comm->initError[0] != '\0';
+    pthread_mutex_unlock(&comm->lock);
+    if (has) return comm->initError;
+  }
+  return mscclppGetLastError();
+}
+NCCL_PROFILING_ALIAS(ncclGetLastError);
+
+void ncclResetDebugInit(void) {
+  struct mscclppParams params;
+  if (mscclppParamsLoad(&params) == mscclppSuccess) mscclppLogConfigure(&params);
+}
+NCCL_PROFILING_ALIAS(ncclResetDebugInit);
+/* Exported by NVIDIA's library too; same thing. */
+NCCL_API void ncclResetDebugInitInternal(void);
+void ncclResetDebugInitInternal(void) { ncclResetDebugInit(); }
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == NULL) return ncclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclGetVersion);
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == NULL) return ncclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclppUniqueId), "unique id sizes");
+  mscclppUniqueId id;
+  mscclppResult_t res = mscclppGetUniqueId(&id);
+  if (res != mscclppSuccess) return fromM(res);
+  memcpy(uniqueId->internal, id.internal, sizeof(uniqueId->internal));
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclGetUniqueId);
+
+/* ---- the wrapper -------------------------------------------------------------------- */
+
+ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn) {
+  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (comm->magic != NCCL_COMM_MAGIC)
+    return ncclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
+  return ncclSuccess;
+}
+
+/* Wait until the join has ended (the thread, if any, is joined). */
+static void waitJoined(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  while (comm->joining) pthread_cond_wait(&comm->cond, &comm->lock);
+  int joinIt = comm->joinThreadStarted;
+  comm->joinThreadStarted = 0;
+  pthread_mutex_unlock(&comm->lock);
+  if (joinIt) pthread_join(comm->joinThread, NULL);
+}
+
+ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn) {
+  ncclResult_t res = ncclCommCheck(comm, fn);
+  if (res != ncclSuccess) return res;
+  pthread_mutex_lock(&comm->lock);
+  int notStarted = comm->joining && !comm->joinThreadStarted;
+  pthread_mutex_unlock(&comm->lock);
+  if (notStarted)
+    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; use it after ncclGroupEnd",
+                   fn);
+  waitJoined(comm);
+  pthread_mutex_lock(&comm->lock);
+  ncclResult_t state = comm->initState;
+  int finalized = comm->finalized;
+  pthread_mutex_unlock(&comm->lock);
+  if (state != ncclSuccess)
+    return ncclErr(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
+  if (finalized) return ncclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
+  return ncclSuccess;
+}
+
+static ncclResult_t commNew(int nranks, int rank, int device, int blocking, const char* name,
+                            struct ncclComm** out) {
+  struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof(*c));
+  if (c == NULL) return ncclErr(ncclSystemError, "out of memory for a communicator");
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->cond, NULL);
+  c->magic = NCCL_COMM_MAGIC;
+  c->initState = ncclInProgress;
+  c->nranks = nranks;
+  c->rank = rank;
+  c->device = device;
+  c->blocking = blocking;
+  snprintf(c->name, sizeof(c->name), "%s", name != NULL ? name : "");
+  *out = c;
+  return ncclSuccess;
+}
+
+static void commFree(struct ncclComm* c) {
+  struct ncclRegistration* r = c->regs;
+  while (r != NULL) {
+    struct ncclRegistration* next = r->next;
+    r->magic = 0;
+    free(r);
+    r = next;
+  }
+  c->magic = 0;
+  pthread_cond_destroy(&c->cond);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+/* The CUDA device current on this thread, or the host backend's. */
+static int currentDevice(void) {
+  int dev = MSCCLPP_HOST_BACKEND_DEVICE;
+  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) != mscclppSuccess)
+    dev = MSCCLPP_HOST_BACKEND_DEVICE;
+  return dev;
+}
+
+/* Read what matters of a config: magic checked, fields only within its size
+ * (an older NCCL's smaller struct is accepted). */
+static ncclResult_t readConfig(const ncclConfig_t* config, const char* fn, int defaultBlocking, int* blocking,
+                               const char** name) {
+  *blocking = defaultBlocking;
+  *name = NULL;
+  if (config == NULL) return ncclSuccess;
+  if (config->magic != NCCL_CONFIG_MAGIC)
+    return ncclErr(ncclInvalidArgument,
+                   "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER", fn,
+                   config->magic, NCCL_CONFIG_MAGIC);
+  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+    return ncclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn, config->size);
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return ncclErr(ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", fn, config->blocking);
+    *blocking = config->blocking;
+  }
+  if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(const char*)) *name = config->commName;
+  return ncclSuccess;
+}
+
+/* The join proper: the mscclpp communicator, then the fallback's. Runs on
+ * the caller's thread or a join thread; touches only comm's join fields. */
+static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
+  if (comm->device >= 0) {
+    mscclppResult_t r = mscclppGpuSetDevice(comm->device);
+    if (r != mscclppSuccess) return fromM(r);
+  }
+  mscclppUniqueId id;
+  memcpy(id.internal, comm->id.internal, sizeof(id.internal));
+  mscclppComm_t mc = NULL;
+  mscclppResult_t r = mscclppCommInitRankFromId(&mc, comm->nranks, id, comm->rank);
+  if (r != mscclppSuccess) return fromM(r);
+  struct mscclppParams params;
+  r = mscclppParamsLoad(&params);
+  ncclResult_t res = fromM(r);
+  if (res == ncclSuccess) res = ncclFallbackParseOps(params.ncclFallbackOps, &comm->fallbackOps);
+  if (res == ncclSuccess && params.ncclFallback[0] != '\0') {
+    comm->mc = mc; /* the fallback's id travels on it */
+    res = ncclFallbackCommCreate(comm);
+    comm->mc = NULL;
+  } else if (res == ncclSuccess && comm->fallbackOps != 0) {
+    res = ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\" is set but MSCCLPP_NCCL_FALLBACK is not",
+                  params.ncclFallbackOps);
+  }
+  if (res != ncclSuccess) {
+    (void)mscclppCommDestroy(mc);
+    return res;
+  }
+  MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "ncclComm %p%s%s: rank %d of %d on %s%d%s", (void*)comm, comm->name[0] ? " " : "",
+               comm->name, comm->rank, comm->nranks, comm->device >= 0 ? "device " : "the host backend",
+               comm->device >= 0 ? comm->device : 0, comm->real != NULL ? ", with the fallback NCCL" : "");
+  *mcOut = mc;
+  return ncclSuccess;
+}
+
+/* Record the join's result; free everything if the communicator was
+ * abandoned meanwhile. */
+static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc) {
+  pthread_mutex_lock(&comm->lock);
+  if (res != ncclSuccess) snprintf(comm->initError, sizeof(comm->initError), "%s", mscclppGetLastError());
+  comm->mc = mc;
+  comm->initState = res;
+  comm->joining = 0;
+  int abandoned = comm->abandoned;
+  pthread_cond_broadcast(&comm->cond);
+  pthread_mutex_unlock(&comm->lock);
+  if (abandoned) { /* the thread is detached and nobody else holds comm */
+    if (mc != NULL) {
+      (void)mscclppCommAbort(mc, "ncclCommAbort during initialization");
+      ncclFallbackCommDestroy(comm, 1);
+      (void)mscclppCommDestroy(mc);
+    }
+    commFree(comm);
+  }
+}
+
+static void* joinMain(void* arg) {
+  struct ncclComm* comm = (struct ncclComm*)arg;
+  mscclppComm_t mc = NULL;
+  ncclResult_t res = joinRun(comm, &mc);
+  joinFinish(comm, res, mc);
+  return NULL;
+}
+
+ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  comm->joining = 1;
+  int err = pthread_create(&comm->joinThread, NULL, joinMain, comm);
+  if (err == 0) comm->joinThreadStarted = 1;
+  pthread_mutex_unlock(&comm->lock);
+  if (err != 0) {
+    ncclResult_t res = ncclErr(ncclSystemError, "cannot start the thread that initializes a communicator: %s",
+                               strerror(err));
+    joinFinish(comm, res, NULL);
+    return res;
+  }
+  return ncclSuccess;
+}
+
+/* Join now (blocking), in the background (nonblocking), or at ncclGroupEnd.
+ * On a blocking failure the wrapper is freed and *out untouched. */
+static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
+  if (ncclGroupActive()) {
+    c->joining = 1; /* started by ncclGroupEnd */
+    ncclResult_t res = ncclGroupAddJoin(c);
+    if (res != ncclSuccess) {
+      commFree(c);
+      return res;
+    }
+    *out = c;
+    return ncclSuccess;
+  }
+  if (c->blocking) {
+    mscclppComm_t mc = NULL;
+    ncclResult_t res = joinRun(c, &mc);
+    if (res != ncclSuccess) {
+      commFree(c);
+      return res;
+    }
+    c->mc = mc;
+    c->initState = ncclSuccess;
+    *out = c;
+    return ncclSuccess;
+  }
+  ncclResult_t res = ncclCommJoinStart(c);
+  *out = c; /* its state tells the failure */
+  return res != ncclSuccess ? res : ncclInProgress;
+}
+
+static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank, ncclConfig_t* config,
+                             const char* fn) {
+  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (nranks <= 0) return ncclErr(ncclInvalidArgument, "%s: nranks=%d must be positive", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return ncclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
+  int blocking;
+  const char* name;
+  ncclResult_t res = readConfig(config, fn, 1, &blocking, &name);
+  if (res != ncclSuccess) return res;
+  struct ncclComm* c = NULL;
+  res = commNew(nranks, rank, currentDevice(), blocking, name, &c);
+  if (res != ncclSuccess) return res;
+  c->joinKind = NCCL_JOIN_ID;
+  memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
+  return joinDispatch(c, comm);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  return initRank(comm, nranks, &commId, rank, config, "ncclCommInitRankConfig");
+}
+NCCL_PROFILING_ALIAS(ncclCommInitRankConfig);
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initRank(comm, nranks, &commId, rank, NULL, "ncclCommInitRank");
+}
+NCCL_PROFILING_ALIAS(ncclCommInitRank);
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
+  static const char fn[] = "ncclCommInitRankScalable";
+  if (nId <= 0 || commIds == NULL)
+    return ncclErr(ncclInvalidArgument, "%s: nId=%d ids at %p: at least one id is needed", fn, nId, (void*)commIds);
+  if (nId > 1)
+    MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "%s: %d ids given; mscclpp joins through the first and ignores the others", fn,
+                 nId);
+  return initRank(newcomm, nranks, &commIds[0], myrank, config, fn);
+}
+NCCL_PROFILING_ALIAS(ncclCommInitRankScalable);
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  static const char fn[] = "ncclCommInitAll";
+  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (ndev <= 0) return ncclErr(ncclInvalidArgument, "%s: ndev=%d must be positive", fn, ndev);
+  int ngpus = mscclppGpuIpcAvailable() ? mscclppGpuDeviceCount() : 0;
+  for (int i = 0; i < ndev; i++) {
+    int dev = devlist != NULL ? devlist[i] : i;
+    if (ngpus > 0 && (dev < 0 || dev >= ngpus))
+      return ncclErr(ncclInvalidArgument, "%s: device %d (rank %d) is not one of the %d devices", fn, dev, i, ngpus);
+  }
+  ncclUniqueId id;
+  ncclResult_t res = ncclGetUniqueId(&id);
+  if (res != ncclSuccess) return res;
+  struct ncclComm** made = (struct ncclComm**)calloc((size_t)ndev, sizeof(*made));
+  if (made == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  for (int i = 0; i < ndev && res == ncclSuccess; i++) {
+    int dev = ngpus > 0 ? (devlist != NULL ? devlist[i] : i) : MSCCLPP_HOST_BACKEND_DEVICE;
+    res = commNew(ndev, i, dev, 1, NULL, &made[i]);
+    if (res != ncclSuccess) break;
+    made[i]->joinKind = NCCL_JOIN_ID;
+    memcpy(made[i]->id.internal, id.internal, sizeof(id.internal));
+    res = ncclCommJoinStart(made[i]);
+  }
+  /* wait for every started join (they fail by timeout if one never started) */
+  for (int i = 0; i < ndev; i++) {
+    if (made[i] == NULL) continue;
+    waitJoined(made[i]);
+    if (res == ncclSuccess && made[i]->initState != ncclSuccess) {
+      res = made[i]->initState;
+      (void)ncclErr(res, "%s: rank %d: %s", fn, i, made[i]->initError);
+    }
+  }
+  if (res != ncclSuccess) {
+    for (int i = 0; i < ndev; i++) {
+      if (made[i] == NULL) continue;
+      if (made[i]->mc != NULL) {
+        ncclFallbackCommDestroy(made[i], 1);
+        (void)mscclppCommDestroy(made[i]->mc);
+      }
+      commFree(made[i]);
+    }
+    free(made);
+    return res;
+  }
+  for (int i = 0; i < ndev; i++) comm[i] = made[i];
+  free(made);
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommInitAll);
+
+/* ---- split and shrink ------------------------------------------------------------ */
+
+struct splitEntry {
+  int color;
+  int key;
+  int rank;
+};
+
+static int splitCmp(const void* a, const void* b) {
+  const struct splitEntry* x = (const struct splitEntry*)a;
+  const struct splitEntry* y = (const struct splitEntry*)b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->rank < y->rank ? -1 : (x->rank > y->rank);
+}
+
+/* members[0..n) are parent ranks in new-rank order, this rank at index me:
+ * members[0] makes the id and sends it to the others over the parent. */
+static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, int me, int tag, ncclUniqueId* id,
+                            const char* fn) {
+  if (me == 0) {
+    ncclResult_t res = ncclGetUniqueId(id);
+    if (res != ncclSuccess) return res;
+    for (int i = 1; i < n; i++) {
+      mscclppResult_t r = mscclppBootstrapSend(parent->mc, members[i], tag, id, sizeof(*id));
+      if (r != mscclppSuccess)
+        return ncclErr(fromM(r), "%s: sending the new communicator's id to parent rank %d failed: %s", fn,
+                       members[i], mscclppGetLastError());
+    }
+    return ncclSuccess;
+  }
+  mscclppResult_t r = mscclppBootstrapRecv(parent->mc, members[0], tag, id, sizeof(*id));
+  if (r != mscclppSuccess)
+    return ncclErr(fromM(r), "%s: receiving the new communicator's id from parent rank %d failed: %s", fn, members[0],
+                   mscclppGetLastError());
+  return ncclSuccess;
+}
+
+static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, int n, int newRank,
+                              ncclConfig_t* config, ncclComm_t* newcomm, const char* fn) {
+  int blocking;
+  const char* name;
+  ncclResult_t res = readConfig(config, fn, parent->blocking, &blocking, &name);
+  if (res != ncclSuccess) return res;
+  struct ncclComm* c = NULL;
+  res = commNew(n, newRank, parent->device, blocking, name, &c);
+  if (res != ncclSuccess) return res;
+  c->joinKind = NCCL_JOIN_SPLIT;
+  memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
+  return joinDispatch(c, newcomm);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  static const char fn[] = "ncclCommSplit";
+  ncclResult_t res = ncclCommReady(comm, fn);
+  if (res != ncclSuccess) return res;
+  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return ncclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
+  int n = comm->nranks;
+  struct splitEntry* all = (struct splitEntry*)calloc((size_t)n, sizeof(*all));
+  int* members = (int*)calloc((size_t)n, sizeof(int));
+  if (all == NULL || members == NULL) {
+    free(all);
+    free(members);
+    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  }
+  all[comm->rank].color = color;
+  all[comm->rank].key = key;
+  all[comm->rank].rank = comm->rank;
+  mscclppResult_t r = mscclppBootstrapAllGather(comm->mc, all, sizeof(*all));
+  if (r != mscclppSuccess) {
+    res = ncclErr(fromM(r), "%s: exchanging colors and keys failed: %s", fn, mscclppGetLastError());
+    goto done;
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    *newcomm = NULL;
+    goto done;
+  }
+  /* this color's ranks, by key then parent rank */
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (all[i].color == color) all[m++] = all[i];
+  qsort(all, (size_t)m, sizeof(*all), splitCmp);
+  int me = -1;
+  for (int i = 0; i < m; i++) {
+    members[i] = all[i].rank;
+    if (all[i].rank == comm->rank) me = i;
+  }
+  ncclUniqueId id;
+  res = shareId(comm, members, m, me, TAG_SPLIT, &id, fn);
+  if (res == ncclSuccess) res = childJoin(comm, &id, m, me, config, newcomm, fn);
+done:
+  free(all);
+  free(members);
+  return res;
+}
+NCCL_PROFILING_ALIAS(ncclCommSplit);
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  static const char fn[] = "ncclCommShrink";
+  ncclResult_t res = ncclCommReady(comm, fn);
+  if (res != ncclSuccess) return res;
+  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return ncclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL))
+    return ncclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
+                   (void*)excludeRanksList);
+  int n = comm->nranks;
+  int* members = (int*)calloc((size_t)n, sizeof(int));
+  char* excluded = (char*)calloc((size_t)n, 1);
+  if (members == NULL || excluded == NULL) {
+    free(members);
+    free(excluded);
+    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  }
+  for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
+    int x = excludeRanksList[i];
+    if (x < 0 || x >= n)
+      res = ncclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
+    else if (x == comm->rank)
+      res = ncclErr(ncclInvalidArgument, "%s: this rank (%d) is in the exclude list; excluded ranks do not call it",
+                    fn, x);
+    else
+      excluded[x] = 1;
+  }
+  if (res == ncclSuccess) {
+    mscclppResult_t lost = mscclppSuccess;
+    (void)mscclppCommGetAsyncError(comm->mc, &lost);
+    if (lost != mscclppSuccess)
+      res = ncclErr(ncclInvalidUsage,
+                    "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
+                    "create a new one with ncclGetUniqueId and ncclCommInitRank",
+                    fn, mscclppGetLastError());
+  }
+  if (res == ncclSuccess) {
+    int m = 0, me = -1;
+    for (int i = 0; i < n; i++) {
+      if (excluded[i]) continue;
+      if (i == comm->rank) me = m;
+      members[m++] = i;
+    }
+    ncclUniqueId id;
+    res = shareId(comm, members, m, me, TAG_SHRINK, &id, fn);
+    if (res == ncclSuccess) res = childJoin(comm, &id, m, me, config, newcomm, fn);
+  }
+  free(members);
+  free(excluded);
+  return res;
+}
+NCCL_PROFILING_ALIAS(ncclCommShrink);
+
+/* ---- finalize, destroy, abort ---------------------------------------------------- */
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ncclResult_t res = ncclCommReady(comm, "ncclCommFinalize");
+  if (res != ncclSuccess) return res;
+  pthread_mutex_lock(&comm->lock);
+  comm->finalized = 1;
+  pthread_mutex_unlock(&comm->lock);
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommFinalize);
+
+static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
+  ncclResult_t res = ncclCommCheck(comm, fn);
+  if (res != ncclSuccess) return res;
+  pthread_mutex_lock(&comm->lock);
+  int notStarted = comm->joining && !comm->joinThreadStarted;
+  int joining = comm->joining;
+  if (abort && joining && !notStarted) {
+    /* let the join thread free everything when it ends */
+    comm->abandoned = 1;
+    comm->joinThreadStarted = 0;
+    comm->magic = 0;
+    pthread_detach(comm->joinThread);
+    pthread_mutex_unlock(&comm->lock);
+    return ncclSuccess;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  if (notStarted)
+    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd",
+                   fn);
+  waitJoined(comm);
+  if (comm->mc != NULL) {
+    if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
+    ncclFallbackCommDestroy(comm, abort);
+    mscclppResult_t r = mscclppCommDestroy(comm->mc);
+    if (r != mscclppSuccess) return fromM(r);
+    comm->mc = NULL;
+  }
+  commFree(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return destroyOrAbort(comm, 0, "ncclCommDestroy"); }
+NCCL_PROFILING_ALIAS(ncclCommDestroy);
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess; /* NCCL accepts NULL here */
+  return destroyOrAbort(comm, 1, "ncclCommAbort");
+}
+NCCL_PROFILING_ALIAS(ncclCommAbort);
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ncclResult_t res = ncclCommCheck(comm, "ncclCommRevoke");
+  if (res != ncclSuccess) return res;
+  return ncclErr(ncclInvalidUsage,
+                 "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
+                 revokeFlags);
+}
+NCCL_PROFILING_ALIAS(ncclCommRevoke);
+
+/* ---- queries -------------------------------------------------------------------------- */
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  static const char fn[] = "ncclCommGetAsyncError";
+  ncclResult_t res = ncclCommCheck(comm, fn);
+  if (res != ncclSuccess) return res;
+  if (asyncError == NULL) return ncclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
+  pthread_mutex_lock(&comm->lock);
+  ncclResult_t state = comm->initState;
+  mscclppComm_t mc = comm->mc;
+  pthread_mutex_unlock(&comm->lock);
+  if (state != ncclSuccess) {
+    *asyncError = state;
+    return ncclSuccess;
+  }
+  mscclppResult_t e = mscclppSuccess;
+  mscclppResult_t r = mscclppCommGetAsyncError(mc, &e);
+  if (r != mscclppSuccess) return fromM(r);
+  if (e != mscclppSuccess) {
+    pthread_mutex_lock(&comm->lock);
+    if (comm->initError[0] == '\0') snprintf(comm->initError, sizeof(comm->initError), "%s", mscclppGetLastError());
+    pthread_mutex_unlock(&comm->lock);
+  } else if (comm->real != NULL) {
+    ncclResult_t (*realAsync)(void*, ncclResult_t*) =
+        (ncclResult_t(*)(void*, ncclResult_t*))ncclFallbackSymbol("ncclCommGetAsyncError");
+    ncclResult_t re = ncclSuccess;
+    if (realAsync != NULL && realAsync(comm->real, &re) == ncclSuccess && re != ncclSuccess &&
+        re != ncclInProgress) {
+      *asyncError = re;
+      return ncclSuccess;
+    }
+  }
+  *asyncError = ncclFromMscclpp(e);
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  ncclResult_t res = ncclCommCheck(comm, "ncclCommCount");
+  if (res != ncclSuccess) return res;
+  if (count == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommCount);
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  ncclResult_t res = ncclCommCheck(comm, "ncclCommCuDevice");
+  if (res != ncclSuccess) return res;
+  if (device == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = comm->device;
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommCuDevice);
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  ncclResult_t res = ncclCommCheck(comm, "ncclCommUserRank");
+  if (res != ncclSuccess) return res;
+  if (rank == NULL) return ncclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclCommUserRank);

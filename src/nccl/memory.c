@@ -1,0 +1,161 @@
+/*
+ * ncclMemAlloc / ncclMemFree (cudaMalloc on the current device; zeroed,
+ * page-aligned host memory without a GPU), and buffer and window
+ * registrations. mscclpp's collectives take any buffer (they map or stage
+ * it themselves), so a registration is a record of the range that the
+ * deregistration checks and frees.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/gpu_ipc.h"
+#include "nccl/nccl_internal.h"
+
+#ifdef MSCCLPP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define REG_MAGIC 0x6e63636c72656700ull
+
+/* What ncclMemAlloc handed out (to refuse foreign pointers in ncclMemFree). */
+struct allocation {
+  void* ptr;
+  int onGpu;
+  struct allocation* next;
+};
+static pthread_mutex_t allocLock = PTHREAD_MUTEX_INITIALIZER;
+static struct allocation* allocations;
+
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  static const char fn[] = "ncclMemAlloc";
+  if (ptr == NULL) return ncclErr(ncclInvalidArgument, "%s: ptr is NULL", fn);
+  if (size == 0) return ncclErr(ncclInvalidArgument, "%s: size is 0", fn);
+  struct allocation* a = (struct allocation*)calloc(1, sizeof(*a));
+  if (a == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  void* p = NULL;
+  if (mscclppGpuIpcAvailable()) {
+#ifdef MSCCLPP_HAVE_CUDA
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e != cudaSuccess) {
+      free(a);
+      return ncclErr(ncclUnhandledCudaError, "%s: cudaMalloc(%zu) failed: %s", fn, size, cudaGetErrorString(e));
+    }
+    a->onGpu = 1;
+#endif
+  } else {
+    size_t rounded = (size + 4095) / 4096 * 4096;
+    p = aligned_alloc(4096, rounded);
+    if (p == NULL) {
+      free(a);
+      return ncclErr(ncclSystemError, "%s: out of host memory for %zu bytes", fn, size);
+    }
+    memset(p, 0, rounded);
+  }
+  a->ptr = p;
+  pthread_mutex_lock(&allocLock);
+  a->next = allocations;
+  allocations = a;
+  pthread_mutex_unlock(&allocLock);
+  *ptr = p;
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclMemAlloc);
+
+ncclResult_t ncclMemFree(void* ptr) {
+  if (ptr == NULL) return ncclSuccess;
+  pthread_mutex_lock(&allocLock);
+  struct allocation** pp = &allocations;
+  while (*pp != NULL && (*pp)->ptr != ptr) pp = &(*pp)->next;
+  struct allocation* a = *pp;
+  if (a != NULL) *pp = a->next;
+  pthread_mutex_unlock(&allocLock);
+  if (a == NULL) return ncclErr(ncclInvalidArgument, "ncclMemFree: %p was not returned by ncclMemAlloc", ptr);
+  if (a->onGpu) {
+#ifdef MSCCLPP_HAVE_CUDA
+    cudaError_t e = cudaFree(ptr);
+    free(a);
+    if (e != cudaSuccess)
+      return ncclErr(ncclUnhandledCudaError, "ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
+    return ncclSuccess;
+#endif
+  }
+  free(ptr);
+  free(a);
+  return ncclSuccess;
+}
+NCCL_PROFILING_ALIAS(ncclMemFree);
+
+/* ---- registrations ------------------------------------------------------------------ */
+
+static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int isWindow, int winFlags,
+                           struct ncclRegistration** out, const char* fn) {
+  ncclResult_t res = ncclCommReady(comm, fn);
+  if (res != ncclSuccess) return res;
+  if (buff == NULL) return ncclErr(ncclInvalidArgument, "%s: buff is NULL", fn);
+  if (size == 0) return ncclErr(ncclInvalidArgument, "%s: size is 0", fn);
+  struct ncclRegistration* r = (struct ncclRegistration*)calloc(1, sizeof(*r));
+  if (r == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  r->magic = REG_MAGIC;
+  r->comm = comm;
+  r->buff = buff;
+  r->size = size;
+  r->isWindow = isWindow;
+  r->winFlags = winFlags;
+  pthread_mutex_lock(&comm->lock);
+  r->next = comm->regs;
+  comm->regs = r;
+  pthread_mutex_unlock(&comm->lock);
+  MSCCLPP_TRACE(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu) recorded (mscclpp needs no registration)", fn, buff, size);
+  *out = r;
+  return ncclSuccess;
+}
+
+static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn) {
+  ncclResult_t res = ncclCommCheck(comm, fn);
+  if (res != ncclSuccess) return res;
+  if (handle == NULL) return ncclErr(ncclInvalidArgument, "%s: handle is NULL", fn);
+  pthread_mutex_lock(&comm->lock);
+  struct ncclRegistration** pp = &comm->regs;
+  while (*pp != NULL && (void*)*pp != handle) pp = &(*pp)->next;
+  struct ncclRegistration* r = *pp;
+  if (r != NULL && r->isWindow == isWindow) *pp = r->next;
+  pthread_mutex_unlock(&comm->lock);
+  if (r == NULL || r->isWindow != isWindow)
+    return ncclErr(ncclInvalidArgument, "%s: %p is not a %s of this communicator", fn, handle,
+                   isWindow ? "window" : "registration");
+  r->magic = 0;
+  free(r);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  if (handle == NULL) return ncclErr(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
+  struct ncclRegistration* r = NULL;
+  ncclResult_t res = regAdd(comm, buff, size, 0, 0, &r, "ncclCommRegister");
+  if (res == ncclSuccess) *handle = r;
+  return res;
+}
+NCCL_PROFILING_ALIAS(ncclCommRegister);
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return regRemove(comm, handle, 0, "ncclCommDeregister");
+}
+NCCL_PROFILING_ALIAS(ncclCommDeregister);
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+  if (win == NULL) return ncclErr(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC))
+    return ncclErr(ncclInvalidArgument, "ncclCommWindowRegister: unknown winFlags 0x%x", winFlags);
+  struct ncclRegistration* r = NULL;
+  ncclResult_t res = regAdd(comm, buff, size, 1, winFlags, &r, "ncclCommWindowRegister");
+  if (res == ncclSuccess) *win = (ncclWindow_t)(void*)r;
+  return res;
+}
+NCCL_PROFILING_ALIAS(ncclCommWindowRegister);
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return regRemove(comm, (void*)win, 1, "ncclCommWindowDeregister");
+}
+NCCL_PROFILING_ALIAS(ncclCommWindowDeregister);

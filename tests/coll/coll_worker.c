@@ -1,0 +1,612 @@
+/*
+ * One rank of the collective tests on the host backend, started by
+ * mscclpp-run (GPUs hidden, so this runs the host backend anywhere):
+ *
+ *   coll_worker matrix [maxBytes]
+ *       every collective x type x operator x in/out-of-place, counts 0, 1
+ *       and primes (up to 4099 elements), roots varied, buffers at varied
+ *       element-aligned offsets, output poisoned before each call and guard
+ *       bytes after it; then one large call per collective (about maxBytes
+ *       of output, a prime count). Inputs come from (seed, rank, index) and
+ *       are small integers (sum, max, min, avg), or +-1 and +-2 (prod), so
+ *       every partial result is exact in every type; results are compared
+ *       bitwise with an expected value computed independently in double /
+ *       int64 (integers: wrapped to the type). Avg: integers truncate the
+ *       wrapped sum; floats divide the exact sum by nranks in float (double
+ *       for float64) and round to the type with the library's conversion
+ *       (tested on its own by test_coll_types), also compared bitwise.
+ *   coll_worker p2p
+ *       groups of send/recv: a ring, an all-to-all with a different size
+ *       for every pair (self included), several messages per pair in one
+ *       group (order), blocking send/recv ping-pong, send to self.
+ *   coll_worker p2psubset
+ *       only ranks 0 and 1 send/recv; destroy must not wait for the others.
+ *   coll_worker kill V
+ *       allreduce in a loop; rank V SIGKILLs itself: every survivor's call
+ *       must fail within 10 s with mscclppRemoteError naming rank V, later
+ *       calls fail at once, and destroy works (prints SURVIVOR_OK; see
+ *       tests/bootstrap/test_kill.sh).
+ *   coll_worker mismatch
+ *       rank 0 calls allreduce with another count than the others: a
+ *       receiver of its message reports both sizes (mscclppInvalidUsage),
+ *       and every rank fails (others at MSCCLPP_TIMEOUT, set short).
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll/coll_host_reduce.h"
+#include "harness.h"
+#include "mscclpp/coll.h"
+#include "mscclpp/comm.h"
+
+static int rank = -1, nranks = -1;
+static mscclppComm_t comm;
+static uint64_t seed = 12345;
+static long ncalls;
+
+#define GUARD 64
+#define POISON 0xA5
+
+static double nowSec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Inputs repeat with a prime period (cheap large sizes); no chunk or block
+ * size of the library is a multiple of it. */
+#define PERIOD 65521
+
+static uint64_t hashOf(uint64_t s, int r, size_t i) {
+  return mix(s ^ mix((uint64_t)r * 0x100000001b3ull ^ (uint64_t)(i % PERIOD)));
+}
+
+/* dst[0, unit * PERIOD) is filled: repeat it up to `bytes`. */
+static void replicate(uint8_t* dst, size_t unit, size_t bytes) {
+  size_t have = unit * PERIOD;
+  while (have < bytes) {
+    size_t c = bytes - have < have ? bytes - have : have;
+    memcpy(dst + have, dst, c);
+    have += c;
+  }
+}
+
+static int isUnsigned(int t) { return t == mscclppUint8 || t == mscclppUint32 || t == mscclppUint64; }
+static int isInt(int t) { return t <= mscclppUint64; }
+
+/* The value rank r holds at index i, for operator op: exact in every type. */
+static double valueOf(int t, int op, int r, size_t i) {
+  uint64_t x = hashOf(seed + (uint64_t)op, r, i);
+  if (op == mscclppProd) {
+    double v = (x & 1) ? 2.0 : 1.0;
+    return (!isUnsigned(t) && (x & 2)) ? -v : v;
+  }
+  int range = t == mscclppFloat8e5m2 ? 1 : t == mscclppFloat8e4m3 ? 2 : 8;
+  if (isUnsigned(t)) return (double)(x % (uint64_t)(range + 1));
+  return (double)((int64_t)(x % (uint64_t)(2 * range + 1)) - range);
+}
+
+/* Store v (an integer value, or a float already rounded as wanted) as type t;
+ * integers wrap. */
+static void encode(int t, double v, uint8_t* dst) {
+  uint64_t w = (uint64_t)(int64_t)v;
+  switch (t) {
+    case mscclppInt8:
+    case mscclppUint8: {
+      uint8_t b = (uint8_t)w;
+      memcpy(dst, &b, 1);
+      break;
+    }
+    case mscclppInt32:
+    case mscclppUint32: {
+      uint32_t b = (uint32_t)w;
+      memcpy(dst, &b, 4);
+      break;
+    }
+    case mscclppInt64:
+    case mscclppUint64: memcpy(dst, &w, 8); break;
+    case mscclppFloat16: {
+      uint16_t b = mscclppFloatToHalf((float)v);
+      memcpy(dst, &b, 2);
+      break;
+    }
+    case mscclppBfloat16: {
+      uint16_t b = mscclppFloatToBf16((float)v);
+      memcpy(dst, &b, 2);
+      break;
+    }
+    case mscclppFloat32: {
+      float f = (float)v;
+      memcpy(dst, &f, 4);
+      break;
+    }
+    case mscclppFloat64: memcpy(dst, &v, 8); break;
+    case mscclppFloat8e4m3: *dst = mscclppFloatToFp8e4m3((float)v); break;
+    case mscclppFloat8e5m2: *dst = mscclppFloatToFp8e5m2((float)v); break;
+    default: break;
+  }
+}
+
+/* The wrapped integer of type t holding v, as int64 (signed types) or as
+ * the unsigned value. */
+static int64_t wrapSigned(int t, int64_t v) {
+  switch (t) {
+    case mscclppInt8: return (int8_t)(uint8_t)(uint64_t)v;
+    case mscclppUint8: return (uint8_t)(uint64_t)v;
+    case mscclppInt32: return (int32_t)(uint32_t)(uint64_t)v;
+    case mscclppUint32: return (uint32_t)(uint64_t)v;
+    default: return v;
+  }
+}
+
+static void expectedReduce(int t, int op, size_t i, int nr, uint8_t* dst) {
+  double acc = valueOf(t, op, 0, i);
+  for (int r = 1; r < nr; r++) {
+    double v = valueOf(t, op, r, i);
+    switch (op) {
+      case mscclppProd: acc *= v; break;
+      case mscclppMax: acc = v > acc ? v : acc; break;
+      case mscclppMin: acc = v < acc ? v : acc; break;
+      default: acc += v; break;
+    }
+  }
+  if (op != mscclppAvg) {
+    encode(t, acc, dst);
+  } else if (isInt(t)) {
+    if (t == mscclppUint64) {
+      uint64_t w = (uint64_t)(int64_t)acc / (uint64_t)nr;
+      memcpy(dst, &w, 8);
+    } else {
+      encode(t, (double)(wrapSigned(t, (int64_t)acc) / nr), dst);
+    }
+  } else if (t == mscclppFloat64) {
+    encode(t, acc / nr, dst);
+  } else {
+    encode(t, (double)((float)acc / (float)nr), dst);
+  }
+}
+
+static void fillValues(int t, int op, int r, size_t first, size_t count, uint8_t* dst) {
+  size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
+  for (size_t i = 0; i < count && i < PERIOD; i++) encode(t, valueOf(t, op, r, first + i), dst + i * ts);
+  replicate(dst, ts, count * ts);
+}
+
+static void fillExpected(int t, int op, size_t first, size_t count, uint8_t* dst) {
+  size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
+  for (size_t i = 0; i < count && i < PERIOD; i++) expectedReduce(t, op, first + i, nranks, dst + i * ts);
+  replicate(dst, ts, count * ts);
+}
+
+static void fillBytes(int r, size_t first, size_t bytes, uint8_t* dst) {
+  for (size_t i = 0; i < bytes && i < PERIOD; i++) dst[i] = (uint8_t)hashOf(seed, r, first + i);
+  replicate(dst, 1, bytes);
+}
+
+/* ---- buffers ------------------------------------------------------------------------ */
+
+static uint8_t* bufA; /* send */
+static uint8_t* bufB; /* recv */
+static uint8_t* bufE; /* expected */
+static size_t bufBytes;
+
+static void allocBuffers(size_t bytes) {
+  bufBytes = (bytes + 256 + GUARD + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
+  bufA = aligned_alloc(64, bufBytes);
+  bufB = aligned_alloc(64, bufBytes);
+  bufE = aligned_alloc(64, bufBytes);
+  if (bufA == NULL || bufB == NULL || bufE == NULL) {
+    fprintf(stderr, "rank %d: out of memory\n", rank);
+    exit(1);
+  }
+}
+
+struct caseDesc {
+  const char* coll;
+  int type, op, inplace, root;
+  size_t count;
+};
+
+static void report(const struct caseDesc* c, const char* what, size_t at, const uint8_t* got, const uint8_t* want,
+                   size_t ts) {
+  char g[40] = "", w[40] = "";
+  for (size_t k = 0; k < ts && got != NULL; k++) snprintf(g + 2 * k, 3, "%02x", got[k]);
+  for (size_t k = 0; k < ts && want != NULL; k++) snprintf(w + 2 * k, 3, "%02x", want[k]);
+  fprintf(stderr, "rank %d: FAIL %s %s op %s %s count %zu root %d: %s at byte %zu: got %s expected %s\n", rank,
+          c->coll, mscclppDataTypeName((mscclppDataType_t)c->type), mscclppRedOpName((mscclppRedOp_t)c->op),
+          c->inplace ? "in-place" : "out-of-place", c->count, c->root, what, at, g, w);
+  harnessFailures_++;
+}
+
+/* Compare out (bytes long) with want element-wise, and the guard after it. */
+static int checkOut(const struct caseDesc* c, const uint8_t* out, const uint8_t* want, size_t bytes, size_t ts) {
+  if (memcmp(out, want, bytes) != 0) {
+    for (size_t k = 0; k < bytes; k += ts)
+      if (memcmp(out + k, want + k, ts) != 0) {
+        report(c, "wrong value", k, out + k, want + k, ts);
+        return 0;
+      }
+  }
+  for (size_t k = 0; k < GUARD; k++)
+    if (out[bytes + k] != POISON) {
+      report(c, "guard byte overwritten", bytes + k, out + bytes + k, NULL, 1);
+      return 0;
+    }
+  return 1;
+}
+
+static int callOk(const struct caseDesc* c, mscclppResult_t res) {
+  ncalls++;
+  if (res == mscclppSuccess) return 1;
+  fprintf(stderr, "rank %d: FAIL %s %s op %s count %zu: %s: %s\n", rank, c->coll,
+          mscclppDataTypeName((mscclppDataType_t)c->type), mscclppRedOpName((mscclppRedOp_t)c->op), c->count,
+          mscclppGetErrorString(res), mscclppGetLastError());
+  harnessFailures_++;
+  exit(1); /* the ranks are out of step now */
+}
+
+/* ---- one case per collective ---------------------------------------------------------- */
+
+static void runCase(const char* coll, int t, int op, int inplace, size_t count, int root, size_t offElems) {
+  const size_t ts = mscclppDataTypeSize((mscclppDataType_t)t), cb = count * ts, nr = (size_t)nranks;
+  const size_t off = offElems * ts;
+  struct caseDesc c = {coll, t, op, inplace, root, count};
+  uint8_t* send = bufA + off;
+  uint8_t* recv = bufB + off;
+  if (strcmp(coll, "allreduce") == 0) {
+    fillValues(t, op, rank, 0, count, send);
+    fillExpected(t, op, 0, count, bufE);
+    memset(recv, POISON, cb + GUARD);
+    if (inplace) memcpy(recv, send, cb);
+    if (!callOk(&c, mscclppAllReduce(inplace ? recv : send, recv, count, (mscclppDataType_t)t, (mscclppRedOp_t)op,
+                                     comm, NULL)))
+      return;
+    checkOut(&c, recv, bufE, cb, ts);
+  } else if (strcmp(coll, "reducescatter") == 0) {
+    /* input: nranks blocks of count; block b holds indices b*count.. */
+    memset(recv, POISON, cb * nr + GUARD);
+    uint8_t* in = inplace ? recv : send;
+    fillValues(t, op, rank, 0, count * nr, in);
+    fillExpected(t, op, (size_t)rank * count, count, bufE);
+    uint8_t* out = inplace ? recv + (size_t)rank * cb : recv;
+    if (!inplace) memset(recv, POISON, cb + GUARD);
+    if (!callOk(&c, mscclppReduceScatter(in, out, count, (mscclppDataType_t)t, (mscclppRedOp_t)op, comm, NULL)))
+      return;
+    if (!inplace) {
+      checkOut(&c, out, bufE, cb, ts);
+    } else {
+      /* the other blocks of the buffer are left as they were */
+      if (memcmp(out, bufE, cb) != 0) report(&c, "wrong value (in place)", 0, NULL, NULL, 0);
+      fillValues(t, op, rank, 0, count * nr, bufE);
+      memcpy(bufE + (size_t)rank * cb, out, cb);
+      checkOut(&c, recv, bufE, cb * nr, ts);
+    }
+  } else if (strcmp(coll, "reduce") == 0) {
+    fillValues(t, op, rank, 0, count, send);
+    memset(recv, POISON, cb + GUARD);
+    if (inplace) memcpy(recv, send, cb);
+    if (!callOk(&c, mscclppReduce(inplace ? recv : send, recv, count, (mscclppDataType_t)t, (mscclppRedOp_t)op,
+                                  root, comm, NULL)))
+      return;
+    if (rank == root) {
+      fillExpected(t, op, 0, count, bufE);
+    } else if (inplace) {
+      memcpy(bufE, send, cb); /* non-roots' buffers untouched */
+    } else {
+      memset(bufE, POISON, cb);
+    }
+    checkOut(&c, recv, bufE, cb, ts);
+  } else if (strcmp(coll, "allgather") == 0) {
+    memset(recv, POISON, cb * nr + GUARD);
+    uint8_t* in = inplace ? recv + (size_t)rank * cb : send;
+    fillBytes(rank, 0, cb, in);
+    for (int r = 0; r < nranks; r++) fillBytes(r, 0, cb, bufE + (size_t)r * cb);
+    if (!callOk(&c, mscclppAllGather(in, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
+    checkOut(&c, recv, bufE, cb * nr, ts);
+  } else if (strcmp(coll, "broadcast") == 0) {
+    memset(recv, POISON, cb + GUARD);
+    const void* in = NULL;
+    if (rank == root) {
+      fillBytes(root, 0, cb, inplace ? recv : send);
+      in = inplace ? recv : send;
+    } else if (inplace) {
+      in = recv;
+    }
+    fillBytes(root, 0, cb, bufE);
+    if (!callOk(&c, mscclppBroadcast(in, recv, count, (mscclppDataType_t)t, root, comm, NULL))) return;
+    checkOut(&c, recv, bufE, cb, ts);
+  } else if (strcmp(coll, "alltoall") == 0) {
+    /* rank r sends block d = bytes (r, d*cb ..) to rank d */
+    fillBytes(rank, 0, cb * nr, send);
+    for (int r = 0; r < nranks; r++) fillBytes(r, (size_t)rank * cb, cb, bufE + (size_t)r * cb);
+    memset(recv, POISON, cb * nr + GUARD);
+    if (!callOk(&c, mscclppAllToAll(send, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
+    checkOut(&c, recv, bufE, cb * nr, ts);
+  }
+}
+
+static const char* const reducing[] = {"allreduce", "reducescatter", "reduce"};
+static const char* const copying[] = {"allgather", "broadcast", "alltoall"};
+
+static void testMatrix(size_t maxBytes) {
+  static const size_t counts[] = {0, 1, 2, 3, 7, 31, 257, 1021, 4099};
+  const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
+  allocBuffers(maxBytes > (size_t)4099 * 8 * (size_t)nranks ? maxBytes : (size_t)4099 * 8 * (size_t)nranks);
+  double t0 = nowSec();
+  int k = 0;
+  for (int t = 0; t < mscclppNumTypes; t++) {
+    for (int ci = 0; ci < ncounts; ci++) {
+      size_t count = counts[ci];
+      for (int inplace = 0; inplace < 2; inplace++) {
+        for (int op = 0; op < mscclppNumOps; op++)
+          for (int j = 0; j < 3; j++, k++)
+            runCase(reducing[j], t, op, inplace, count, (k * 7 + ci) % nranks, (size_t)(k % 5));
+        for (int j = 0; j < 3; j++, k++) {
+          if (j == 2 && inplace) continue; /* all-to-all is never in place */
+          runCase(copying[j], t, mscclppSum, inplace, count, (k * 3 + ci) % nranks, (size_t)(k % 3));
+        }
+      }
+    }
+  }
+  double t1 = nowSec();
+  /* large: about maxBytes of output, prime-ish counts, a few type/op pairs */
+  static const int bigTypes[][2] = {{mscclppFloat32, mscclppSum}, {mscclppBfloat16, mscclppAvg},
+                                    {mscclppInt8, mscclppProd}, {mscclppFloat8e4m3, mscclppMax}};
+  for (int b = 0; b < 4; b++) {
+    int t = bigTypes[b][0], op = bigTypes[b][1];
+    size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
+    size_t count = (maxBytes / ts) - 3;
+    size_t per = (maxBytes / ts / (size_t)nranks) - 1;
+    if (b == 0 || b == 1) {
+      runCase("allreduce", t, op, b, count, 0, 1);
+      runCase("reduce", t, op, 1 - b, count, nranks - 1, 0);
+      runCase("reducescatter", t, op, b, per, 0, 2);
+    } else if (b == 2) {
+      runCase("allgather", t, op, 0, per, 0, 1);
+      runCase("alltoall", t, op, 0, per, 0, 3);
+    } else {
+      runCase("broadcast", t, op, 1, count, nranks / 2, 0);
+      runCase("allreduce", t, op, 0, count, 0, 0);
+    }
+  }
+  printf("rank %d: matrix: %ld calls, small %.1f s, large (%zu bytes) %.1f s\n", rank, ncalls, t1 - t0, maxBytes,
+         nowSec() - t1);
+}
+
+/* ---- send/recv ------------------------------------------------------------------------- */
+
+static size_t pairBytes(int s, int d, int k) {
+  return 1 + ((size_t)s * 7919 + (size_t)d * 104729 + (size_t)k * 13) % 9000;
+}
+
+static void testP2p(void) {
+  allocBuffers((size_t)nranks * 3 * 20000 + (1 << 20));
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  static const size_t ringSizes[] = {1, 1000, 3 * 4096 + 5, 1 << 20};
+  struct caseDesc c = {"sendrecv", mscclppUint8, 0, 0, 0, 0};
+  /* first, ranks 0 and 2 alone (the others connect to them later) */
+  if (nranks >= 3 && (rank == 0 || rank == 2)) {
+    size_t n = 77777;
+    int peer = 2 - rank;
+    fillBytes(rank, 5, n, bufA);
+    memset(bufB, POISON, n + GUARD);
+    CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+    CHECK_RES(mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL), mscclppSuccess);
+    CHECK_RES(mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL), mscclppSuccess);
+    callOk(&c, mscclppGroupEnd());
+    fillBytes(peer, 5, n, bufE);
+    checkOut(&c, bufB, bufE, n, 1);
+  }
+  /* ring */
+  for (int s = 0; s < 4; s++) {
+    size_t n = ringSizes[s];
+    c.count = n;
+    fillBytes(rank, 7, n, bufA + 3);
+    memset(bufB + 1, POISON, n + GUARD);
+    CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+    CHECK_RES(mscclppSend(bufA + 3, n, mscclppUint8, next, comm, NULL), mscclppSuccess);
+    CHECK_RES(mscclppRecv(bufB + 1, n, mscclppUint8, prev, comm, NULL), mscclppSuccess);
+    callOk(&c, mscclppGroupEnd());
+    fillBytes(prev, 7, n, bufE);
+    checkOut(&c, bufB + 1, bufE, n, 1);
+  }
+  /* all-to-all with a size per pair, self included, as float32 elements */
+  for (int k = 0; k < 2; k++) {
+    size_t offS = 0, offR = 0;
+    CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+    for (int p = 0; p < nranks; p++) {
+      size_t ns = pairBytes(rank, p, k), nrv = pairBytes(p, rank, k);
+      fillBytes(rank * 1000 + p, (size_t)k, ns * 4, bufA + offS);
+      memset(bufB + offR, POISON, nrv * 4);
+      CHECK_RES(mscclppSend(bufA + offS, ns, mscclppFloat32, p, comm, NULL), mscclppSuccess);
+      CHECK_RES(mscclppRecv(bufB + offR, nrv, mscclppFloat32, p, comm, NULL), mscclppSuccess);
+      offS += ns * 4;
+      offR += nrv * 4;
+    }
+    c.count = offR;
+    callOk(&c, mscclppGroupEnd());
+    offR = 0;
+    for (int p = 0; p < nranks; p++) {
+      size_t nrv = pairBytes(p, rank, k);
+      fillBytes(p * 1000 + rank, (size_t)k, nrv * 4, bufE);
+      if (memcmp(bufB + offR, bufE, nrv * 4) != 0)
+        report(&c, "all-to-all by send/recv: wrong data from a peer", offR, NULL, NULL, 0);
+      offR += nrv * 4;
+    }
+  }
+  /* several messages per pair in one group, received in order */
+  {
+    size_t sz[3] = {5000, 17, 12000};
+    size_t o = 0;
+    CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+    for (int m = 0; m < 3; m++) {
+      fillBytes(rank + 100 * m, 0, sz[m], bufA + o);
+      memset(bufB + o, POISON, sz[m]);
+      CHECK_RES(mscclppRecv(bufB + o, sz[m], mscclppInt8, prev, comm, NULL), mscclppSuccess);
+      CHECK_RES(mscclppSend(bufA + o, sz[m], mscclppInt8, next, comm, NULL), mscclppSuccess);
+      o += sz[m];
+    }
+    callOk(&c, mscclppGroupEnd());
+    o = 0;
+    for (int m = 0; m < 3; m++) {
+      fillBytes(prev + 100 * m, 0, sz[m], bufE);
+      if (memcmp(bufB + o, bufE, sz[m]) != 0) report(&c, "ordered messages: wrong data", o, NULL, NULL, 0);
+      o += sz[m];
+    }
+  }
+  /* blocking ping-pong between rank 0 and the last rank */
+  if (nranks > 1 && (rank == 0 || rank == nranks - 1)) {
+    int peer = rank == 0 ? nranks - 1 : 0;
+    size_t n = 100003;
+    for (int it = 0; it < 3; it++) {
+      if (rank == 0) {
+        fillBytes(it, 0, n, bufA);
+        callOk(&c, mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL));
+        memset(bufB, POISON, n + GUARD);
+        callOk(&c, mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL));
+        fillBytes(it + 50, 0, n, bufE);
+      } else {
+        memset(bufB, POISON, n + GUARD);
+        callOk(&c, mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL));
+        fillBytes(it, 0, n, bufE);
+        checkOut(&c, bufB, bufE, n, 1);
+        fillBytes(it + 50, 0, n, bufA);
+        callOk(&c, mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL));
+        fillBytes(it, 0, n, bufE);
+      }
+      checkOut(&c, bufB, bufE, n, 1);
+    }
+  }
+  /* a lone send to self (it fits in the scratch), then the receive */
+  {
+    size_t n = 3000;
+    fillBytes(rank, 99, n, bufA);
+    memset(bufB, POISON, n + GUARD);
+    callOk(&c, mscclppSend(bufA, n, mscclppUint8, rank, comm, NULL));
+    callOk(&c, mscclppRecv(bufB, n, mscclppUint8, rank, comm, NULL));
+    fillBytes(rank, 99, n, bufE);
+    checkOut(&c, bufB, bufE, n, 1);
+  }
+  /* zero-byte operations do nothing */
+  CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+  CHECK_RES(mscclppSend(NULL, 0, mscclppUint8, next, comm, NULL), mscclppSuccess);
+  CHECK_RES(mscclppRecv(NULL, 0, mscclppUint8, prev, comm, NULL), mscclppSuccess);
+  CHECK_RES(mscclppGroupEnd(), mscclppSuccess);
+  printf("rank %d: p2p: %ld calls\n", rank, ncalls);
+}
+
+/* ---- failures --------------------------------------------------------------------------- */
+
+/* Only ranks 0 and 1 ever communicate; every rank then destroys its
+ * communicator (no rank may wait for the idle ones). */
+static void testP2pSubset(void) {
+  allocBuffers(1 << 16);
+  struct caseDesc c = {"sendrecv", mscclppUint8, 0, 0, 0, 1000};
+  if (rank > 1 || nranks < 2) return;
+  fillBytes(rank, 0, 1000, bufA);
+  CHECK_RES(mscclppGroupStart(), mscclppSuccess);
+  CHECK_RES(mscclppSend(bufA, 1000, mscclppUint8, 1 - rank, comm, NULL), mscclppSuccess);
+  CHECK_RES(mscclppRecv(bufB, 1000, mscclppUint8, 1 - rank, comm, NULL), mscclppSuccess);
+  callOk(&c, mscclppGroupEnd());
+  fillBytes(1 - rank, 0, 1000, bufE);
+  if (memcmp(bufB, bufE, 1000) != 0) report(&c, "wrong data", 0, NULL, NULL, 0);
+}
+
+static int testKill(int victim) {
+  size_t count = 1 << 18;
+  allocBuffers(count * 4);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  for (int it = 0; it < 100000; it++) {
+    if (rank == victim && it == 20) {
+      printf("rank %d: killing myself before allreduce %d\n", rank, it);
+      fflush(stdout);
+      struct timespec ts = {0, 300000000L}; /* the others are waiting by now */
+      nanosleep(&ts, NULL);
+      raise(SIGKILL);
+    }
+    fillValues(mscclppFloat32, mscclppSum, rank, 0, count, bufA);
+    double t0 = nowSec();
+    mscclppResult_t res = mscclppAllReduce(bufA, bufB, count, mscclppFloat32, mscclppSum, comm, NULL);
+    if (res == mscclppSuccess) continue;
+    double waited = nowSec() - t0;
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d", victim);
+    const char* why = mscclppGetLastError();
+    printf("rank %d: allreduce %d: %s after %.2f s: %s\n", rank, it, mscclppGetErrorString(res), waited, why);
+    CHECK(res == mscclppRemoteError);
+    CHECK(strstr(why, want) != NULL);
+    CHECK(waited < 10.0);
+    /* later calls fail at once */
+    t0 = nowSec();
+    CHECK(mscclppAllGather(bufA, bufB, 16, mscclppFloat32, comm, NULL) == mscclppRemoteError);
+    CHECK(nowSec() - t0 < 1.0);
+    CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+    if (harnessFailures_ == 0) printf("SURVIVOR_OK rank %d after %.2f s\n", rank, waited);
+    return harnessFailures_ == 0 ? 0 : 1;
+  }
+  printf("rank %d: FAIL: every allreduce succeeded although rank %d should have died\n", rank, victim);
+  return 1;
+}
+
+static void testMismatch(void) {
+  allocBuffers(1 << 16);
+  size_t count = rank == 0 ? 1000 : 1001;
+  memset(bufA, 0, count * 4);
+  double t0 = nowSec();
+  mscclppResult_t res = mscclppAllReduce(bufA, bufB, count, mscclppFloat32, mscclppSum, comm, NULL);
+  const char* why = mscclppGetLastError();
+  printf("rank %d: mismatched allreduce: %s after %.2f s: %s\n", rank, mscclppGetErrorString(res), nowSec() - t0, why);
+  CHECK(res != mscclppSuccess);
+  if (res == mscclppInvalidUsage) CHECK(strstr(why, "bytes") != NULL);
+  /* the communicator stays failed */
+  CHECK(mscclppAllReduce(bufA, bufB, 4, mscclppFloat32, mscclppSum, comm, NULL) != mscclppSuccess);
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "matrix";
+  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* the host backend, also on a GPU machine */
+  mscclppResult_t res = mscclppCommInitFromEnv(&comm);
+  if (res != mscclppSuccess) {
+    fprintf(stderr, "mscclppCommInitFromEnv: %s: %s\n", mscclppGetErrorString(res), mscclppGetLastError());
+    return 1;
+  }
+  mscclppCommRank(comm, &rank);
+  mscclppCommSize(comm, &nranks);
+  if (strcmp(mode, "kill") == 0) return testKill(argc > 2 ? atoi(argv[2]) : 1);
+  if (strcmp(mode, "matrix") == 0) {
+    size_t maxBytes = argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : (size_t)16 << 20;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    if (maxBytes > ((size_t)1 << 20)) {
+      printf("rank %d: sanitizer build: large sizes capped at 1 MiB\n", rank);
+      maxBytes = (size_t)1 << 20;
+    }
+#endif
+    testMatrix(maxBytes);
+  } else if (strcmp(mode, "p2p") == 0) {
+    testP2p();
+  } else if (strcmp(mode, "p2psubset") == 0) {
+    testP2pSubset();
+  } else if (strcmp(mode, "mismatch") == 0) {
+    testMismatch();
+  } else {
+    fprintf(stderr, "usage: coll_worker matrix [maxBytes] | p2p | p2psubset | kill V | mismatch\n");
+    return 2;
+  }
+  res = mscclppCommDestroy(comm);
+  if (res != mscclppSuccess) fprintf(stderr, "rank %d: mscclppCommDestroy: %s\n", rank, mscclppGetLastError());
+  int ok = harnessFailures_ == 0 && res == mscclppSuccess;
+  printf("rank %d: %s %s\n", rank, mode, ok ? "passed" : "FAILED");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,817 @@
+/*
+ * The NCCL API of libmscclpp_nccl.so on the host backend (host buffers), in
+ * real processes started by mscclpp-run. Compiled against our nccl.h and
+ * linked to the library only (no mscclpp symbol is reachable).
+ *
+ *   nccl_worker api       every call of the API (see main)
+ *   nccl_worker kill V    rank V SIGKILLs itself after a first allreduce;
+ *                         every survivor's ncclCommGetAsyncError must report
+ *                         an error within 10 s, a later allreduce must fail
+ *                         (not hang), and ncclCommAbort must return; prints
+ *                         SURVIVOR_OK (tests/bootstrap/test_kill.sh checks)
+ *   nccl_worker fallback  MSCCLPP_NCCL_FALLBACK errors (one process)
+ *
+ * The first unique id travels through a file named after the job's
+ * MSCCLPP_COMM_SECRET (mscclpp-run sets a fresh one per run); later ids
+ * travel by ncclBroadcast on an existing communicator.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl/nccl.h"
+
+/* Host-side calls of NCCL's device API and teams (nccl_device/core.h). */
+struct ncclTeamAbi {
+  int nRanks, rank, stride;
+};
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm);
+struct ncclTeamAbi ncclTeamWorld(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, struct ncclTeamAbi team, int rank);
+
+static int failures;
+static int rank = -1, nranks = 0;
+
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      fprintf(stderr, "rank %d: %s:%d: CHECK failed: %s\n", rank, __FILE__, __LINE__, #cond); \
+      failures++;                                                                        \
+    }                                                                                    \
+  } while (0)
+
+#define NCHECK(expr, expected)                                                                            \
+  do {                                                                                                    \
+    ncclResult_t got_ = (expr);                                                                           \
+    if (got_ != (expected)) {                                                                             \
+      fprintf(stderr, "rank %d: %s:%d: %s returned %d (%s), expected %d; last error: %s\n", rank, __FILE__, \
+              __LINE__, #expr, (int)got_, ncclGetErrorString(got_), (int)(expected), ncclGetLastError(NULL)); \
+      failures++;                                                                                         \
+    }                                                                                                     \
+  } while (0)
+
+#define OK(expr) NCHECK(expr, ncclSuccess)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void section(const char* name) {
+  printf("-- %s\n", name);
+  fflush(stdout);
+}
+
+/* ---- the first id: rank 0 writes a file, the others read it ---- */
+
+static void idPath(char* buf, size_t len) {
+  const char* secret = getenv("MSCCLPP_COMM_SECRET");
+  snprintf(buf, len, "/tmp/mscclpp-nccl-test-%s-%d.id", secret ? secret : "nosecret", (int)getppid());
+}
+
+static int shareFirstId(ncclUniqueId* id) {
+  char path[256], tmp[300];
+  idPath(path, sizeof(path));
+  if (rank == 0) {
+    if (ncclGetUniqueId(id) != ncclSuccess) return -1;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(id, sizeof(*id), 1, f) != 1) return -1;
+    fclose(f);
+    return rename(tmp, path);
+  }
+  double deadline = now() + 30;
+  while (now() < deadline) {
+    FILE* f = fopen(path, "rb");
+    if (f != NULL) {
+      size_t got = fread(id, sizeof(*id), 1, f);
+      fclose(f);
+      if (got == 1) return 0;
+    }
+    usleep(10000);
+  }
+  return -1;
+}
+
+static void removeFirstId(void) {
+  char path[256];
+  idPath(path, sizeof(path));
+  unlink(path);
+}
+
+/* A new id from rank `root` of comm, to every rank of comm. */
+static void shareId(ncclComm_t comm, int root, ncclUniqueId* id) {
+  int r;
+  OK(ncclCommUserRank(comm, &r));
+  if (r == root) OK(ncclGetUniqueId(id));
+  OK(ncclBroadcast(id, id, sizeof(*id), ncclInt8, root, comm, NULL));
+}
+
+/* Poll until the nonblocking operation ends; its result. */
+static ncclResult_t waitInit(ncclComm_t comm) {
+  ncclResult_t st = ncclInProgress;
+  double deadline = now() + 30;
+  while (now() < deadline) {
+    if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) return ncclInternalError;
+    if (st != ncclInProgress) return st;
+    usleep(1000);
+  }
+  return ncclInProgress;
+}
+
+/* ---- collectives ---- */
+
+static float bf16ToF(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static uint16_t fToBf16(float f) { /* exact for the small integers used here */
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return (uint16_t)(x >> 16);
+}
+static uint16_t fToHalf(int v) { /* small non-negative integers (< 2048) */
+  if (v == 0) return 0;
+  int e = 0;
+  while ((v >> e) > 1) e++;
+  uint16_t mant = (uint16_t)(((unsigned)v << (10 - e)) & 0x3ff);
+  return (uint16_t)((e + 15) << 10) | mant;
+}
+static uint8_t fToE4m3(int v) { /* 0..15 exactly */
+  if (v == 0) return 0;
+  int e = 0;
+  while ((v >> e) > 1) e++;
+  uint8_t mant = (uint8_t)((((unsigned)v << 3) >> e) & 7);
+  return (uint8_t)((e + 7) << 3) | mant;
+}
+
+static void testAllReduce(ncclComm_t comm) {
+  section("allreduce");
+  enum { N = 1000 };
+  float* fs = malloc(N * sizeof(float));
+  float* fr = malloc(N * sizeof(float));
+  int32_t* is = malloc(N * sizeof(int32_t));
+  int32_t* ir = malloc(N * sizeof(int32_t));
+  for (int i = 0; i < N; i++) {
+    fs[i] = (float)(rank + 1 + i % 7);
+    is[i] = rank * 3 + i;
+  }
+  /* sum, prod, max, min, avg on float */
+  ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+  for (int o = 0; o < 5; o++) {
+    OK(ncclAllReduce(fs, fr, N, ncclFloat32, ops[o], comm, NULL));
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      double e = ops[o] == ncclProd ? 1 : ops[o] == ncclMax ? -1e30 : ops[o] == ncclMin ? 1e30 : 0;
+      for (int r = 0; r < nranks; r++) {
+        double v = r + 1 + i % 7;
+        if (ops[o] == ncclSum || ops[o] == ncclAvg) e += v;
+        if (ops[o] == ncclProd) e *= v;
+        if (ops[o] == ncclMax) e = v > e ? v : e;
+        if (ops[o] == ncclMin) e = v < e ? v : e;
+      }
+      if (ops[o] == ncclAvg) e = (float)((float)e / (float)nranks);
+      if (fabs(fr[i] - e) > 1e-5 * fabs(e)) bad++;
+    }
+    if (bad) fprintf(stderr, "rank %d: allreduce float op %d: %d wrong\n", rank, (int)ops[o], bad);
+    CHECK(bad == 0);
+  }
+  /* int32 sum in place */
+  memcpy(ir, is, N * sizeof(int32_t));
+  OK(ncclAllReduce(ir, ir, N, ncclInt32, ncclSum, comm, NULL));
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    int32_t e = 0;
+    for (int r = 0; r < nranks; r++) e += r * 3 + i;
+    bad += ir[i] != e;
+  }
+  CHECK(bad == 0);
+  /* bf16, fp16, fp8e4m3, int64, uint8, float64 sums of small integers */
+  uint16_t b[64], br[64], h[64], hr[64];
+  uint8_t f8[64], f8r[64], u8[64], u8r[64];
+  int64_t l[64], lr[64];
+  double d[64], dr[64];
+  for (int i = 0; i < 64; i++) {
+    b[i] = fToBf16((float)(rank + i % 5));
+    h[i] = fToHalf(rank + i % 5);
+    f8[i] = fToE4m3(i % 3);
+    u8[i] = (uint8_t)(rank + i);
+    l[i] = (int64_t)rank << 40 | i;
+    d[i] = rank * 0.5 + i;
+  }
+  OK(ncclAllReduce(b, br, 64, ncclBfloat16, ncclSum, comm, NULL));
+  OK(ncclAllReduce(h, hr, 64, ncclFloat16, ncclMax, comm, NULL));
+  OK(ncclAllReduce(f8, f8r, 64, ncclFloat8e4m3, ncclSum, comm, NULL));
+  OK(ncclAllReduce(u8, u8r, 64, ncclUint8, ncclSum, comm, NULL));
+  OK(ncclAllReduce(l, lr, 64, ncclInt64, ncclSum, comm, NULL));
+  OK(ncclAllReduce(d, dr, 64, ncclFloat64, ncclAvg, comm, NULL));
+  int sumr = nranks * (nranks - 1) / 2;
+  bad = 0;
+  for (int i = 0; i < 64; i++) {
+    bad += bf16ToF(br[i]) != (float)(sumr + nranks * (i % 5));
+    bad += hr[i] != fToHalf(nranks - 1 + i % 5);
+    bad += f8r[i] != fToE4m3(nranks * (i % 3));
+    bad += u8r[i] != (uint8_t)(sumr + nranks * i);
+    bad += lr[i] != ((int64_t)sumr << 40) + (int64_t)nranks * i;
+    bad += fabs(dr[i] - (sumr * 0.5 + nranks * i) / nranks) > 1e-12;
+  }
+  if (bad) fprintf(stderr, "rank %d: typed allreduces: %d wrong\n", rank, bad);
+  CHECK(bad == 0);
+  free(fs);
+  free(fr);
+  free(is);
+  free(ir);
+}
+
+static void testCollectives(ncclComm_t comm) {
+  section("allgather, reducescatter, broadcast, bcast, reduce, alltoall, gather, scatter");
+  enum { C = 257 };
+  int n = nranks;
+  int32_t* send = malloc((size_t)C * n * sizeof(int32_t));
+  int32_t* recv = malloc((size_t)C * n * sizeof(int32_t));
+  int bad = 0;
+  /* allgather, out of place and in place */
+  for (int i = 0; i < C; i++) send[i] = rank * 1000 + i;
+  OK(ncclAllGather(send, recv, C, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  memset(recv, 0, (size_t)C * n * sizeof(int32_t));
+  for (int i = 0; i < C; i++) recv[rank * C + i] = rank * 1000 + i;
+  OK(ncclAllGather(recv + rank * C, recv, C, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  CHECK(bad == 0);
+  /* reduce-scatter (sum, max) and in place */
+  for (int i = 0; i < C * n; i++) send[i] = rank + i;
+  OK(ncclReduceScatter(send, recv, C, ncclInt32, ncclSum, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[i] != n * (rank * C + i) + n * (n - 1) / 2;
+  OK(ncclReduceScatter(send, recv, C, ncclInt32, ncclMax, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[i] != rank * C + i + n - 1;
+  memcpy(recv, send, (size_t)C * n * sizeof(int32_t));
+  OK(ncclReduceScatter(recv, recv + rank * C, C, ncclInt32, ncclSum, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[rank * C + i] != n * (rank * C + i) + n * (n - 1) / 2;
+  CHECK(bad == 0);
+  /* broadcast from the last rank; bcast (in place) from rank 0 */
+  int root = n - 1;
+  for (int i = 0; i < C; i++) {
+    send[i] = rank == root ? 7 * i : -1;
+    recv[i] = -2;
+  }
+  OK(ncclBroadcast(send, recv, C, ncclInt32, root, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[i] != 7 * i;
+  for (int i = 0; i < C; i++) recv[i] = rank == 0 ? 3 * i : -1;
+  OK(ncclBcast(recv, C, ncclInt32, 0, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[i] != 3 * i;
+  CHECK(bad == 0);
+  /* reduce to rank 1 % n (non-roots pass NULL recvbuff) */
+  root = 1 % n;
+  for (int i = 0; i < C; i++) send[i] = rank * i;
+  OK(ncclReduce(send, rank == root ? recv : NULL, C, ncclInt32, ncclSum, root, comm, NULL));
+  if (rank == root)
+    for (int i = 0; i < C; i++) bad += recv[i] != i * n * (n - 1) / 2;
+  CHECK(bad == 0);
+  /* all-to-all */
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) send[r * C + i] = rank * 100000 + r * 1000 + i;
+  OK(ncclAlltoAll(send, recv, C, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 100000 + rank * 1000 + i;
+  CHECK(bad == 0);
+  /* gather to rank 0, out of place and in place; scatter from the last */
+  for (int i = 0; i < C; i++) send[i] = rank * 1000 + i;
+  memset(recv, 0, (size_t)C * n * sizeof(int32_t));
+  OK(ncclGather(send, recv, C, ncclInt32, 0, comm, NULL));
+  if (rank == 0)
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  for (int i = 0; i < C; i++) recv[i] = rank * 1000 + i; /* root 0: its slice is recv + 0 */
+  OK(ncclGather(rank == 0 ? recv : send, recv, C, ncclInt32, 0, comm, NULL));
+  if (rank == 0)
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  root = n - 1;
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) send[r * C + i] = r * 10 + i;
+  OK(ncclScatter(send, recv, C, ncclInt32, root, comm, NULL));
+  for (int i = 0; i < C; i++) bad += recv[i] != rank * 10 + i;
+  CHECK(bad == 0);
+  /* count 0 does nothing; NULL buffers with count 0 are fine */
+  OK(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, comm, NULL));
+  free(send);
+  free(recv);
+}
+
+static void testSendRecv(ncclComm_t comm) {
+  section("send/recv: pairs, group ring, group all-to-all, nested groups with collectives");
+  enum { C = 1500 };
+  int n = nranks;
+  int64_t* s = malloc((size_t)C * n * sizeof(int64_t));
+  int64_t* r = malloc((size_t)C * n * sizeof(int64_t));
+  int bad = 0;
+  /* blocking pairs outside a group: rank 2k with 2k+1 */
+  int partner = rank ^ 1;
+  if (partner < n) {
+    for (int i = 0; i < C; i++) s[i] = rank * 7 + i;
+    if (rank < partner) {
+      OK(ncclSend(s, C, ncclInt64, partner, comm, NULL));
+      OK(ncclRecv(r, C, ncclInt64, partner, comm, NULL));
+    } else {
+      OK(ncclRecv(r, C, ncclInt64, partner, comm, NULL));
+      OK(ncclSend(s, C, ncclInt64, partner, comm, NULL));
+    }
+    for (int i = 0; i < C; i++) bad += r[i] != partner * 7 + i;
+  }
+  CHECK(bad == 0);
+  /* a ring inside a group: send right, receive from the left (every rank
+   * sends first: only a group makes this deadlock-free) */
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < C; i++) s[i] = rank * 100 + round + i;
+    OK(ncclGroupStart());
+    OK(ncclSend(s, C, ncclInt64, (rank + 1) % n, comm, NULL));
+    OK(ncclRecv(r, C, ncclInt64, (rank - 1 + n) % n, comm, NULL));
+    OK(ncclGroupEnd());
+    int left = (rank - 1 + n) % n;
+    for (int i = 0; i < C; i++) bad += r[i] != left * 100 + round + i;
+  }
+  CHECK(bad == 0);
+  /* all-to-all by send/recv (self included), nested groups */
+  for (int p = 0; p < n; p++)
+    for (int i = 0; i < C; i++) s[p * C + i] = rank * 10000 + p * 100 + i % 100;
+  memset(r, 0, (size_t)C * n * sizeof(int64_t));
+  OK(ncclGroupStart());
+  for (int p = 0; p < n; p++) {
+    OK(ncclGroupStart());
+    OK(ncclSend(s + p * C, C, ncclInt64, p, comm, NULL));
+    OK(ncclRecv(r + p * C, C, ncclInt64, p, comm, NULL));
+    OK(ncclGroupEnd());
+  }
+  OK(ncclGroupEnd());
+  for (int p = 0; p < n; p++)
+    for (int i = 0; i < C; i++) bad += r[p * C + i] != p * 10000 + rank * 100 + i % 100;
+  CHECK(bad == 0);
+  /* a group of collectives (coalesced, as PyTorch does) and one mixed with
+   * a ring exchange */
+  float a[16], b[16], c[16 * 8], ring[16];
+  for (int i = 0; i < 16; i++) a[i] = (float)(rank + i);
+  OK(ncclGroupStart());
+  OK(ncclAllReduce(a, b, 16, ncclFloat32, ncclSum, comm, NULL));
+  OK(ncclAllGather(a, c, 16, ncclFloat32, comm, NULL));
+  OK(ncclSend(a, 16, ncclFloat32, (rank + 1) % n, comm, NULL));
+  OK(ncclRecv(ring, 16, ncclFloat32, (rank - 1 + n) % n, comm, NULL));
+  OK(ncclGroupEnd());
+  for (int i = 0; i < 16; i++) {
+    bad += b[i] != (float)(n * (n - 1) / 2 + n * i);
+    bad += ring[i] != (float)((rank - 1 + n) % n + i);
+    for (int p = 0; p < n && p < 8; p++) bad += c[p * 16 + i] != (float)(p + i);
+  }
+  CHECK(bad == 0);
+  /* an error inside a group is returned by ncclGroupEnd too */
+  OK(ncclGroupStart());
+  NCHECK(ncclSend(s, C, ncclInt64, n + 5, comm, NULL), ncclSuccess); /* recorded; checked when run */
+  NCHECK(ncclGroupEnd(), ncclInvalidArgument);
+  free(s);
+  free(r);
+}
+
+static void testPreMulSum(ncclComm_t comm) {
+  section("PreMulSum operators");
+  enum { N = 100 };
+  int32_t x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = i + rank;
+  int32_t scalar = rank + 1;
+  ncclRedOp_t op;
+  OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclInt32, ncclScalarHostImmediate, comm));
+  CHECK((int)op >= (int)ncclNumOps);
+  scalar = 1000; /* immediate: the value was read at creation */
+  OK(ncclAllReduce(x, y, N, ncclInt32, op, comm, NULL));
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    int32_t e = 0;
+    for (int r = 0; r < nranks; r++) e += (r + 1) * (i + r);
+    bad += y[i] != e;
+  }
+  CHECK(bad == 0);
+  /* the wrong type is refused; a destroyed operator too */
+  NCHECK(ncclAllReduce(x, y, N, ncclFloat32, op, comm, NULL), ncclInvalidArgument);
+  OK(ncclRedOpDestroy(op, comm));
+  NCHECK(ncclRedOpDestroy(op, comm), ncclInvalidArgument);
+  NCHECK(ncclAllReduce(x, y, N, ncclInt32, op, comm, NULL), ncclInvalidArgument);
+  NCHECK(ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument);
+  /* "device" residence (host memory on the host backend): read when the
+   * collective runs; reduce-scatter and reduce */
+  float fscalar = 0.0f, fx[N * 8], fy[N * 8];
+  OK(ncclRedOpCreatePreMulSum(&op, &fscalar, ncclFloat32, ncclScalarDevice, comm));
+  fscalar = 0.5f * (float)(rank + 1);
+  for (int i = 0; i < N * nranks; i++) fx[i] = (float)(2 * i);
+  OK(ncclReduceScatter(fx, fy, N, ncclFloat32, op, comm, NULL));
+  float ssum = 0;
+  for (int r = 0; r < nranks; r++) ssum += 0.5f * (float)(r + 1);
+  for (int i = 0; i < N; i++) bad += fy[i] != ssum * (float)(2 * (rank * N + i));
+  OK(ncclReduce(fx, rank == 0 ? fy : NULL, N, ncclFloat32, op, 0, comm, NULL));
+  if (rank == 0)
+    for (int i = 0; i < N; i++) bad += fy[i] != ssum * (float)(2 * i);
+  OK(ncclRedOpDestroy(op, comm));
+  /* bf16 */
+  uint16_t bs = fToBf16(2.0f), bx[N], by[N];
+  for (int i = 0; i < N; i++) bx[i] = fToBf16((float)(i % 8));
+  OK(ncclRedOpCreatePreMulSum(&op, &bs, ncclBfloat16, ncclScalarHostImmediate, comm));
+  OK(ncclAllReduce(bx, by, N, ncclBfloat16, op, comm, NULL));
+  for (int i = 0; i < N; i++) bad += bf16ToF(by[i]) != (float)(2 * nranks * (i % 8));
+  OK(ncclRedOpDestroy(op, comm));
+  if (bad) fprintf(stderr, "rank %d: PreMulSum: %d wrong\n", rank, bad);
+  CHECK(bad == 0);
+}
+
+static void testMemory(ncclComm_t comm) {
+  section("ncclMemAlloc, registrations, windows");
+  void* p = NULL;
+  OK(ncclMemAlloc(&p, 1 << 20));
+  CHECK(p != NULL);
+  CHECK(((unsigned char*)p)[12345] == 0);
+  int local = 5;
+  NCHECK(ncclMemFree(&local), ncclInvalidArgument);
+  NCHECK(ncclMemAlloc(&p, 0), ncclInvalidArgument);
+  void* h1 = NULL;
+  void* h2 = NULL;
+  OK(ncclCommRegister(comm, p, 1 << 20, &h1));
+  OK(ncclCommRegister(comm, p, 4096, &h2));
+  CHECK(h1 != NULL && h2 != NULL && h1 != h2);
+  /* collectives on registered memory */
+  float* f = (float*)p;
+  for (int i = 0; i < 1024; i++) f[i] = 1.0f;
+  OK(ncclAllReduce(f, f, 1024, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(f[1023] == (float)nranks);
+  OK(ncclCommDeregister(comm, h1));
+  NCHECK(ncclCommDeregister(comm, h1), ncclInvalidArgument);
+  OK(ncclCommDeregister(comm, h2));
+  NCHECK(ncclCommRegister(comm, NULL, 16, &h1), ncclInvalidArgument);
+  ncclWindow_t win = NULL;
+  OK(ncclCommWindowRegister(comm, p, 1 << 20, &win, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK(win != NULL);
+  NCHECK(ncclCommDeregister(comm, (void*)win), ncclInvalidArgument); /* a window is not a registration */
+  OK(ncclCommWindowDeregister(comm, win));
+  /* a registration left behind is freed with the communicator */
+  OK(ncclCommRegister(comm, p, 64, &h1));
+  OK(ncclMemFree(p));
+  OK(ncclMemFree(NULL));
+}
+
+static void testErrors(ncclComm_t comm) {
+  section("errors");
+  float x[4] = {0};
+  int v = 0;
+  NCHECK(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, NULL, NULL), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "NULL") != NULL);
+  NCHECK(ncclAllReduce(x, x, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "42") != NULL);
+  NCHECK(ncclAllReduce(x, x, 4, ncclFloat32, (ncclRedOp_t)4000, comm, NULL), ncclInvalidArgument);
+  NCHECK(ncclBroadcast(x, x, 4, ncclFloat32, nranks + 3, comm, NULL), ncclInvalidArgument);
+  NCHECK(ncclSend(x, 4, ncclFloat32, -1, comm, NULL), ncclInvalidArgument);
+  NCHECK(ncclCommCount(comm, NULL), ncclInvalidArgument);
+  NCHECK(ncclCommCount(NULL, &v), ncclInvalidArgument);
+  NCHECK(ncclGetVersion(NULL), ncclInvalidArgument);
+  NCHECK(ncclGroupEnd(), ncclInvalidUsage);
+  NCHECK(ncclCommRevoke(comm, 0), ncclInvalidUsage);
+  CHECK(strstr(ncclGetLastError(NULL), "not supported") != NULL);
+  OK(ncclGroupStart());
+  NCHECK(ncclGroupSimulateEnd(NULL), ncclInvalidUsage);
+  NCHECK(ncclGroupEnd(), ncclInvalidUsage); /* the group was ended */
+  ncclComm_t bad = NULL;
+  ncclUniqueId id;
+  memset(&id, 0, sizeof(id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.magic = 0;
+  NCHECK(ncclCommInitRankConfig(&bad, 2, id, 0, &cfg), ncclInvalidArgument);
+  NCHECK(ncclCommInitRank(&bad, 2, id, 5), ncclInvalidArgument);
+  NCHECK(ncclCommInitRank(NULL, 2, id, 0), ncclInvalidArgument);
+  CHECK(bad == NULL);
+  /* device API: not supported, said clearly */
+  char devComm[4096];
+  NCHECK(ncclDevCommCreate(comm, NULL, devComm), ncclInvalidUsage);
+  struct ncclTeamAbi world = ncclTeamWorld(comm);
+  CHECK(world.nRanks == nranks && world.rank == rank && world.stride == 1);
+  CHECK(ncclTeamRankToWorld(comm, world, nranks - 1) == nranks - 1);
+  /* every status has a string */
+  for (int r = 0; r <= ncclNumResults; r++) CHECK(ncclGetErrorString((ncclResult_t)r)[0] != '\0');
+}
+
+static void testQueries(ncclComm_t comm) {
+  section("version, queries");
+  int v = 0, c = 0, r = -1, d = 99;
+  OK(ncclGetVersion(&v));
+  CHECK(v == 22809 && v == NCCL_VERSION_CODE);
+  OK(ncclCommCount(comm, &c));
+  OK(ncclCommUserRank(comm, &r));
+  OK(ncclCommCuDevice(comm, &d));
+  CHECK(c == nranks && r == rank && d == -1);
+  ncclResult_t e = ncclInternalError;
+  OK(ncclCommGetAsyncError(comm, &e));
+  CHECK(e == ncclSuccess);
+  ncclResetDebugInit();
+}
+
+static void testInitModes(ncclComm_t world) {
+  section("nonblocking init, init in a group, config name, scalable");
+  ncclUniqueId id;
+  shareId(world, 0, &id);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = "nonblocking";
+  ncclComm_t nb = NULL;
+  NCHECK(ncclCommInitRankConfig(&nb, nranks, id, rank, &cfg), ncclInProgress);
+  CHECK(nb != NULL);
+  int c = 0;
+  OK(ncclCommCount(nb, &c)); /* known before the join ends */
+  CHECK(c == nranks);
+  NCHECK(waitInit(nb), ncclSuccess);
+  float x = (float)rank, y = -1;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, nb, NULL));
+  CHECK(y == (float)(nranks * (nranks - 1) / 2));
+  /* a collective right after a nonblocking init waits for the join */
+  shareId(world, nranks - 1, &id);
+  ncclComm_t nb2 = NULL;
+  NCHECK(ncclCommInitRankConfig(&nb2, nranks, id, rank, &cfg), ncclInProgress);
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMax, nb2, NULL));
+  CHECK(y == (float)(nranks - 1));
+  OK(ncclCommFinalize(nb2));
+  NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMax, nb2, NULL), ncclInvalidUsage);
+  OK(ncclCommDestroy(nb2));
+  /* inside a group: joined at ncclGroupEnd */
+  shareId(world, 0, &id);
+  ncclComm_t g = NULL;
+  OK(ncclGroupStart());
+  OK(ncclCommInitRank(&g, nranks, id, rank));
+  CHECK(g != NULL);
+  OK(ncclGroupEnd());
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMin, g, NULL));
+  CHECK(y == 0.0f);
+  OK(ncclCommDestroy(g));
+  /* scalable init: several ids (every rank passes the same list) */
+  ncclUniqueId ids[2];
+  shareId(world, 0, &ids[0]);
+  shareId(world, nranks - 1, &ids[1]);
+  ncclComm_t sc = NULL;
+  OK(ncclCommInitRankScalable(&sc, nranks, rank, 2, ids, NULL));
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, sc, NULL));
+  CHECK(y == (float)(nranks * (nranks - 1) / 2));
+  OK(ncclCommDestroy(sc));
+  OK(ncclCommDestroy(nb));
+}
+
+static void testSplit(ncclComm_t world) {
+  section("split (blocking, nonblocking, NOCOLOR), shrink");
+  /* two colors, reversed order inside each */
+  ncclComm_t sub = NULL;
+  OK(ncclCommSplit(world, rank % 2, -rank, &sub, NULL));
+  CHECK(sub != NULL);
+  int members = (nranks - rank % 2 + 1) / 2, c = 0, r = -1;
+  OK(ncclCommCount(sub, &c));
+  OK(ncclCommUserRank(sub, &r));
+  CHECK(c == members);
+  CHECK(r == members - 1 - rank / 2);
+  int32_t x = rank, y = -1;
+  OK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, sub, NULL));
+  int32_t e = 0;
+  for (int q = rank % 2; q < nranks; q += 2) e += q;
+  CHECK(y == e);
+  /* the last rank stays out; the others split nonblocking */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t sub2 = (ncclComm_t)(uintptr_t)1;
+  ncclResult_t res = ncclCommSplit(world, rank == nranks - 1 ? NCCL_SPLIT_NOCOLOR : 7, 0, &sub2, &cfg);
+  if (rank == nranks - 1) {
+    NCHECK(res, ncclSuccess);
+    CHECK(sub2 == NULL);
+  } else {
+    NCHECK(res, ncclInProgress);
+    NCHECK(waitInit(sub2), ncclSuccess);
+    OK(ncclCommCount(sub2, &c));
+    CHECK(c == nranks - 1);
+    OK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclMax, sub2, NULL));
+    CHECK(y == nranks - 2);
+    OK(ncclCommDestroy(sub2));
+  }
+  /* split of a split */
+  ncclComm_t subsub = NULL;
+  OK(ncclCommSplit(sub, 0, 0, &subsub, NULL));
+  OK(ncclCommCount(subsub, &c));
+  CHECK(c == members);
+  OK(ncclCommDestroy(subsub));
+  OK(ncclCommDestroy(sub));
+  /* shrink: rank 0 is excluded and does not call */
+  if (nranks > 1 && rank != 0) {
+    int excl = 0;
+    ncclComm_t sh = NULL;
+    OK(ncclCommShrink(world, &excl, 1, &sh, NULL, NCCL_SHRINK_DEFAULT));
+    OK(ncclCommCount(sh, &c));
+    OK(ncclCommUserRank(sh, &r));
+    CHECK(c == nranks - 1 && r == rank - 1);
+    OK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, sh, NULL));
+    CHECK(y == nranks * (nranks - 1) / 2);
+    OK(ncclCommDestroy(sh));
+  }
+  /* every rank out of the shrink section before the world is used again */
+  OK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, world, NULL));
+}
+
+static void testInitAll(void) {
+  section("ncclCommInitAll (3 ranks in this process) and a multi-communicator group");
+  ncclComm_t comms[3] = {NULL, NULL, NULL};
+  OK(ncclCommInitAll(comms, 3, NULL));
+  float x[3][8], y[3][8], z[3][8];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 8; j++) x[i][j] = (float)(i * 10 + j);
+  /* one thread drives the three ranks: only a group makes that possible */
+  OK(ncclGroupStart());
+  for (int i = 0; i < 3; i++) OK(ncclAllReduce(x[i], y[i], 8, ncclFloat32, ncclSum, comms[i], NULL));
+  for (int i = 0; i < 3; i++) {
+    OK(ncclSend(x[i], 8, ncclFloat32, (i + 1) % 3, comms[i], NULL));
+    OK(ncclRecv(z[(i + 1) % 3], 8, ncclFloat32, i, comms[(i + 1) % 3], NULL));
+  }
+  OK(ncclGroupEnd());
+  int bad = 0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 8; j++) bad += y[i][j] != (float)(30 + 3 * j) || z[i][j] != (float)((i + 2) % 3 * 10 + j);
+  CHECK(bad == 0);
+  int rk = -1;
+  OK(ncclCommUserRank(comms[2], &rk));
+  CHECK(rk == 2);
+  for (int i = 0; i < 3; i++) OK(ncclCommDestroy(comms[i]));
+  NCHECK(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument);
+}
+
+static void testAbort(ncclComm_t world) {
+  section("abort: of a joined communicator, of one still joining");
+  ncclUniqueId id;
+  shareId(world, 0, &id);
+  ncclComm_t c = NULL;
+  OK(ncclCommInitRank(&c, nranks, id, rank));
+  OK(ncclCommAbort(c));
+  OK(ncclCommAbort(NULL));
+  /* a nonblocking init that can never complete (nranks + 1 ranks): abort
+   * returns at once; the join ends by itself (MSCCLPP_TIMEOUT) */
+  shareId(world, 0, &id);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t never = NULL;
+  NCHECK(ncclCommInitRankConfig(&never, nranks + 1, id, rank, &cfg), ncclInProgress);
+  ncclResult_t st = ncclSuccess;
+  OK(ncclCommGetAsyncError(never, &st));
+  CHECK(st == ncclInProgress);
+  double t0 = now();
+  OK(ncclCommAbort(never));
+  CHECK(now() - t0 < 1.0);
+}
+
+static int runApi(void) {
+  ncclUniqueId id;
+  if (shareFirstId(&id) != 0) {
+    fprintf(stderr, "rank %d: could not share the first unique id\n", rank);
+    return 1;
+  }
+  ncclComm_t world = NULL;
+  OK(ncclCommInitRank(&world, nranks, id, rank));
+  if (world == NULL) return 1;
+  float one = 1, sum = 0;
+  OK(ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, world, NULL));
+  if (rank == 0) removeFirstId();
+  testQueries(world);
+  testAllReduce(world);
+  testCollectives(world);
+  testSendRecv(world);
+  testPreMulSum(world);
+  testMemory(world);
+  testErrors(world);
+  testInitModes(world);
+  testSplit(world);
+  if (rank == 0) testInitAll();
+  testAbort(world);
+  OK(ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, world, NULL));
+  CHECK(sum == (float)nranks);
+  OK(ncclCommFinalize(world));
+  OK(ncclCommDestroy(world));
+  printf("rank %d: %s (%d failures)\n", rank, failures ? "FAILED" : "all NCCL API checks passed", failures);
+  return failures ? 1 : 0;
+}
+
+/* A rank SIGKILLs itself; the survivors see it. */
+static int runKill(int victim) {
+  ncclUniqueId id;
+  if (shareFirstId(&id) != 0) return 1;
+  ncclComm_t comm = NULL;
+  OK(ncclCommInitRank(&comm, nranks, id, rank));
+  if (comm == NULL) return 1;
+  float x[256], y[256];
+  for (int i = 0; i < 256; i++) x[i] = 1;
+  OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL));
+  if (rank == 0) removeFirstId();
+  if (failures) return 1;
+  if (rank == victim) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  double t0 = now();
+  ncclResult_t st = ncclSuccess;
+  while (now() - t0 < 10) {
+    OK(ncclCommGetAsyncError(comm, &st));
+    if (st != ncclSuccess) break;
+    usleep(10000);
+  }
+  double seen = now() - t0;
+  printf("rank %d: async error %d (%s) after %.2f s: %s\n", rank, (int)st, ncclGetErrorString(st), seen,
+         ncclGetLastError(comm));
+  CHECK(st == ncclRemoteError);
+  /* later calls fail at once instead of hanging */
+  double t1 = now();
+  ncclResult_t res = ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL);
+  CHECK(res != ncclSuccess);
+  CHECK(now() - t1 < 5);
+  double t2 = now();
+  OK(ncclCommAbort(comm));
+  CHECK(now() - t2 < 5);
+  if (failures == 0) printf("SURVIVOR_OK rank %d\n", rank);
+  fflush(stdout);
+  return failures ? 1 : 0;
+}
+
+/* MSCCLPP_NCCL_FALLBACK: bad settings are clear errors (one process). */
+static int runFallback(const char* self, const char* real) {
+  rank = 0;
+  nranks = 1;
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  section("MSCCLPP_NCCL_FALLBACK_OPS without MSCCLPP_NCCL_FALLBACK");
+  setenv("MSCCLPP_NCCL_FALLBACK_OPS", "allreduce", 1);
+  OK(ncclGetUniqueId(&id));
+  NCHECK(ncclCommInitRank(&c, 1, id, 0), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "MSCCLPP_NCCL_FALLBACK") != NULL);
+  section("a path that does not load");
+  setenv("MSCCLPP_NCCL_FALLBACK", "/nonexistent/libnccl.so.2", 1);
+  OK(ncclGetUniqueId(&id));
+  NCHECK(ncclCommInitRank(&c, 1, id, 0), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "/nonexistent/libnccl.so.2") != NULL);
+  section("this library itself");
+  setenv("MSCCLPP_NCCL_FALLBACK", self, 1);
+  OK(ncclGetUniqueId(&id));
+  NCHECK(ncclCommInitRank(&c, 1, id, 0), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "this library itself") != NULL);
+  section("an unknown operation name");
+  unsetenv("MSCCLPP_NCCL_FALLBACK");
+  setenv("MSCCLPP_NCCL_FALLBACK_OPS", "allreduce,frobnicate", 1);
+  OK(ncclGetUniqueId(&id));
+  NCHECK(ncclCommInitRank(&c, 1, id, 0), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "frobnicate") != NULL);
+  unsetenv("MSCCLPP_NCCL_FALLBACK_OPS");
+  if (real != NULL && real[0] != '\0') {
+    /* NVIDIA's NCCL loads; without a GPU its communicator cannot be made,
+     * which fails the init with its reason */
+    section("NVIDIA's library as the fallback");
+    setenv("MSCCLPP_NCCL_FALLBACK", real, 1);
+    OK(ncclGetUniqueId(&id));
+    ncclResult_t res = ncclCommInitRank(&c, 1, id, 0);
+    printf("fallback init: %d (%s): %s\n", (int)res, ncclGetErrorString(res), ncclGetLastError(NULL));
+    if (res == ncclSuccess) {
+      float x = 2, y = 0;
+      OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL));
+      OK(ncclCommDestroy(c));
+    } else {
+      CHECK(strstr(ncclGetLastError(NULL), "fallback NCCL") != NULL);
+    }
+    unsetenv("MSCCLPP_NCCL_FALLBACK");
+  }
+  section("without a fallback, a 1-rank communicator works");
+  OK(ncclGetUniqueId(&id));
+  OK(ncclCommInitRank(&c, 1, id, 0));
+  float x = 2, y = 0;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL));
+  CHECK(y == 2);
+  OK(ncclCommDestroy(c));
+  printf("fallback checks: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char* mode = argc > 1 ? argv[1] : "api";
+  if (strcmp(mode, "fallback") == 0) return runFallback(argc > 2 ? argv[2] : "", argc > 3 ? argv[3] : NULL);
+  const char* r = getenv("MSCCLPP_RANK");
+  const char* n = getenv("MSCCLPP_NRANKS");
+  if (r == NULL || n == NULL) {
+    fprintf(stderr, "run me under mscclpp-run: MSCCLPP_RANK/MSCCLPP_NRANKS are unset\n");
+    return 2;
+  }
+  rank = atoi(r);
+  nranks = atoi(n);
+  if (strcmp(mode, "api") == 0) return runApi();
+  if (strcmp(mode, "kill") == 0 && argc > 2) return runKill(atoi(argv[2]));
+  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | fallback SELF [REAL]\n");
+  return 2;
+}
