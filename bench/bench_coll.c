@@ -13,8 +13,17 @@
  *    allgather (k+1)·S / B, with S the bytes of each rank's output
  *    (allgather) or input (allreduce) and B the copy's bytes per second.
  *    algbw = S / time, as nccl-tests.
+ * 3. allreduce by algorithm (packet, rsag) at 1 KiB .. 8 MiB, graph times,
+ *    which is what the size rule in coll_gpu.c is set from.
  * Every rank times itself; rank 0 prints the slowest rank's figures.
  */
+#include <stdio.h>
+#ifndef MSCCLPP_HAVE_CUDA
+int main(void) {
+  printf("SKIPPED: bench_coll needs a CUDA build\n");
+  return 77;
+}
+#else
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h" /* the algorithm comparison sets the communicator's MSCCLPP_ALGO */
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
 
@@ -66,6 +76,29 @@ static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s
     RES_OK(mscclppAllGather(in, out, bytes / (size_t)nranks_ / 4, mscclppFloat32, comm, s));
   else
     RES_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
+}
+
+/* Time per call of `iters` calls captured in one CUDA graph. */
+static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1,
+                          int iters) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
+  CUDA_OK(cudaStreamEndCapture(s, &g));
+  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+  CUDA_OK(cudaGraphLaunch(ge, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  RES_OK(mscclppBootstrapBarrier(comm));
+  CUDA_OK(cudaEventRecord(e0, s));
+  CUDA_OK(cudaGraphLaunch(ge, s));
+  CUDA_OK(cudaEventRecord(e1, s));
+  CUDA_OK(cudaEventSynchronize(e1));
+  float ms;
+  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+  CUDA_OK(cudaGraphExecDestroy(ge));
+  CUDA_OK(cudaGraphDestroy(g));
+  return maxOver(ms * 1e3 / iters);
 }
 
 int main(int argc, char** argv) {
@@ -133,24 +166,7 @@ int main(int argc, char** argv) {
       float ms;
       CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
       double streamUs = ms * 1e3 / iters;
-      /* graph */
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-      for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
-      CUDA_OK(cudaStreamEndCapture(s, &g));
-      CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-      CUDA_OK(cudaGraphLaunch(ge, s));
-      CUDA_OK(cudaStreamSynchronize(s));
-      RES_OK(mscclppBootstrapBarrier(comm));
-      CUDA_OK(cudaEventRecord(e0, s));
-      CUDA_OK(cudaGraphLaunch(ge, s));
-      CUDA_OK(cudaEventRecord(e1, s));
-      CUDA_OK(cudaEventSynchronize(e1));
-      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-      double graphUs = ms * 1e3 / iters;
-      CUDA_OK(cudaGraphExecDestroy(ge));
-      CUDA_OK(cudaGraphDestroy(g));
+      double graphUs = graphTimeUs(ag, in, out, bytes, s, e0, e1, iters);
       mscclppResult_t async;
       mscclppCommGetAsyncError(comm, &async);
       if (async != mscclppSuccess) {
@@ -158,7 +174,6 @@ int main(int argc, char** argv) {
         return 1;
       }
       streamUs = maxOver(streamUs);
-      graphUs = maxOver(graphUs);
       launchUs = maxOver(launchUs);
       double k = nranks_;
       double roof = ag ? (k + 1) * bytes / copyBps * 1e6 : 2 * k * bytes / copyBps * 1e6;
@@ -169,8 +184,25 @@ int main(int argc, char** argv) {
                100.0 * roof / best);
     }
   }
+  /* 3. algorithms side by side */
+  if (rank_ == 0) printf("\nallreduce fp32 by algorithm, %d ranks, graph us per call\n%10s %10s %10s\n", nranks_,
+                         "bytes", "packet", "rsag");
+  struct mscclppComm* c = (struct mscclppComm*)comm;
+  char saved[sizeof(c->params.algo)];
+  memcpy(saved, c->params.algo, sizeof(saved));
+  for (size_t bytes = 1024; bytes <= maxBytes && bytes <= ((size_t)8 << 20); bytes *= 2) {
+    double t[2];
+    for (int a = 0; a < 2; a++) {
+      snprintf(c->params.algo, sizeof(c->params.algo), "allreduce=%s", a ? "rsag" : "packet");
+      for (int i = 0; i < 3; i++) call(0, in, out, bytes, s);
+      t[a] = graphTimeUs(0, in, out, bytes, s, e0, e1, iters);
+    }
+    if (rank_ == 0) printf("%10zu %10.2f %10.2f\n", bytes, t[0], t[1]);
+  }
+  memcpy(c->params.algo, saved, sizeof(saved));
   CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
   RES_OK(mscclppCommDestroy(comm));
   return 0;
 }
+#endif /* MSCCLPP_HAVE_CUDA */

@@ -101,6 +101,7 @@ struct ownEntry {
 struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
   uint32_t packetBlocks;
+  int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
   mscclppWaitContext wait;
   struct mscclppAbort* abort;
@@ -368,11 +369,12 @@ static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L)
   L->p2pSlotBytes = g->p2pSlotBytes;
 }
 
-/* Blocks for `bytes` of work per rank: about one per 64 KiB, at most this
- * rank's share of the SMs (every rank's blocks must fit on the device at
- * once, as they wait for each other). */
-static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64_t unit) {
-  uint64_t cap = (uint64_t)(g->nsm / g->sharing);
+/* Blocks for `bytes` of work per rank: about one per `unit` bytes, at most
+ * this rank's share of what the device holds at once, `perSm` blocks per SM
+ * (every rank's blocks must be resident together, as they wait for each
+ * other). */
+static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64_t unit, int perSm) {
+  uint64_t cap = (uint64_t)(g->nsm * perSm / g->sharing);
   if (cap < 1) cap = 1;
   if (cap > MSCCLPP_COLL_GPU_MAX_BLOCKS) cap = MSCCLPP_COLL_GPU_MAX_BLOCKS;
   uint64_t n = (bytes + unit - 1) / unit;
@@ -504,7 +506,8 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     if (a->kind == MSCCLPP_COLL_REDUCESCATTER) work = outBytes;
     if (a->kind == MSCCLPP_COLL_ALLTOALL) work = outBytes;
     L.nthreads = 1024;
-    L.nblocks = blocksFor(g, work, 32u << 10);
+    if (g->directOcc[L.type] == 0) g->directOcc[L.type] = mscclppCollGpuDirectBlocksPerSm(L.type, L.nthreads);
+    L.nblocks = blocksFor(g, work, 32u << 10, g->directOcc[L.type]);
     const char* why = NULL;
     res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
     if (res != mscclppSuccess) {

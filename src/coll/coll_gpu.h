@@ -103,6 +103,11 @@ struct mscclppCollGpuP2pList {
   struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
 };
 
+/* coll_kernels.cu: how many blocks of `nthreads` threads of the direct
+ * kernel for `type` fit on one SM at once (registers, shared memory). Every
+ * rank's blocks must be resident together, as they wait for each other. */
+int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
+
 /* coll_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
  * is the op list of a sendrecv launch, NULL otherwise.
  * mscclppUnhandledCudaError with the launch error's text in *why. */

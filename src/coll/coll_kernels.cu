@@ -543,3 +543,13 @@ extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaun
   *why = cudaGetErrorString(err);
   return err == cudaSuccess ? mscclppSuccess : mscclppUnhandledCudaError;
 }
+
+extern "C" int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads) {
+  int n = 0;
+  if (type < 0 || type >= mscclppNumTypes ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, directKernels[type], (int)nthreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return n > 0 ? n : 1;
+}
