@@ -11,4 +11,7 @@ for f in build-gpu/tests/*/* build-gpu/bench/* build-gpu/tools/*; do
   if [ -f "$f" ] && [ -x "$f" ]; then cp "$f" .carry/gpu/; fi
 done
 cp tests/*/*.sh .carry/gpu/ 2>/dev/null || true
+# The NCCL-compatible library and its libnccl.so.2 name, for the PyTorch runs.
+mkdir -p .carry/gpu/lib
+cp -a build-gpu/src/nccl/libmscclpp_nccl.so* build-gpu/src/nccl/libnccl.so* .carry/gpu/lib/ 2>/dev/null || true
 du -sh .carry/gpu

@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll]   (default all)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net]   (default all)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -87,6 +87,35 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = coll ]; then
   for n in 2 4; do
     have bench_coll && step "bench_coll_$n" 300 mscclpp-run -n $n --timeout 290 -- "$BIN/bench_coll"
   done
+fi
+if [ "$what" = all ] || [ "$what" = coll ]; then
+  have coll_gpu_worker && step "coll_gpu_2 racecheck" 300 mscclpp-run -n 2 --timeout 290 -- \
+    compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/coll_gpu_worker" 70000
+fi
+if [ "$what" = all ] || [ "$what" = perf ]; then
+  if have mscclpp-perf; then
+    for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
+      step "perf_check_${c}_2" 200 mscclpp-run -n 2 --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1 -e 4M -f 8 -d all -o all -c 1 -n 2 -w 1
+    done
+    step "perf_check_allreduce_4_graph" 200 mscclpp-run -n 4 --timeout 190 -- "$BIN/mscclpp-perf" allreduce -b 1K -e 64M -f 4 -d float,bfloat16 -o sum -c 1 -G 2
+    for n in 2 4; do
+      for c in allreduce allgather; do
+        step "perf_${c}_${n}" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 -c 0 -w 5 -n 20 -G 5 -J "$OUT/perf_${c}_${n}.json"
+      done
+    done
+  fi
+fi
+if [ "$what" = all ] || [ "$what" = net ]; then
+  have net_worker_gpu && step net_gpu_staged_2 200 env MSCCLPP_NET_IFNAME==lo mscclpp-run -n 2 --timeout 190 -- "$BIN/net_worker_gpu" 67108864
+  have channel_worker_gpu && step "channel_mp_gpu_2 (after net)" 300 mscclpp-run -n 2 --timeout 280 -- "$BIN/channel_worker_gpu" gpu quick
+fi
+if [ "$what" = all ] || [ "$what" = torch ]; then
+  NLIB=$BIN/lib/libmscclpp_nccl.so
+  if [ -e "$NLIB" ]; then
+    step torch_test 540 python3 tests/nccl/torch_test.py --lib "$NLIB" --nprocs 2,4 --timeout 250
+    step torch_allreduce_2 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --graph --timeout 190
+    step torch_allreduce_2_eager 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --timeout 190
+  fi
 fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 

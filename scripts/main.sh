@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# README's main-job command: install missing packages, build, and run the
-# benchmark across 4 local ranks. For now that is the bootstrap benchmark
-# (bench/bench_bootstrap.c); mscclpp-perf replaces it once collectives land.
+# README's main-job command: install missing packages, build, and run
+# mscclpp-perf allreduce (checked) across 4 local ranks.
 #
 # Environment: MSCCLPP_BUILD_PREFIX (build directory, default "build"), JOBS
 # (default nproc), NRANKS (default 4), MAIN_TIMEOUT (seconds, default 600).
@@ -18,17 +17,17 @@ cmake --build "$B" -j"$JOBS" >"$B/build.log" 2>&1 || {
   exit 1
 }
 "$B/tools/mscclpp-info"
-bench=$B/bench/bench_bootstrap
-if [ ! -x "$bench" ]; then
-  echo "main.sh: $bench does not exist yet: the bootstrap benchmark (bench/bench_bootstrap.c) has not" >&2
-  echo "main.sh: landed, so there is nothing to benchmark. The build and mscclpp-info above did run." >&2
-  exit 1
-fi
-# Ranks sharing a GPU need MPS to run kernels side by side (the bootstrap
-# benchmark itself does not touch the GPU; mscclpp-perf will).
+perf=$B/tools/mscclpp-perf
+# The main job: allreduce, checked, across NRANKS local ranks: on the GPU(s)
+# when there is one (ranks sharing a GPU under MPS), else on the host backend.
 mps=()
-if "$B/tools/mscclpp-info" | grep -E '^GPUs: [1-9]' >/dev/null && command -v nvidia-cuda-mps-control >/dev/null; then
-  mps=(--mps)
+sizes=(-b 1K -e 256M -f 4)
+if "$B/tools/mscclpp-info" | grep -E '^GPUs: [1-9]' >/dev/null; then
+  command -v nvidia-cuda-mps-control >/dev/null && mps=(--mps)
+else
+  sizes=(-b 1K -e 16M -f 4)
 fi
-echo "main.sh: $B/tools/mscclpp-run -n $NRANKS ${mps[*]} --timeout ${MAIN_TIMEOUT:-600} $bench"
-exec "$B/tools/mscclpp-run" -n "$NRANKS" "${mps[@]}" --timeout "${MAIN_TIMEOUT:-600}" "$bench"
+cmd=("$B/tools/mscclpp-run" -n "$NRANKS" "${mps[@]}" --timeout "${MAIN_TIMEOUT:-600}" -- "$perf" allreduce
+     "${sizes[@]}" -c 1 -w 5 -n 20)
+echo "main.sh: ${cmd[*]}"
+exec "${cmd[@]}"

@@ -66,9 +66,7 @@ void mscclppCollGpuRelease(struct mscclppComm* comm) { (void)comm; }
 #define OPEN_CACHE_MAX 1024
 #define TAG_BASE 0x7d000000
 #define STAGE_MIN_BYTES ((size_t)2 << 20)
-/* Bytes of packet data below which allreduce uses LL packets, and the grid
- * of every packet kernel. */
-#define PACKET_MAX_BYTES (256u << 10)
+/* The grid of every packet kernel. */
 #define PACKET_THREADS 512u
 #define PACKET_BLOCKS_MAX 16u
 
@@ -358,6 +356,14 @@ static mscclppResult_t rendezvous(struct mscclppComm* comm, struct mscclppCollGp
 
 /* ---- launches ------------------------------------------------------------------- */
 
+/* Bytes of input up to which allreduce uses LL packets rather than the
+ * direct kernel (two barriers): where the two cross on the H200 (bench_coll's
+ * algorithm table, bench/RESULTS.md). Packets cost k-1 remote writes of twice
+ * the data per rank, so the crossing comes earlier with more ranks. */
+static uint64_t packetMaxBytes(int nranks) {
+  return nranks <= 2 ? (256u << 10) : nranks <= 4 ? (128u << 10) : (64u << 10);
+}
+
 static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L) {
   L->rank = g->rank;
   L->nranks = g->nranks;
@@ -430,7 +436,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     L.root = a->root;
     L.count = a->count;
     int packet = a->kind == MSCCLPP_COLL_ALLREDUCE &&
-                 (a->algo != NULL ? strcmp(a->algo, "packet") == 0 : inBytes <= PACKET_MAX_BYTES);
+                 (a->algo != NULL ? strcmp(a->algo, "packet") == 0 : inBytes <= packetMaxBytes(k));
     if (packet) {
       /* no rendezvous: only my own buffers are used */
       L.algo = MSCCLPP_COLL_GPU_ALGO_PACKET;
