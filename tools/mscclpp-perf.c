@@ -984,10 +984,17 @@ static int cudaOk(struct ctx* c, cudaError_t e, const char* what) {
 }
 #endif
 
+/* GPU copies and fills go on the collectives' own stream and are waited
+ * for: the stream is non-blocking, so it would not wait for work of the
+ * legacy default stream, and cudaMemcpy from pageable memory may return
+ * before its DMA has landed. */
 static int copyToBuf(struct ctx* c, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return 1;
 #ifdef MSCCLPP_HAVE_CUDA
-  if (c->gpu) return cudaOk(c, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+  if (c->gpu)
+    return cudaOk(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream),
+                  "cudaMemcpyAsync to the device") &&
+           cudaOk(c, cudaStreamSynchronize((cudaStream_t)c->stream), "cudaStreamSynchronize");
 #endif
   (void)c;
   memcpy(dst, src, bytes);
@@ -997,7 +1004,10 @@ static int copyToBuf(struct ctx* c, void* dst, const void* src, size_t bytes) {
 static int copyFromBuf(struct ctx* c, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return 1;
 #ifdef MSCCLPP_HAVE_CUDA
-  if (c->gpu) return cudaOk(c, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the device");
+  if (c->gpu)
+    return cudaOk(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)c->stream),
+                  "cudaMemcpyAsync from the device") &&
+           cudaOk(c, cudaStreamSynchronize((cudaStream_t)c->stream), "cudaStreamSynchronize");
 #endif
   (void)c;
   memcpy(dst, src, bytes);
@@ -1007,7 +1017,9 @@ static int copyFromBuf(struct ctx* c, void* dst, const void* src, size_t bytes) 
 static int zeroBuf(struct ctx* c, void* dst, size_t bytes) {
   if (bytes == 0) return 1;
 #ifdef MSCCLPP_HAVE_CUDA
-  if (c->gpu) return cudaOk(c, cudaMemset(dst, 0, bytes), "cudaMemset");
+  if (c->gpu)
+    return cudaOk(c, cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)c->stream), "cudaMemsetAsync") &&
+           cudaOk(c, cudaStreamSynchronize((cudaStream_t)c->stream), "cudaStreamSynchronize");
 #endif
   (void)c;
   memset(dst, 0, bytes);

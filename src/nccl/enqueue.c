@@ -184,6 +184,7 @@ ncclResult_t ncclOpsRun(const struct ncclOp* ops, int nops) {
   int severalStreams = 0;
   for (int i = 0; i < nops; i++)
     if (isP2p(ops[i].kind) && !forced(&ops[i]) && ops[i].stream != p2pStream) severalStreams = 1;
+  (void)severalStreams; /* streams exist only in CUDA builds */
 #ifdef MSCCLPP_HAVE_CUDA
   if (severalStreams && comm->device >= 0) {
     res = joinStreams(ops, nops, p2pStream, 0);
