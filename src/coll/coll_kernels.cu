@@ -87,42 +87,21 @@ struct Op<double> {
   static __device__ __forceinline__ double apply(double a, double b, int op) { return fltApply<double>(a, b, op); }
   static __device__ __forceinline__ double divide(double a, int n) { return a / (double)n; }
 };
-template <>
-struct Op<__half> {
-  static __device__ __forceinline__ __half apply(__half a, __half b, int op) {
-    return __float2half_rn(fltApply<float>(__half2float(a), __half2float(b), op));
-  }
-  static __device__ __forceinline__ __half divide(__half a, int n) {
-    return __float2half_rn(__half2float(a) / (float)n);
-  }
+/* The 16- and 8-bit floats: through float, rounded to nearest (the types'
+ * float constructors) after every step. */
+template <typename T>
+struct OpViaFloat {
+  static __device__ __forceinline__ T apply(T a, T b, int op) { return T(fltApply<float>((float)a, (float)b, op)); }
+  static __device__ __forceinline__ T divide(T a, int n) { return T((float)a / (float)n); }
 };
 template <>
-struct Op<__nv_bfloat16> {
-  static __device__ __forceinline__ __nv_bfloat16 apply(__nv_bfloat16 a, __nv_bfloat16 b, int op) {
-    return __float2bfloat16_rn(fltApply<float>(__bfloat162float(a), __bfloat162float(b), op));
-  }
-  static __device__ __forceinline__ __nv_bfloat16 divide(__nv_bfloat16 a, int n) {
-    return __float2bfloat16_rn(__bfloat162float(a) / (float)n);
-  }
-};
+struct Op<__half> : OpViaFloat<__half> {};
 template <>
-struct Op<__nv_fp8_e4m3> {
-  static __device__ __forceinline__ __nv_fp8_e4m3 apply(__nv_fp8_e4m3 a, __nv_fp8_e4m3 b, int op) {
-    return __nv_fp8_e4m3(fltApply<float>((float)a, (float)b, op));
-  }
-  static __device__ __forceinline__ __nv_fp8_e4m3 divide(__nv_fp8_e4m3 a, int n) {
-    return __nv_fp8_e4m3((float)a / (float)n);
-  }
-};
+struct Op<__nv_bfloat16> : OpViaFloat<__nv_bfloat16> {};
 template <>
-struct Op<__nv_fp8_e5m2> {
-  static __device__ __forceinline__ __nv_fp8_e5m2 apply(__nv_fp8_e5m2 a, __nv_fp8_e5m2 b, int op) {
-    return __nv_fp8_e5m2(fltApply<float>((float)a, (float)b, op));
-  }
-  static __device__ __forceinline__ __nv_fp8_e5m2 divide(__nv_fp8_e5m2 a, int n) {
-    return __nv_fp8_e5m2((float)a / (float)n);
-  }
-};
+struct Op<__nv_fp8_e4m3> : OpViaFloat<__nv_fp8_e4m3> {};
+template <>
+struct Op<__nv_fp8_e5m2> : OpViaFloat<__nv_fp8_e5m2> {};
 
 /* Reduce a word W (uint64_t or uint4) of elements T in place. */
 template <typename T, typename W>
@@ -218,21 +197,24 @@ static __device__ void copyToAll(uint8_t* const* dst, int ndst, const uint8_t* s
   if (vec) {
     uint64_t nv = bytes / 16;
     const uint4* s = (const uint4*)src;
-    /* four vectors in flight per thread, then the rest one by one */
+    /* four vectors in flight per thread, then the rest one by one; loads
+     * and stores marked streaming (each byte is touched once: keep it from
+     * evicting what the peers still need in L2) */
     uint64_t i = tid;
     for (; i + 3 * nthreads < nv; i += 4 * nthreads) {
-      uint4 v0 = s[i], v1 = s[i + nthreads], v2 = s[i + 2 * nthreads], v3 = s[i + 3 * nthreads];
+      uint4 v0 = __ldcs(s + i), v1 = __ldcs(s + i + nthreads), v2 = __ldcs(s + i + 2 * nthreads),
+            v3 = __ldcs(s + i + 3 * nthreads);
       for (int d = 0; d < ndst; d++) {
         uint4* o = (uint4*)dst[d];
-        o[i] = v0;
-        o[i + nthreads] = v1;
-        o[i + 2 * nthreads] = v2;
-        o[i + 3 * nthreads] = v3;
+        __stcs(o + i, v0);
+        __stcs(o + i + nthreads, v1);
+        __stcs(o + i + 2 * nthreads, v2);
+        __stcs(o + i + 3 * nthreads, v3);
       }
     }
     for (; i < nv; i += nthreads) {
-      uint4 v = s[i];
-      for (int d = 0; d < ndst; d++) ((uint4*)dst[d])[i] = v;
+      uint4 v = __ldcs(s + i);
+      for (int d = 0; d < ndst; d++) __stcs((uint4*)dst[d] + i, v);
     }
     done = nv * 16;
   }
