@@ -59,7 +59,8 @@ if bash scripts/deps.sh; then note deps ok "$t"; else note deps FAILED "$t"; fi
 # The sanitizers report and fail instead of logging and going on.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+# (libfabric's copies of incoming RMA data: scripts/tsan-suppressions.txt says why)
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt}
 
 # ---- ASan + UBSan
 banner "asan: AddressSanitizer + UndefinedBehaviorSanitizer, host backend"

@@ -14,6 +14,7 @@
 #include "core/params.h"
 #include "gpu/gpu.h"
 #include "mscclpp/core.h"
+#include "transport/net_ofi.h"
 
 #ifdef MSCCLPP_HAVE_LIBFABRIC
 #include <rdma/fabric.h>
@@ -169,6 +170,22 @@ static void printProviders(void) {
 static void printProviders(void) { printf("network: libfabric not built in (install libfabric-dev and rebuild)\n"); }
 #endif
 
+/* What the network transport itself (libfabric loaded with dlopen, as the
+ * library does) would open with this environment's MSCCLPP_NET_PROVIDER and
+ * MSCCLPP_NET_IFNAME. */
+static void printNetChoice(void) {
+  struct mscclppParams params;
+  if (mscclppParamsLoad(&params) != mscclppSuccess) {
+    printf("network transport: the parameters do not parse: %s\n", mscclppGetLastError());
+    return;
+  }
+  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, params.timeout, NULL, 0};
+  char text[1024];
+  mscclppResult_t res = mscclppNetProbe(&cfg, text, sizeof(text));
+  printf("network transport (MSCCLPP_NET_PROVIDER='%s', MSCCLPP_NET_IFNAME='%s'): %s%s\n", params.netProvider,
+         params.netIfname, res == mscclppSuccess ? "would use " : "unavailable: ", text);
+}
+
 /* ---- the default report --------------------------------------------------------- */
 
 static void printGpus(void) {
@@ -206,6 +223,7 @@ static void printReport(void) {
 #endif
   printGpus();
   printProviders();
+  printNetChoice();
 }
 
 int main(int argc, char** argv) {

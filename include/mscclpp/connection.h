@@ -2,13 +2,24 @@
  * mscclpp connections: a transport joining this rank to one peer (or to
  * itself), and the operations a port channel's proxy performs on it.
  *
- * Transports in this release (both within one host):
+ * Transports:
  *   CudaIpc - the GPU's copy engines (cudaMemcpyAsync on the connection's own
  *             stream) between GPUs of the host, and between several ranks
  *             sharing one GPU (run them under MPS);
- *   HostShm - the CPU copies through shared mappings (the host backend).
- * mscclppTransportAuto picks CudaIpc when both ranks have a GPU, else
- * HostShm; ranks on different hosts need the network transport (not yet).
+ *   HostShm - the CPU copies through shared mappings (the host backend);
+ *   Net     - RMA writes over libfabric between any hosts (verbs, efa,
+ *             tcp;ofi_rxm; MSCCLPP_NET_PROVIDER and MSCCLPP_NET_IFNAME pick
+ *             provider and NIC; libfabric is loaded at run time). The port
+ *             channel proxy drives its progress (it reads the completion
+ *             queue on every idle loop: with providers of manual progress
+ *             such as tcp, incoming data lands only then - a rank that
+ *             receives through bare connections, without port channels,
+ *             must call mscclppConnectionFlush to let it land). GPU memory
+ *             is registered with FI_HMEM where the provider has it, else
+ *             staged through pinned host buffers in 1 MiB chunks.
+ * mscclppTransportAuto picks CudaIpc when both ranks of one host have a GPU,
+ * else HostShm, and Net between hosts (hosts differ by name or network
+ * namespace, or MSCCLPP_HOSTID).
  *
  * Ordering, per connection (operations of one connection are issued from one
  * thread at a time):
@@ -28,7 +39,15 @@
  *            This is MSCCL++'s updateAndSync.
  *   flush  - returns once every write and signal issued before it has
  *            completed and is visible to the peer, and the sources of those
- *            writes may be reused. Bounded by MSCCLPP_TIMEOUT.
+ *            writes may be reused. Bounded by MSCCLPP_TIMEOUT. Net: the
+ *            operations have completed at this side (sources reusable, the
+ *            provider's completion semantics); visibility at the peer is
+ *            what a signal orders.
+ *   Net signal: the value is written after the data by an 8-byte RMA write
+ *            the provider keeps in order (FI_ORDER_WAW: tcp, verbs), or
+ *            once the data writes completed with FI_DELIVERY_COMPLETE
+ *            (providers without write order: efa), or, after staged data,
+ *            applied by the peer's proxy once the data is in place.
  * Nothing orders operations of different connections.
  */
 #ifndef MSCCLPP_CONNECTION_H_
@@ -55,10 +74,13 @@ typedef struct mscclppConnection* mscclppConnection_t;
  * Errors: mscclppInvalidArgument (NULL comm or conn, peer out of range, not
  *   exactly one transport bit), mscclppInvalidUsage (the ranks asked for
  *   different transports, the transport cannot join them - another host, no
- *   GPU on one side - or Net, which is not available yet; the message names
- *   both ranks' hosts and capabilities), mscclppRemoteError (the peer sent
- *   an invalid or unauthenticated endpoint), bootstrap errors
- *   (mscclppTimeout, ...). *conn is written only on success. */
+ *   GPU on one side -, no libfabric, no provider with RMA, no domain
+ *   matching MSCCLPP_NET_IFNAME; the message names both ranks' hosts and
+ *   capabilities, or what libfabric offers), mscclppRemoteError (the peer
+ *   sent an invalid or unauthenticated endpoint), mscclppTimeout or
+ *   mscclppRemoteError when the peer cannot be reached over the network
+ *   (each side proves the data path with an RMA write at creation), bootstrap errors (mscclppTimeout, ...). *conn is written
+ *   only on success. */
 MSCCLPP_API mscclppResult_t mscclppConnectionCreate(mscclppComm_t comm, int peer, int tag, mscclppTransport_t transport,
                                            mscclppConnection_t* conn);
 

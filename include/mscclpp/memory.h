@@ -53,13 +53,19 @@ extern "C" {
  * reach it, a connection uses one. Values travel between processes: never
  * renumber. */
 typedef enum {
-  /* Registration: every transport the memory's kind allows on this machine.
+  /* Registration: every transport the memory's kind allows on this machine
+   * (Net once the communicator has a network connection).
    * Connection: let mscclpp choose (CUDA IPC between ranks of one host that
-   * both have a GPU, else host shared memory). */
+   * both have a GPU, else host shared memory; the network between hosts). */
   mscclppTransportAuto = 0,
   mscclppTransportCudaIpc = 1u << 0, /* same host: copies by the GPU's copy engines (cudaMemcpyAsync) */
   mscclppTransportHostShm = 1u << 1, /* same host: copies by the CPU through shared mappings (host backend) */
-  mscclppTransportNet = 1u << 2      /* reserved for the network transport; not available yet */
+  /* any hosts: RMA over libfabric (verbs, efa, tcp;ofi_rxm, ...; see
+   * mscclpp/connection.h). Memory registered for Net is registered with the
+   * provider when the communicator has a network connection (at registration,
+   * or else when its record is first sent); GPU memory the provider cannot
+   * reach (no FI_HMEM) is staged through pinned host buffers. */
+  mscclppTransportNet = 1u << 2
 } mscclppTransport_t;
 
 /* A short fixed name of one transport ("CudaIpc"); "unknown" otherwise. */
@@ -112,8 +118,10 @@ MSCCLPP_API mscclppResult_t mscclppMemFree(mscclppComm_t comm, void* ptr);
  * Errors: mscclppInvalidArgument - NULL ptr or mem, size 0, unknown transport
  *   bits, a range that runs past the end of its allocation, device memory
  *   with the HostShm transport, managed memory;
- *   mscclppInvalidUsage - CudaIpc without a GPU, the Net transport (not yet);
- *   mscclppUnhandledCudaError / mscclppSystemError - making the handle failed.
+ *   mscclppInvalidUsage - CudaIpc without a GPU;
+ *   mscclppUnhandledCudaError / mscclppSystemError - making the handle failed,
+ *   or the network provider refused to register the memory (the message
+ *   names the provider and the range).
  * *mem is written only on success. */
 MSCCLPP_API mscclppResult_t mscclppRegisterMemory(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
                                                   mscclppRegisteredMemory_t* mem);
@@ -150,7 +158,9 @@ MSCCLPP_API mscclppResult_t mscclppMemorySerialize(mscclppRegisteredMemory_t mem
  *   job - another secret - or altered);
  *   mscclppInvalidUsage - the owner is on another host, the memory cannot be
  *   opened by another process (plain or cudaHostAlloc host memory), or it is
- *   device memory and this process has no GPU;
+ *   device memory and this process has no GPU - unless the record carries a
+ *   network registration: then it opens without a mapping (its pointer is
+ *   NULL) for transport Net;
  *   mscclppRemoteError - the owner no longer exports it, or is gone;
  *   mscclppTimeout, mscclppAborted, mscclppUnhandledCudaError,
  *   mscclppSystemError. *mem is written only on success. */

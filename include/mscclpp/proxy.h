@@ -63,8 +63,11 @@ typedef mscclppProxyHandlerResult (*mscclppProxyHandler)(void* arg, const mscclp
 
 /* For asynchronous handlers (copies still in flight when the handler
  * returns): *allDone = 1 when all work of every trigger handed to the handler
- * so far is complete. Called on the proxy thread when its FIFO is idle. A
- * failure is recorded as the async error. */
+ * so far is complete. Called on the proxy thread on every pass of its loop,
+ * busy or idle, also with nothing outstanding (a transport with manual
+ * progress - the network - must read its completion queue for its peers'
+ * writes to land); it must not wait. A failure is recorded as the async
+ * error. */
 typedef mscclppResult_t (*mscclppProxyProgress)(void* arg, int* allDone);
 
 typedef enum { mscclppProxyStateIdle = 0, mscclppProxyStateRunning = 1, mscclppProxyStateExiting = 2 } mscclppProxyRunState;

@@ -64,7 +64,9 @@ extern "C" {
 /* Declare a connection to `remoteRank` over `localBuff` (buffSize bytes:
  * device memory, or host memory from mscclppMemAlloc) with `tag`; *devConn
  * is filled by mscclppConnectionSetup and must stay valid until then.
- * ibDev must be NULL (the network transport is not available yet).
+ * ibDev must be NULL: the network transport (transportType Net, or Auto
+ * between hosts) takes its provider and NIC from MSCCLPP_NET_PROVIDER and
+ * MSCCLPP_NET_IFNAME, not per connection.
  * Errors: mscclppInvalidArgument (NULL comm/devConn/localBuff, buffSize 0,
  * remoteRank out of range), mscclppInvalidUsage (ibDev given). */
 MSCCLPP_API mscclppResult_t mscclppConnect(mscclppComm_t comm, mscclppDevConn* devConn, int remoteRank,

@@ -14,6 +14,8 @@
  *         device memory: a stream-ordered 64-bit write, no CPU wait; to host
  *         memory: a plain store once the stream has drained)
  *   SYNC  every connection with copies in flight drained
+ * (Net: DATA is an RMA write, FLAG an ordered or fenced 8-byte write, or a
+ * staged message the peer's proxy applies; see transport_net.c.)
  * Copies stay in flight when the handler returns; the progress callback
  * (called by the proxy when the FIFO is idle) queries the streams without
  * blocking and lets the proxy publish `completed`, which is what a kernel's
@@ -50,6 +52,7 @@ struct portConn {
   struct mscclppConnection* conn; /* NULL: free */
   int refs;
   int dirty; /* proxy thread: copies or signals may be in flight */
+  int needsProgress; /* mscclppConnProgress on every idle loop (Net) */
 };
 
 struct mscclppPortExecutor {
@@ -65,6 +68,7 @@ struct mscclppPortExecutor {
   struct portSem sems[MAX_SEMS];
   struct portConn conns[MAX_SEMS];
   int anyDirty; /* proxy thread */
+  int anyProgress; /* a connection needs progress (set while the thread is stopped) */
 };
 
 /* ---- the proxy thread's side ---------------------------------------------------------- */
@@ -137,17 +141,25 @@ static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, 
 static mscclppResult_t execProgress(void* arg, int* allDone) {
   struct mscclppPortExecutor* e = arg;
   *allDone = 1;
-  if (!e->anyDirty) return mscclppSuccess;
+  /* Connections that need it (Net: providers with manual progress place a
+   * peer's incoming writes only while this process reads its completion
+   * queue) advance on every idle loop, with or without work of our own.
+   * Their completion errors (mscclppRemoteError) fail the proxy, which
+   * raises the communicator's abort with that status. */
+  if (!e->anyDirty && !e->anyProgress) return mscclppSuccess;
   int still = 0;
   for (int i = 0; i < MAX_SEMS; i++) {
     struct portConn* c = &e->conns[i];
-    if (!c->dirty) continue;
-    int idle = 0;
-    MSCCLPP_RETURN_ON_ERROR(mscclppConnQuery(c->conn, &idle));
-    if (idle)
-      c->dirty = 0;
-    else
-      still = 1;
+    if (c->dirty) {
+      int idle = 0;
+      MSCCLPP_RETURN_ON_ERROR(mscclppConnQuery(c->conn, &idle)); /* also progresses (Net) */
+      if (idle)
+        c->dirty = 0;
+      else
+        still = 1;
+    } else if (c->conn != NULL && c->needsProgress) {
+      MSCCLPP_RETURN_ON_ERROR(mscclppConnProgress(c->conn));
+    }
   }
   e->anyDirty = still;
   *allDone = !still;
@@ -279,6 +291,8 @@ static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclp
     e->conns[connSlot].conn = conn;
     e->conns[connSlot].refs = 0;
     e->conns[connSlot].dirty = 0;
+    e->conns[connSlot].needsProgress = mscclppConnNeedsProgress(conn);
+    if (e->conns[connSlot].needsProgress) e->anyProgress = 1;
   }
   e->conns[connSlot].refs++;
   struct portSem* s = &e->sems[semSlot];
@@ -297,6 +311,9 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
   if (--c->refs == 0) {
     c->conn = NULL;
     c->dirty = 0;
+    c->needsProgress = 0;
+    e->anyProgress = 0;
+    for (int i = 0; i < MAX_SEMS; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
   }
   memset(s, 0, sizeof(*s));
 }
@@ -359,7 +376,12 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   switch (cfg->semaphoreMem) {
     case mscclppPortSemaphoreAuto:
     case mscclppPortSemaphoreDevice:
-      kind = device < 0 ? MSCCLPP_SEM_ARENA_HOST
+      /* Net: pinned host memory on both backends - the provider (or, when
+       * staging, the receiving proxy) writes it and kernels poll it; a
+       * HostShared arena may predate the network connection and then lacks
+       * the Net registration. */
+      kind = conn->ops->transport == mscclppTransportNet ? MSCCLPP_SEM_ARENA_HOST_PINNED
+             : device < 0                                ? MSCCLPP_SEM_ARENA_HOST
              : conn->ops->transport == mscclppTransportHostShm ? MSCCLPP_SEM_ARENA_HOST_PINNED
                                                                 : MSCCLPP_SEM_ARENA_DEVICE;
       break;

@@ -51,7 +51,9 @@ mscclppResult_t mscclppConnect(mscclppComm_t comm, mscclppDevConn* devConn, int 
                       remoteRank, comm->nranks);
   if (ibDev != NULL)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_CHANNEL,
-                      "%s: ibDev '%s': the network transport is not available in this build yet; pass NULL", fn, ibDev);
+                      "%s: ibDev '%s': pass NULL; the network transport picks its NIC from MSCCLPP_NET_PROVIDER and "
+                      "MSCCLPP_NET_IFNAME",
+                      fn, ibDev);
   pthread_mutex_lock(&comm->lazyLock);
   mscclppResult_t res = mscclppSuccess;
   struct mscclppSeedState* s = comm->seed;

@@ -83,6 +83,7 @@ mscclppResult_t mscclppMemContextDestroy(struct mscclppMemContext* ctx) {
                       "connections; release them first",
                       ctx->cfg.rank, regs, opened, allocs, users);
   mscclppFdServerDestroy(ctx->fdServer);
+  if (ctx->netOps != NULL) ctx->netOps->destroy(ctx->net);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
   return mscclppSuccess;
@@ -102,6 +103,57 @@ void mscclppMemContextRelease(struct mscclppMemContext* ctx) {
   pthread_mutex_lock(&ctx->lock);
   ctx->users--;
   pthread_mutex_unlock(&ctx->lock);
+}
+
+void mscclppMemContextNetAttach(struct mscclppMemContext* ctx, const struct mscclppMemNetOps* ops, void* net,
+                                void** attached) {
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->netOps == NULL) {
+    ctx->netOps = ops;
+    ctx->net = net;
+  }
+  *attached = ctx->net;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+void* mscclppMemContextNet(struct mscclppMemContext* ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  void* net = ctx->net;
+  pthread_mutex_unlock(&ctx->lock);
+  return net;
+}
+
+mscclppResult_t mscclppMemNetPrepare(struct mscclppRegisteredMemory* m) {
+  if (__atomic_load_n(&m->netReady, __ATOMIC_ACQUIRE)) return mscclppSuccess;
+  if (m->origin != MSCCLPP_MEM_REGISTERED || !(m->transports & mscclppTransportNet))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM,
+                      "memory %llu of rank %d is not a registration of this process for transport Net",
+                      (unsigned long long)m->record.memId, m->ownerRank);
+  struct mscclppMemContext* ctx = m->ctx;
+  mscclppResult_t res = mscclppSuccess;
+  pthread_mutex_lock(&ctx->lock);
+  if (!m->netReady) {
+    if (ctx->netOps == NULL) {
+      res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_MEM,
+                       "memory %llu of rank %d is registered for transport Net, but this communicator has no network "
+                       "connection yet: create a connection with transport Net before sending its record",
+                       (unsigned long long)m->record.memId, m->ownerRank);
+    } else {
+      struct mscclppMemNetReg reg;
+      memset(&reg, 0, sizeof(reg));
+      res = ctx->netOps->reg(ctx->net, m, &reg);
+      if (res == mscclppSuccess) {
+        m->net = reg;
+        m->record.hasNet = 1;
+        m->record.net.key = reg.key;
+        m->record.net.addr = reg.addr;
+        m->record.net.flags = reg.staged ? MSCCLPP_MEM_NET_STAGED : 0;
+        __atomic_store_n(&m->netReady, 1, __ATOMIC_RELEASE);
+      }
+    }
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return res;
 }
 
 mscclppResult_t mscclppMemFdServerLocked(struct mscclppMemContext* ctx, struct mscclppFdServer** server) {

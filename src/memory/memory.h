@@ -60,6 +60,17 @@ enum mscclppMemMapping {
   MSCCLPP_MEM_MAP_SHM = 3       /* memory file mapped (and maybe cudaHostRegister'ed) */
 };
 
+/* What a registration for the network transport holds: filled by the
+ * network transport's `reg` hook (see mscclppMemNetOps). */
+struct mscclppMemNetReg {
+  uint64_t key;  /* what peers name in RMA operations */
+  uint64_t addr; /* RMA address of the first byte (virtual address, or 0: offsets) */
+  void* mr;      /* the provider's registration (NULL: staged, nothing registered) */
+  void* desc;    /* local descriptor for operations sourced here (FI_MR_LOCAL) */
+  int staged;    /* the provider cannot reach this memory: peers write through staging buffers */
+  void* priv;    /* the network transport's bookkeeping */
+};
+
 /* A registration or an opened record. The fields are read by the transport
  * layer; only this layer writes them. */
 struct mscclppRegisteredMemory {
@@ -81,6 +92,11 @@ struct mscclppRegisteredMemory {
   int hostRegistered;
   int cuMemExported; /* registered cuMem memory: record.fd.exportId is ours to unexport */
   struct mscclppMemAllocation* alloc; /* registered memory of mscclppMemContextAlloc */
+  /* Net (registered here): made by the network transport's hook, on
+   * registration when the hook is attached, else on first need
+   * (mscclppMemNetPrepare). netReady is __atomic. */
+  int netReady;
+  struct mscclppMemNetReg net;
   struct mscclppRegisteredMemory *prev, *next;
 };
 
@@ -100,6 +116,32 @@ int mscclppMemContextHasGpu(const struct mscclppMemContext* ctx);
 /* Random, fixed for the life of the process: with the pid, it tells a record
  * made by this very process. */
 uint64_t mscclppMemProcessToken(void);
+
+/* ---- the network transport's part ----------------------------------------------
+ * Registrations for mscclppTransportNet need the provider's key, which only
+ * the network transport (a layer above) can make. It attaches its state to
+ * the context once (on its first connection), with these hooks; from then
+ * on mscclppTransportAuto registrations include Net, and Net registrations
+ * made earlier are registered with the provider when first serialized or
+ * used. */
+struct mscclppMemNetOps {
+  /* Register [m->ptr, +m->size) of m->kind (record.device for GPU kinds). */
+  mscclppResult_t (*reg)(void* net, const struct mscclppRegisteredMemory* m, struct mscclppMemNetReg* out);
+  void (*dereg)(void* net, struct mscclppMemNetReg* reg);
+  /* Called by mscclppMemContextDestroy, after every registration is gone. */
+  void (*destroy)(void* net);
+};
+
+/* Attach `net` (first caller wins): *attached is the state attached after
+ * the call - `net` or an earlier one (then the caller frees its own). */
+void mscclppMemContextNetAttach(struct mscclppMemContext* ctx, const struct mscclppMemNetOps* ops, void* net,
+                                void** attached);
+/* The attached state, or NULL. */
+void* mscclppMemContextNet(struct mscclppMemContext* ctx);
+/* Make sure a registration of this process for Net has its provider
+ * registration (m->net). mscclppInvalidUsage when no network transport is
+ * attached yet (no Net connection was made), or the hook's error. */
+mscclppResult_t mscclppMemNetPrepare(struct mscclppRegisteredMemory* m);
 
 /* Public semantics in include/mscclpp/memory.h. */
 mscclppResult_t mscclppMemContextAlloc(struct mscclppMemContext* ctx, mscclppMemKind_t kind, size_t size, void** ptr);

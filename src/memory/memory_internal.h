@@ -37,6 +37,8 @@ struct mscclppMemContext {
   struct mscclppFdServer* fdServer;
   uint64_t nextMemId;
   int users;
+  const struct mscclppMemNetOps* netOps; /* the network transport, once attached */
+  void* net;
 };
 
 static inline int mscclppMemKindIsHost(mscclppMemKind_t k) {

@@ -117,6 +117,13 @@ mscclppResult_t mscclppMemOpen(struct mscclppMemContext* ctx, const void* buf, s
     /* The owner's own addresses (CUDA cannot open a handle of its own process). */
     m->ptr = (void*)(uintptr_t)rec->addr;
     m->devPtr = (void*)(uintptr_t)rec->devAddr;
+  } else if (rec->hasNet && (rec->hostHash != ctx->cfg.hostHash || (mscclppMemKindIsHost(m->kind) && !rec->hasFd) ||
+                              (!mscclppMemKindIsHost(m->kind) && !ctx->hasGpu))) {
+    /* Only the network transport reaches it (another host, or memory no
+     * mapping of this process can reach): nothing to map; the transport
+     * addresses it with the record's NET section. */
+    m->ptr = m->devPtr = NULL;
+    m->hostAccessible = 0;
   } else {
     mscclppResult_t res = mapRemote(ctx, m);
     if (res != mscclppSuccess) {

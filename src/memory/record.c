@@ -12,6 +12,7 @@
 #define HEADER_BYTES 87 /* up to the host name */
 #define MAC_BYTES 8
 #define CUDA_IPC_BODY (MSCCLPP_GPU_IPC_HANDLE_BYTES + 16)
+#define NET_BODY 20
 
 static size_t boundedLen(const char* s, size_t max) {
   size_t n = 0;
@@ -31,6 +32,7 @@ size_t mscclppMemRecordSize(const struct mscclppMemRecord* rec) {
   size_t n = HEADER_BYTES + hostNameLen(rec);
   if (rec->hasCudaIpc) n += 4 + CUDA_IPC_BODY;
   if (rec->hasFd) n += 4 + fdBody(rec);
+  if (rec->hasNet) n += 4 + NET_BODY;
   return n + MAC_BYTES;
 }
 
@@ -55,7 +57,7 @@ size_t mscclppMemRecordEncode(const struct mscclppMemRecord* rec, const uint8_t 
   mscclppPutLE64(buf + 64, rec->devAddr);
   mscclppPutLE64(buf + 72, rec->size);
   mscclppPutLE32(buf + 80, (uint32_t)rec->device);
-  mscclppPutLE16(buf + 84, (uint16_t)((rec->hasCudaIpc ? 1 : 0) + (rec->hasFd ? 1 : 0)));
+  mscclppPutLE16(buf + 84, (uint16_t)((rec->hasCudaIpc ? 1 : 0) + (rec->hasFd ? 1 : 0) + (rec->hasNet ? 1 : 0)));
   size_t hn = hostNameLen(rec);
   buf[86] = (uint8_t)hn;
   memcpy(buf + 87, rec->hostName, hn);
@@ -82,6 +84,14 @@ size_t mscclppMemRecordEncode(const struct mscclppMemRecord* rec, const uint8_t 
     mscclppPutLE64(p + 24, rec->fd.offset);
     mscclppPutLE64(p + 32, rec->fd.mapSize);
     p += 40;
+  }
+  if (rec->hasNet) {
+    mscclppPutLE16(p, MSCCLPP_MEM_SECTION_NET);
+    mscclppPutLE16(p + 2, NET_BODY);
+    mscclppPutLE64(p + 4, rec->net.key);
+    mscclppPutLE64(p + 12, rec->net.addr);
+    mscclppPutLE32(p + 20, rec->net.flags);
+    p += 4 + NET_BODY;
   }
   mscclppPutLE64(p, mscclppSipHash(secret, buf, total - MAC_BYTES));
   return total;
@@ -201,6 +211,19 @@ mscclppResult_t mscclppMemRecordDecode(const uint8_t* buf, size_t len, const uin
         return refuse(why, whyLen, "memory record: offset %llu + size %llu beyond the mapping of %llu bytes",
                       (unsigned long long)rec.fd.offset, (unsigned long long)rec.size,
                       (unsigned long long)rec.fd.mapSize);
+    } else if (type == MSCCLPP_MEM_SECTION_NET) {
+      if (rec.hasNet) return refuse(why, whyLen, "memory record has two NET sections");
+      if (slen != NET_BODY)
+        return refuse(why, whyLen, "memory record's NET section has %zu bytes, expected %d", slen, NET_BODY);
+      rec.hasNet = 1;
+      rec.net.key = mscclppGetLE64(b);
+      rec.net.addr = mscclppGetLE64(b + 8);
+      rec.net.flags = mscclppGetLE32(b + 16);
+      if ((rec.net.flags & ~MSCCLPP_MEM_NET_STAGED) != 0)
+        return refuse(why, whyLen, "memory record's NET section has unknown flags 0x%x", rec.net.flags);
+      if (!fits(rec.net.addr, rec.size, UINT64_MAX))
+        return refuse(why, whyLen, "memory record's NET address 0x%llx + size %llu wraps",
+                      (unsigned long long)rec.net.addr, (unsigned long long)rec.size);
     }
     pos += slen; /* unknown types are skipped */
   }

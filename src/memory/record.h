@@ -13,6 +13,10 @@
  *     1 CUDA IPC: handle (64) | offset in the allocation u64 | allocation size u64
  *     2 FD:       server name length u8 | name | export id u64 | token (16) |
  *                 offset in the mapping u64 | mapping size u64
+ *     3 NET:      provider key u64 | RMA address of the first byte u64 (the
+ *                 virtual address, or 0 where the provider addresses by offset) |
+ *                 flags u32 (bit 0: staged - the owner's provider cannot reach
+ *                 the memory; peers write through the connection's staging ring)
  *   last 8 bytes: SipHash-2-4 under the job secret of everything before.
  * Unknown section types are skipped (their length is explicit); a repeated
  * known section is refused.
@@ -33,7 +37,8 @@
 #define MSCCLPP_HOST_NAME_MAX 64   /* with its NUL */
 #define MSCCLPP_SECRET_BYTES 16
 
-enum { MSCCLPP_MEM_SECTION_CUDA_IPC = 1, MSCCLPP_MEM_SECTION_FD = 2 };
+enum { MSCCLPP_MEM_SECTION_CUDA_IPC = 1, MSCCLPP_MEM_SECTION_FD = 2, MSCCLPP_MEM_SECTION_NET = 3 };
+#define MSCCLPP_MEM_NET_STAGED 1u
 
 struct mscclppMemRecord {
   uint64_t memId;        /* unique within the owning process */
@@ -62,6 +67,12 @@ struct mscclppMemRecord {
     uint64_t offset;     /* of addr in the mapping */
     uint64_t mapSize;
   } fd;
+  int hasNet;            /* registered with the network transport's provider */
+  struct {
+    uint64_t key;        /* what peers pass to fi_write */
+    uint64_t addr;       /* RMA address of the first byte */
+    uint32_t flags;      /* MSCCLPP_MEM_NET_* */
+  } net;
 };
 
 /* Bytes the encoding of `rec` takes. */

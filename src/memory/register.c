@@ -36,11 +36,8 @@ static mscclppResult_t checkTransports(struct mscclppMemContext* ctx, mscclppMem
   if (t == mscclppTransportAuto) {
     t = mscclppMemKindIsHost(kind) ? mscclppTransportHostShm : 0;
     if (ctx->hasGpu) t |= mscclppTransportCudaIpc;
+    if (ctx->netOps != NULL) t |= mscclppTransportNet; /* a network connection exists */
   }
-  if (t & mscclppTransportNet)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_MEM,
-                      "registering %p for transport Net: the network transport is not available in this build yet",
-                      ptr);
   if ((t & mscclppTransportHostShm) && !mscclppMemKindIsHost(kind))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM,
                       "registering %p: %s memory cannot use transport HostShm (the CPU copies there); use CudaIpc",
@@ -213,7 +210,22 @@ mscclppResult_t mscclppMemRegister(struct mscclppMemContext* ctx, void* ptr, siz
   rec->size = size;
   if (m->alloc != NULL) m->alloc->liveRegs++;
   mscclppMemLink(ctx, m);
+  int netNow = (transports & mscclppTransportNet) && ctx->netOps != NULL;
   pthread_mutex_unlock(&ctx->lock);
+  if (netNow) {
+    /* The network transport is attached: register with the provider now
+     * (errors such as a refused registration surface here, not later). */
+    res = mscclppMemNetPrepare(m);
+    if (res != mscclppSuccess) {
+      pthread_mutex_lock(&ctx->lock);
+      if (m->alloc != NULL) m->alloc->liveRegs--;
+      mscclppMemUnlink(ctx, m);
+      if (m->cuMemExported) (void)mscclppFdServerUnexport(ctx->fdServer, m->record.fd.exportId);
+      pthread_mutex_unlock(&ctx->lock);
+      free(m);
+      return res;
+    }
+  }
   MSCCLPP_INFO(MSCCLPP_LOG_MEM, "rank %d registered %s memory %p (%zu bytes) for transports 0x%x as memory %llu",
                ctx->cfg.rank, mscclppMemKindName(m->kind), ptr, size, transports, (unsigned long long)rec->memId);
   *out = m;
@@ -229,6 +241,7 @@ mscclppResult_t mscclppMemDeregister(struct mscclppRegisteredMemory* m) {
                       (unsigned long long)m->record.memId, m->ownerRank);
   struct mscclppMemContext* ctx = m->ctx;
   pthread_mutex_lock(&ctx->lock);
+  if (m->netReady && ctx->netOps != NULL) ctx->netOps->dereg(ctx->net, &m->net);
   if (m->cuMemExported) (void)mscclppFdServerUnexport(ctx->fdServer, m->record.fd.exportId);
   if (m->alloc != NULL) m->alloc->liveRegs--;
   mscclppMemUnlink(ctx, m);
@@ -265,6 +278,12 @@ mscclppResult_t mscclppMemSerialize(const struct mscclppRegisteredMemory* m, voi
   if (m == NULL || written == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemorySerialize: NULL %s",
                       m == NULL ? "mem" : "written");
+  /* Net registrations get their provider registration (the record's NET
+   * section) once the network transport is attached; before that the
+   * record serves the same-host transports only. */
+  if (m->origin == MSCCLPP_MEM_REGISTERED && (m->transports & mscclppTransportNet) &&
+      !__atomic_load_n(&m->netReady, __ATOMIC_ACQUIRE) && mscclppMemContextNet(m->ctx) != NULL)
+    MSCCLPP_RETURN_ON_ERROR(mscclppMemNetPrepare((struct mscclppRegisteredMemory*)m));
   size_t need = mscclppMemRecordSize(&m->record);
   if (buf == NULL) {
     *written = need;

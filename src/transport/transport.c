@@ -11,9 +11,11 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
+#include "transport/net_ofi.h"
 
-const struct mscclppTransportOps* const mscclppTransports[] = {&mscclppTransportCudaIpcOps,
-                                                               &mscclppTransportHostShmOps};
+/* Same-host transports first: Auto takes the network only between hosts. */
+const struct mscclppTransportOps* const mscclppTransports[] = {&mscclppTransportCudaIpcOps, &mscclppTransportHostShmOps,
+                                                               &mscclppTransportNetOps};
 const int mscclppTransportCount = (int)(sizeof(mscclppTransports) / sizeof(mscclppTransports[0]));
 
 /* ---- selection ------------------------------------------------------------------ */
@@ -25,15 +27,16 @@ static const struct mscclppTransportOps* opsOf(uint32_t transport) {
 }
 
 static void describe(const struct mscclppEndpoint* ep, char* buf, size_t len) {
-  snprintf(buf, len, "rank %d (host '%s' id %016llx, pid %u, %s, transports%s%s)", ep->rank, ep->hostName,
+  snprintf(buf, len, "rank %d (host '%s' id %016llx, pid %u, %s, transports%s%s%s)", ep->rank, ep->hostName,
            (unsigned long long)ep->hostHash, ep->pid, ep->device >= 0 ? "GPU" : "no GPU",
            (ep->available & mscclppTransportCudaIpc) ? " CudaIpc" : "",
-           (ep->available & mscclppTransportHostShm) ? " HostShm" : "");
+           (ep->available & mscclppTransportHostShm) ? " HostShm" : "",
+           (ep->available & mscclppTransportNet) ? " Net" : "");
 }
 
 mscclppResult_t mscclppTransportSelect(const struct mscclppEndpoint* local, const struct mscclppEndpoint* remote,
                                        const struct mscclppTransportOps** out) {
-  char a[200], b[200], why[200] = "";
+  char a[240], b[240], why[200] = "";
   describe(local, a, sizeof(a));
   describe(remote, b, sizeof(b));
   uint32_t req = local->requested ? local->requested : remote->requested;
@@ -66,9 +69,9 @@ mscclppResult_t mscclppTransportSelect(const struct mscclppEndpoint* local, cons
       used += (size_t)snprintf(reasons + used, sizeof(reasons) - used, "%s%s: %s", i ? "; " : "", ops->name, why);
   }
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_TRANSPORT,
-                    "no transport joins %s and %s (%s); ranks on different hosts need the network transport, which "
-                    "is not available yet",
-                    a, b, reasons);
+                    "no transport joins %s and %s (%s); ranks on different hosts need the network transport "
+                    "(libfabric: %s)",
+                    a, b, reasons, mscclppNetLibAvailable() ? "loaded" : mscclppNetLibError());
 }
 
 /* ---- connections ------------------------------------------------------------------ */
@@ -105,6 +108,10 @@ mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int 
   ep->device = -1;
   if (mscclppMemContextHasGpu(mctx) && mscclppGpuIpcCurrentDevice(&ep->device) == mscclppSuccess)
     ep->available |= mscclppTransportCudaIpc;
+  /* Net: offered when libfabric loads; the provider is opened only if the
+   * network is chosen (its errors are reported then). */
+  if ((t == mscclppTransportAuto || t == mscclppTransportNet) && mscclppNetLibAvailable())
+    ep->available |= mscclppTransportNet;
   ep->requested = t;
 
   mscclppResult_t res;
@@ -208,6 +215,12 @@ mscclppResult_t mscclppConnQuery(struct mscclppConnection* c, int* idle) {
   if (c == NULL || idle == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "query on a NULL connection or output");
   return c->ops->query(c, idle);
+}
+
+int mscclppConnNeedsProgress(const struct mscclppConnection* c) { return c->ops->progress != NULL; }
+
+mscclppResult_t mscclppConnProgress(struct mscclppConnection* c) {
+  return c->ops->progress != NULL ? c->ops->progress(c) : mscclppSuccess;
 }
 
 mscclppResult_t mscclppConnFlush(struct mscclppConnection* c) {

@@ -23,6 +23,7 @@
 
 struct mscclppConnection;
 struct mscclppGpuIpcStream;
+struct mscclppNetConn;
 
 /* What each side of a connection says about itself (sent at connect). */
 struct mscclppEndpoint {
@@ -58,10 +59,17 @@ struct mscclppTransportOps {
   mscclppResult_t (*flush)(struct mscclppConnection* conn);
   /* Never blocks: *idle = 1 when everything issued so far is complete. */
   mscclppResult_t (*query)(struct mscclppConnection* conn, int* idle);
+  /* Optional (NULL: the transport needs none): advance the connection
+   * without waiting - Net reads its completion queue, which is when
+   * providers with manual progress place the peer's incoming writes. The
+   * port channel proxy calls it on every idle loop. Returns completion
+   * errors (mscclppRemoteError). */
+  mscclppResult_t (*progress)(struct mscclppConnection* conn);
 };
 
 extern const struct mscclppTransportOps mscclppTransportCudaIpcOps;
 extern const struct mscclppTransportOps mscclppTransportHostShmOps;
+extern const struct mscclppTransportOps mscclppTransportNetOps;
 
 /* The transports in the order Auto tries them (first that fits wins). */
 extern const struct mscclppTransportOps* const mscclppTransports[];
@@ -80,11 +88,17 @@ struct mscclppConnection {
   /* CudaIpc */
   struct mscclppGpuIpcStream* stream;
   int pending;              /* enqueued work not yet seen complete */
+  /* Net */
+  struct mscclppNetConn* net;
 };
 
 /* Public semantics in include/mscclpp/connection.h. */
 /* Is everything issued on conn complete? Never blocks (for progress loops). */
 mscclppResult_t mscclppConnQuery(struct mscclppConnection* conn, int* idle);
+/* Does the transport need mscclppConnProgress calls while idle? */
+int mscclppConnNeedsProgress(const struct mscclppConnection* conn);
+/* Advance conn without waiting (a no-op for transports that need none). */
+mscclppResult_t mscclppConnProgress(struct mscclppConnection* conn);
 mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int tag, mscclppTransport_t transport,
                                   struct mscclppConnection** conn);
 mscclppResult_t mscclppConnDestroy(struct mscclppConnection* conn);

@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "memory/loopback.h"
 #include "memory/memory.h"
+#include "transport/net_ofi.h"
 #include "transport/transport.h"
 
 static struct loopback lb;
@@ -65,7 +66,7 @@ static void connectPair(struct mscclppMemContext* c0, struct mscclppMemContext* 
 /* ---- tables, endpoints, selection ----------------------------------------------------------- */
 
 static void testOpsTables(void) {
-  CHECK(mscclppTransportCount == 2);
+  CHECK(mscclppTransportCount == 3);
   unsigned seen = 0;
   for (int i = 0; i < mscclppTransportCount; i++) {
     const struct mscclppTransportOps* o = mscclppTransports[i];
@@ -74,8 +75,11 @@ static void testOpsTables(void) {
     CHECK((seen & (unsigned)o->transport) == 0);
     seen |= (unsigned)o->transport;
   }
-  CHECK(seen == (mscclppTransportCudaIpc | mscclppTransportHostShm));
+  CHECK(seen == (mscclppTransportCudaIpc | mscclppTransportHostShm | mscclppTransportNet));
   CHECK(mscclppTransports[0]->transport == mscclppTransportCudaIpc); /* Auto prefers the copy engines */
+  /* Auto takes the network last: same-host transports win where they fit. */
+  CHECK(mscclppTransports[mscclppTransportCount - 1]->transport == mscclppTransportNet);
+  CHECK(mscclppTransportNetOps.progress != NULL); /* manual-progress providers need the proxy's calls */
   struct mscclppConnection fake = {.ops = &mscclppTransportHostShmOps};
   CHECK_RES(mscclppTransportUnsupportedWrite(&fake, NULL, 0, NULL, 0, 1), mscclppInvalidUsage);
   CHECK(errHas("write is not supported by transport HostShm"));
@@ -152,7 +156,30 @@ static void testSelect(void) {
   a = endpoint(0, 1, 1, mscclppTransportNet);
   b = endpoint(1, 1, 1, 0);
   CHECK_RES(mscclppTransportSelect(&a, &b, &o), mscclppInvalidUsage);
-  CHECK(errHas("Net is not available"));
+  CHECK(errHas("transport Net cannot join") && errHas("rank 0 cannot load libfabric"));
+  a = endpoint(0, 1, 1, mscclppTransportNet);
+  a.available |= mscclppTransportNet;
+  CHECK_RES(mscclppTransportSelect(&a, &b, &o), mscclppInvalidUsage);
+  CHECK(errHas("rank 1 cannot load libfabric"));
+  CHECK(o == NULL);
+  /* Net, where both can load libfabric: Auto takes it only between hosts;
+   * asked for, it joins ranks of one host too. */
+  a = endpoint(0, 1, 1, 0);
+  b = endpoint(1, 2, 0, 0);
+  a.available |= mscclppTransportNet;
+  b.available |= mscclppTransportNet;
+  expectSelect(a, b, mscclppTransportNet);
+  b.hostHash = 1;
+  expectSelect(a, b, mscclppTransportHostShm);
+  a.requested = mscclppTransportNet;
+  expectSelect(a, b, mscclppTransportNet);
+  /* Between hosts, one side without libfabric: nothing joins them, and the
+   * message says why for every transport. */
+  a = endpoint(0, 1, 1, 0);
+  b = endpoint(1, 2, 1, 0);
+  a.available |= mscclppTransportNet;
+  CHECK_RES(mscclppTransportSelect(&a, &b, &o), mscclppInvalidUsage);
+  CHECK(errHas("no transport joins") && errHas("Net: rank 1 cannot load libfabric"));
   CHECK(o == NULL);
 }
 
@@ -342,8 +369,10 @@ static void testConnectErrors(void) {
   CHECK(errHas("0x3"));
   CHECK_RES(mscclppConnCreate(c0, -1, 1, mscclppTransportAuto, &c), mscclppInvalidArgument);
   CHECK_RES(mscclppConnCreate(NULL, 0, 1, mscclppTransportAuto, &c), mscclppInvalidArgument);
-  CHECK_RES(mscclppConnCreate(c0, 0, 1, mscclppTransportNet, &c), mscclppInvalidUsage);
-  CHECK(errHas("Net is not available"));
+  if (!mscclppNetLibAvailable()) {
+    CHECK_RES(mscclppConnCreate(c0, 0, 1, mscclppTransportNet, &c), mscclppInvalidUsage);
+    CHECK(errHas("cannot load libfabric"));
+  }
   if (!mscclppGpuIpcAvailable()) {
     CHECK_RES(mscclppConnCreate(c0, 0, 2, mscclppTransportCudaIpc, &c), mscclppInvalidUsage);
     CHECK(errHas("has no GPU"));
@@ -357,14 +386,39 @@ static void testConnectErrors(void) {
   CHECK_RES(a0.res, mscclppInvalidUsage);
   CHECK_RES(a1.res, mscclppInvalidUsage);
   CHECK(a0.conn == NULL && a1.conn == NULL);
-  CHECK_RES(mscclppMemContextDestroy(c1), mscclppSuccess);
-
-  /* A rank on another host: no intra-host transport joins them. */
-  c1 = newCtx(&rank1, 0x5678);
-  connectPair(c0, c1, 4, mscclppTransportAuto, mscclppTransportAuto, &a0, &a1);
+  connectPair(c0, c1, 13, mscclppTransportNet, mscclppTransportHostShm, &a0, &a1);
   CHECK_RES(a0.res, mscclppInvalidUsage);
   CHECK_RES(a1.res, mscclppInvalidUsage);
-  CHECK(errHas("different hosts") && errHas("'host-5678'") && errHas("'testhost'"));
+  CHECK(errHas("asked for transport") && errHas("Net") && errHas("HostShm"));
+  CHECK(a0.conn == NULL && a1.conn == NULL);
+  CHECK_RES(mscclppMemContextDestroy(c1), mscclppSuccess);
+
+  /* A rank on another host: no intra-host transport joins them; Auto takes
+   * the network where libfabric loads (and says why not where it does not).
+   * The loopback interface keeps the test off the machine's other NICs. */
+  c1 = newCtx(&rank1, 0x5678);
+  const char* oldIf = getenv("MSCCLPP_NET_IFNAME");
+  char keepIf[128];
+  snprintf(keepIf, sizeof(keepIf), "%s", oldIf ? oldIf : "");
+  setenv("MSCCLPP_NET_IFNAME", "=lo", 1);
+  connectPair(c0, c1, 4, mscclppTransportAuto, mscclppTransportAuto, &a0, &a1);
+  if (oldIf) setenv("MSCCLPP_NET_IFNAME", keepIf, 1);
+  else unsetenv("MSCCLPP_NET_IFNAME");
+  if (mscclppNetLibAvailable()) {
+    CHECK_RES(a0.res, mscclppSuccess);
+    CHECK_RES(a1.res, mscclppSuccess);
+    CHECK(a0.conn != NULL && a1.conn != NULL);
+    if (a0.conn != NULL && a1.conn != NULL) {
+      CHECK(a0.conn->ops->transport == mscclppTransportNet && a1.conn->ops->transport == mscclppTransportNet);
+      CHECK(mscclppConnNeedsProgress(a0.conn));
+    }
+    if (a0.conn != NULL) CHECK_RES(mscclppConnDestroy(a0.conn), mscclppSuccess);
+    if (a1.conn != NULL) CHECK_RES(mscclppConnDestroy(a1.conn), mscclppSuccess);
+  } else {
+    CHECK_RES(a0.res, mscclppInvalidUsage);
+    CHECK_RES(a1.res, mscclppInvalidUsage);
+    CHECK(errHas("different hosts") && errHas("'host-5678'") && errHas("'testhost'") && errHas("libfabric"));
+  }
   CHECK_RES(mscclppMemContextDestroy(c1), mscclppSuccess);
 
   /* A forged or foreign endpoint is refused. */

@@ -1,0 +1,349 @@
+/*
+ * The network transport against raw libfabric, side by side in one run
+ * (2 ranks on one host; host backend):
+ *
+ *   mscclpp-run -n 2 -- env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo bench_net [iters]
+ *
+ *   latency   raw: fi_inject_write of 8 bytes, ping-pong (each side polls
+ *             the word the other writes, reading its CQ for progress);
+ *             ours: 8-byte putWithSignal ping-pong on a port channel over
+ *             transport Net (kernel thread -> FIFO -> proxy -> RMA; the
+ *             peer's proxy reads its CQ, its kernel thread waits).
+ *             Half round trip; goal: ours <= 1.2x raw. A third figure
+ *             runs the raw ping-pong with a yielding sibling thread per rank
+ *             (the host backend has two threads per rank: its kernel thread
+ *             and the proxy).
+ *   bandwidth raw: fi_write of 1 MiB, 16 in flight, then an 8-byte flag the
+ *             receiver acknowledges; ours: 1 MiB puts, a signal after the
+ *             last, the receiver signals back. Goal: ours >= 90% of raw.
+ *
+ * Rank 0 prints both figures and the ratios.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mscclpp/comm.h"
+#include "mscclpp/connection.h"
+#include "mscclpp/memory.h"
+#include "mscclpp/port_channel.h"
+#include "transport/net_ofi.h"
+
+#ifdef MSCCLPP_HAVE_LIBFABRIC
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#endif
+
+#define MIB (1u << 20)
+#define STREAM_DEPTH 16
+#define STREAM_BYTES (64u * MIB)
+
+static int rank, peer;
+static mscclppComm_t comm;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define OK(call)                                                                                           \
+  do {                                                                                                     \
+    mscclppResult_t r_ = (call);                                                                           \
+    if (r_ != mscclppSuccess) {                                                                            \
+      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, mscclppGetErrorString(r_), mscclppGetLastError()); \
+      exit(1);                                                                                             \
+    }                                                                                                      \
+  } while (0)
+
+/* ---- raw libfabric --------------------------------------------------------------- */
+
+#ifdef MSCCLPP_HAVE_LIBFABRIC
+static struct {
+  int (*getinfo)(uint32_t, const char*, const char*, uint64_t, const struct fi_info*, struct fi_info**);
+  struct fi_info* (*dupinfo)(const struct fi_info*);
+  void (*freeinfo)(struct fi_info*);
+  int (*fabric)(struct fi_fabric_attr*, struct fid_fabric**, void*);
+} L;
+
+struct raw {
+  struct fi_info* info;
+  struct fid_fabric* fabric;
+  struct fid_domain* domain;
+  struct fid_ep* ep;
+  struct fid_cq* cq;
+  struct fid_av* av;
+  struct fid_mr* mr;
+  fi_addr_t peer;
+  uint8_t* buf; /* [0, 64): words the peer writes; [4096, +STREAM) stream target/source */
+  uint64_t peerBase, peerKey;
+  int inflight;
+};
+
+#define RAW(call)                                                             \
+  do {                                                                        \
+    int rc_ = (int)(call);                                                    \
+    if (rc_) {                                                                \
+      fprintf(stderr, "rank %d: %s failed: %d\n", rank, #call, rc_);          \
+      exit(1);                                                                \
+    }                                                                         \
+  } while (0)
+
+static void rawPoll(struct raw* r) {
+  struct fi_cq_data_entry e[16];
+  ssize_t n = fi_cq_read(r->cq, e, 16);
+  if (n > 0) r->inflight -= (int)n;
+  if (n == -FI_EAVAIL) {
+    struct fi_cq_err_entry err;
+    memset(&err, 0, sizeof(err));
+    fi_cq_readerr(r->cq, &err, 0);
+    fprintf(stderr, "rank %d: raw completion error %d\n", rank, err.err);
+    exit(1);
+  }
+}
+
+static void rawSetup(struct raw* r) {
+  void* h = dlopen("libfabric.so.1", RTLD_NOW);
+  if (!h) exit(77);
+  *(void**)&L.getinfo = dlsym(h, "fi_getinfo");
+  *(void**)&L.dupinfo = dlsym(h, "fi_dupinfo");
+  *(void**)&L.freeinfo = dlsym(h, "fi_freeinfo");
+  *(void**)&L.fabric = dlsym(h, "fi_fabric");
+  struct fi_info* hints = L.dupinfo(NULL);
+  hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->tx_attr->msg_order = FI_ORDER_WAW;
+  const char* prov = getenv("MSCCLPP_NET_PROVIDER");
+  const char* ifn = getenv("MSCCLPP_NET_IFNAME");
+  hints->fabric_attr->prov_name = strdup(prov && *prov ? prov : "tcp;ofi_rxm");
+  hints->domain_attr->name = strdup(ifn && *ifn ? (ifn[0] == '=' ? ifn + 1 : ifn) : "lo");
+  RAW(L.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &r->info));
+  L.freeinfo(hints);
+  RAW(L.fabric(r->info->fabric_attr, &r->fabric, NULL));
+  RAW(fi_domain(r->fabric, r->info, &r->domain, NULL));
+  struct fi_cq_attr cq = {.format = FI_CQ_FORMAT_DATA, .size = 4096, .wait_obj = FI_WAIT_NONE};
+  RAW(fi_cq_open(r->domain, &cq, &r->cq, NULL));
+  struct fi_av_attr av = {.type = FI_AV_TABLE, .count = 4};
+  RAW(fi_av_open(r->domain, &av, &r->av, NULL));
+  RAW(fi_endpoint(r->domain, r->info, &r->ep, NULL));
+  RAW(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+  RAW(fi_ep_bind(r->ep, &r->av->fid, 0));
+  RAW(fi_enable(r->ep));
+  size_t bytes = 4096 + STREAM_BYTES;
+  if (posix_memalign((void**)&r->buf, 4096, bytes)) exit(1);
+  memset(r->buf, 0, bytes);
+  RAW(fi_mr_reg(r->domain, r->buf, bytes, FI_REMOTE_WRITE | FI_WRITE, 0, 7, 0, &r->mr, NULL));
+  if (r->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+    RAW(fi_mr_bind(r->mr, &r->ep->fid, 0));
+    RAW(fi_mr_enable(r->mr));
+  }
+  uint8_t me[160], them[160];
+  memset(me, 0, sizeof(me));
+  size_t len = 128;
+  RAW(fi_getname(&r->ep->fid, me + 32, &len));
+  uint64_t base = (r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)r->buf : 0;
+  uint64_t key = fi_mr_key(r->mr);
+  memcpy(me, &base, 8);
+  memcpy(me + 8, &key, 8);
+  memcpy(me + 16, &len, 8);
+  OK(mscclppBootstrapSend(comm, peer, 90, me, sizeof(me)));
+  OK(mscclppBootstrapRecv(comm, peer, 90, them, sizeof(them)));
+  memcpy(&r->peerBase, them, 8);
+  memcpy(&r->peerKey, them + 8, 8);
+  if (fi_av_insert(r->av, them + 32, 1, &r->peer, 0, NULL) != 1) exit(1);
+}
+
+static void rawWait(struct raw* r, volatile uint64_t* w, uint64_t v) {
+  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) rawPoll(r);
+}
+
+static void rawInject(struct raw* r, uint64_t off, uint64_t v) {
+  while (fi_inject_write(r->ep, &v, 8, r->peer, r->peerBase + off, r->peerKey) == -FI_EAGAIN) rawPoll(r);
+}
+
+static double rawLatency(struct raw* r, int iters) {
+  volatile uint64_t* w = (volatile uint64_t*)r->buf;
+  OK(mscclppBootstrapBarrier(comm));
+  double t0 = 0;
+  for (int i = 1; i <= iters + 100; i++) {
+    if (i == 101) t0 = now();
+    if (rank == 0) {
+      rawInject(r, 0, (uint64_t)i);
+      rawWait(r, w, (uint64_t)i);
+    } else {
+      rawWait(r, w, (uint64_t)i);
+      rawInject(r, 0, (uint64_t)i);
+    }
+  }
+  return (now() - t0) / iters / 2 * 1e6;
+}
+
+static double rawBandwidth(struct raw* r, int rounds) {
+  volatile uint64_t* flag = (volatile uint64_t*)(r->buf + 8);
+  OK(mscclppBootstrapBarrier(comm));
+  double t0 = 0;
+  for (int k = 1; k <= rounds + 1; k++) {
+    if (k == 2) t0 = now();
+    if (rank == 0) {
+      for (uint64_t off = 0; off < STREAM_BYTES; off += MIB) {
+        while (r->inflight >= STREAM_DEPTH) rawPoll(r);
+        ssize_t rc;
+        while ((rc = fi_write(r->ep, r->buf + 4096 + off, MIB, fi_mr_desc(r->mr), r->peer, r->peerBase + 4096 + off,
+                              r->peerKey, NULL)) == -FI_EAGAIN)
+          rawPoll(r);
+        if (rc) exit(1);
+        r->inflight++;
+      }
+      rawInject(r, 8, (uint64_t)k); /* ordered behind the data */
+      rawWait(r, flag, (uint64_t)k);
+      while (r->inflight > 0) rawPoll(r);
+    } else {
+      rawWait(r, flag, (uint64_t)k);
+      rawInject(r, 8, (uint64_t)k);
+    }
+  }
+  return (double)STREAM_BYTES * rounds / (now() - t0) / 1e9;
+}
+
+/* A sibling thread that only yields, as the host backend's proxy does when
+ * idle: raw latency with it shows what 4 runnable threads on 2 cores cost
+ * a ping-pong, apart from anything mscclpp does. */
+static int spinnerStop;
+static void* spinner(void* arg) {
+  (void)arg;
+  while (!__atomic_load_n(&spinnerStop, __ATOMIC_ACQUIRE)) sched_yield();
+  return NULL;
+}
+
+static double rawLatencyWithSibling(struct raw* r, int iters) {
+  pthread_t t;
+  __atomic_store_n(&spinnerStop, 0, __ATOMIC_RELEASE);
+  if (pthread_create(&t, NULL, spinner, NULL) != 0) return 0;
+  double lat = rawLatency(r, iters);
+  __atomic_store_n(&spinnerStop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  return lat;
+}
+
+static void rawClose(struct raw* r) {
+  OK(mscclppBootstrapBarrier(comm));
+  fi_close(&r->mr->fid);
+  fi_close(&r->ep->fid);
+  fi_close(&r->av->fid);
+  fi_close(&r->cq->fid);
+  fi_close(&r->domain->fid);
+  fi_close(&r->fabric->fid);
+  L.freeinfo(r->info);
+  free(r->buf);
+}
+#endif
+
+/* ---- ours ---------------------------------------------------------------------------- */
+
+static double ourLatency(const mscclppPortChannelDeviceHandle* h, int iters) {
+  OK(mscclppBootstrapBarrier(comm));
+  double t0 = 0;
+  for (int i = 0; i < iters + 100; i++) {
+    if (i == 100) t0 = now();
+    if (rank == 0) {
+      OK(mscclppPortChannelDevicePutWithSignal(h, h->dst, 0, h->src, 64, 8));
+      OK(mscclppPortChannelDeviceWait(h));
+    } else {
+      OK(mscclppPortChannelDeviceWait(h));
+      OK(mscclppPortChannelDevicePutWithSignal(h, h->dst, 0, h->src, 64, 8));
+    }
+  }
+  return (now() - t0) / iters / 2 * 1e6;
+}
+
+static double ourBandwidth(const mscclppPortChannelDeviceHandle* h, int rounds) {
+  OK(mscclppBootstrapBarrier(comm));
+  double t0 = 0;
+  for (int k = 0; k < rounds + 1; k++) {
+    if (k == 1) t0 = now();
+    if (rank == 0) {
+      for (uint64_t off = 0; off < STREAM_BYTES; off += MIB)
+        OK(mscclppPortChannelDevicePut(h, h->dst, 4096 + off, h->src, 4096 + off, MIB));
+      OK(mscclppPortChannelDeviceSignal(h));
+      OK(mscclppPortChannelDeviceWait(h));
+    } else {
+      OK(mscclppPortChannelDeviceWait(h));
+      OK(mscclppPortChannelDeviceSignal(h));
+    }
+  }
+  return (double)STREAM_BYTES * rounds / (now() - t0) / 1e9;
+}
+
+int main(int argc, char** argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 20000;
+  int rounds = argc > 2 ? atoi(argv[2]) : 20;
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  if (!mscclppNetLibAvailable()) {
+    printf("SKIP: %s\n", mscclppNetLibError());
+    return 77;
+  }
+  OK(mscclppCommInitFromEnv(&comm));
+  int n = 0;
+  mscclppCommRank(comm, &rank);
+  mscclppCommSize(comm, &n);
+  if (n != 2) {
+    fprintf(stderr, "bench_net runs with 2 ranks (mscclpp-run -n 2)\n");
+    return 2;
+  }
+  peer = 1 - rank;
+  double rawLat = 0, rawBw = 0, rawSibLat = 0;
+#ifdef MSCCLPP_HAVE_LIBFABRIC
+  struct raw r;
+  memset(&r, 0, sizeof(r));
+  rawSetup(&r);
+  rawLat = rawLatency(&r, iters);
+  rawSibLat = rawLatencyWithSibling(&r, iters);
+  rawBw = rawBandwidth(&r, rounds);
+  rawClose(&r);
+#endif
+  void* p = NULL;
+  OK(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096 + STREAM_BYTES, &p));
+  mscclppConnection_t conn;
+  OK(mscclppConnectionCreate(comm, peer, 1, mscclppTransportNet, &conn));
+  mscclppRegisteredMemory_t m;
+  OK(mscclppRegisterMemory(comm, p, 4096 + STREAM_BYTES, mscclppTransportNet, &m));
+  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+  pc.tag = 2;
+  pc.local = m;
+  mscclppPortChannel_t ch;
+  OK(mscclppPortChannelCreate(comm, conn, &pc, &ch));
+  mscclppPortChannelDeviceHandle h;
+  OK(mscclppPortChannelGetDeviceHandle(ch, &h));
+  double ourLat = ourLatency(&h, iters);
+  double ourBw = ourBandwidth(&h, rounds);
+  if (rank == 0) {
+    printf("bench_net (%s, %s)\n", getenv("MSCCLPP_NET_PROVIDER") ? getenv("MSCCLPP_NET_PROVIDER") : "default",
+           getenv("MSCCLPP_NET_IFNAME") ? getenv("MSCCLPP_NET_IFNAME") : "");
+    printf("  8 B ping-pong, half round trip: raw fi_inject_write %.2f us | port channel putWithSignal %.2f us | "
+           "ratio %.2fx (goal <= 1.2x)\n",
+           rawLat, ourLat, rawLat > 0 ? ourLat / rawLat : 0);
+    printf("  8 B ping-pong, raw fi_inject_write with a yielding sibling thread per rank (the host backend's 4 "
+           "threads on this machine's cores): %.2f us | ours / that %.2fx\n",
+           rawSibLat, rawSibLat > 0 ? ourLat / rawSibLat : 0);
+    printf("  1 MiB stream: raw fi_write %.2f GB/s | port channel put %.2f GB/s | %.0f%% of raw (goal >= 90%%)\n", rawBw,
+           ourBw, rawBw > 0 ? 100 * ourBw / rawBw : 0);
+  }
+  OK(mscclppBootstrapBarrier(comm));
+  OK(mscclppPortChannelDestroy(ch));
+  OK(mscclppConnectionDestroy(conn));
+  OK(mscclppBootstrapBarrier(comm));
+  OK(mscclppDeregisterMemory(m));
+  OK(mscclppMemFree(comm, p));
+  OK(mscclppCommDestroy(comm));
+  return 0;
+}
