@@ -95,6 +95,12 @@ static void expandPath(const char* pattern, char* out, size_t outSize) {
   out[o] = '\0';
 }
 
+/* Values that came from the NCCL_* aliases (the MSCCLPP_* name unset) are
+ * NCCL's vocabulary: names we do not have (NCCL_DEBUG=ABORT, subsystems
+ * such as P2P or GRAPH) are ignored without a warning, as the NCCL-compatible
+ * library promises. */
+static int fromNcclAlias(const char* name) { return getenv(name) == NULL; }
+
 static void configure(const char* level, const char* subsys, const char* file) {
   pthread_mutex_lock(&logLock);
   if (hostName[0] == '\0') {
@@ -127,9 +133,10 @@ static void configure(const char* level, const char* subsys, const char* file) {
   atomic_store(&mscclppLogSubsysState, mask);
   atomic_store(&mscclppLogLevelState, lvl);
   pthread_mutex_unlock(&logLock);
-  if (!levelOk)
+  if (!levelOk && !fromNcclAlias("MSCCLPP_DEBUG"))
     MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG=\"%s\" is not one of NONE, WARN, INFO, TRACE; using WARN", level);
-  if (badSubsys) MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG_SUBSYS=\"%s\" names an unknown subsystem", badSubsys);
+  if (badSubsys && !fromNcclAlias("MSCCLPP_DEBUG_SUBSYS"))
+    MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG_SUBSYS=\"%s\" names an unknown subsystem", badSubsys);
   if (openError) MSCCLPP_WARN(MSCCLPP_LOG_ENV, "cannot open MSCCLPP_DEBUG_FILE \"%s\"; logging to stderr", openError);
 }
 
