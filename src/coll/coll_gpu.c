@@ -68,6 +68,7 @@ void mscclppCollGpuRelease(struct mscclppComm* comm) { (void)comm; }
 #define STAGE_MIN_BYTES ((size_t)2 << 20)
 /* The grid of every packet kernel. */
 #define PACKET_THREADS 512u
+#define PACKET_SMALL_BYTES (4u << 10) /* one block of PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
 #define PACKET_BLOCKS_MAX 16u
 
 
@@ -186,12 +187,12 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &g->abort));
   mscclppAbortWaitContext(g->abort, comm->params.timeout, 1, &g->wait);
 
-  /* scratch: flags | LL 2 x nranks slots | p2p nranks slots */
+  /* scratch: flags | small LL slots | LL 2 x nranks slots | p2p nranks slots (coll_gpu.h) */
   uint64_t per = comm->params.collScratchBytes > 65536 ? (uint64_t)comm->params.collScratchBytes : 65536;
   per = per / 64 * 64;
   g->p2pSlotBytes = per;
   g->llSlotBytes = per / 4 / 16 * 16;
-  g->scratchBytes = MSCCLPP_COLL_GPU_FLAGS_BYTES + 2 * (uint64_t)g->nranks * g->llSlotBytes +
+  g->scratchBytes = MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)g->nranks * g->llSlotBytes +
                     (uint64_t)g->nranks * g->p2pSlotBytes;
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->scratchBytes, &g->scratch));
   MSCCLPP_RETURN_ON_ERROR(
@@ -447,6 +448,10 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
        * kernel): blocks without packets only advance their round counter */
       L.nthreads = PACKET_THREADS;
       L.nblocks = g->packetBlocks;
+      if (inBytes <= PACKET_SMALL_BYTES) { /* one block: its own slots and counter */
+        L.nblocks = 1;
+        L.llSmall = 1;
+      }
       const char* why = NULL;
       res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
       if (res != mscclppSuccess) res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the allreduce kernel: %s", why);

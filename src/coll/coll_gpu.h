@@ -49,11 +49,17 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_READY_OFF (MSCCLPP_COLL_GPU_MAX_BLOCKS * MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_ACK_OFF (MSCCLPP_COLL_GPU_READY_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
-#define MSCCLPP_COLL_GPU_LL_OFF MSCCLPP_COLL_GPU_FLAGS_BYTES
+/* LL slots of the one-block packet kernel (messages up to 4 KiB): its own
+ * region and round counter, as its grid differs from the big one's. */
+#define MSCCLPP_COLL_GPU_LLSMALL_OFF MSCCLPP_COLL_GPU_FLAGS_BYTES
+#define MSCCLPP_COLL_GPU_LLSMALL_SLOT 16384
+#define MSCCLPP_COLL_GPU_LL_OFF \
+  (MSCCLPP_COLL_GPU_LLSMALL_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLSMALL_SLOT)
 
 /* Device-resident counters of one communicator. */
 struct mscclppCollGpuDevState {
   uint64_t epoch[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* barrier epochs, per block index */
+  uint64_t llRoundSmall;                          /* LL rounds of the one-block packet kernel */
   uint64_t llRound[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* LL rounds used so far, kept by each block: every
                                                     packet kernel of a communicator has the same grid,
                                                     so the copies stay equal, with no atomics */
@@ -89,7 +95,7 @@ struct mscclppCollGpuLaunch {
   uint32_t scopeGpu; /* 1: every rank runs on this device (gpu-scope release/acquire) */
   uint32_t nblocks;
   uint32_t nthreads;
-  uint32_t pad;
+  uint32_t llSmall;      /* packet kernel: the one-block grid, its slots and counter */
   uint64_t llSlotBytes;  /* bytes of one LL slot (packets) */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
 };

@@ -349,6 +349,9 @@ __global__ void __launch_bounds__(1024) directKernel(const __grid_constant__ Lau
 /* ---- LL packet allreduce ----------------------------------------------------------- */
 
 static __device__ __forceinline__ mscclppLLPacket16* llSlot(const Launch& L, int owner, int parity, int from) {
+  if (L.llSmall)
+    return (mscclppLLPacket16*)(L.scratch[owner] + MSCCLPP_COLL_GPU_LLSMALL_OFF +
+                                ((uint64_t)parity * L.nranks + from) * MSCCLPP_COLL_GPU_LLSMALL_SLOT);
   return (mscclppLLPacket16*)(L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF +
                               ((uint64_t)parity * L.nranks + from) * L.llSlotBytes);
 }
@@ -379,11 +382,12 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
-  const uint64_t per = L.llSlotBytes / 16;
+  const uint64_t per = (L.llSmall ? MSCCLPP_COLL_GPU_LLSMALL_SLOT : L.llSlotBytes) / 16;
   const uint64_t nchunks = (npk + per - 1) / per;
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
-  const uint64_t base = L.state->llRound[blockIdx.x];
+  uint64_t* counter = L.llSmall ? &L.state->llRoundSmall : &L.state->llRound[blockIdx.x];
+  const uint64_t base = *counter;
   const uint8_t* in = L.send[me];
   uint8_t* out = L.recv[me];
   int failed = 0;
@@ -428,7 +432,7 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
   }
   /* Each block advances its own copy of the round counter (coll_gpu.h). */
   if (__syncthreads_or(failed)) return;
-  if (threadIdx.x == 0) L.state->llRound[blockIdx.x] = base + nchunks;
+  if (threadIdx.x == 0) *counter = base + nchunks;
 }
 
 /* ---- send/recv --------------------------------------------------------------------- */
