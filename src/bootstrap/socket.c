@@ -356,7 +356,8 @@ mscclppResult_t mscclppSocketConnect(const union mscclppSocketAddr* addr, mscclp
                                      int quiet, int* fd) {
   char text[MSCCLPP_SOCKET_ADDR_TEXT];
   mscclppSocketAddrToText(addr, text, sizeof(text));
-  mscclppResult_t (*fail)(mscclppResult_t, unsigned, const char*, ...) = quiet ? mscclppErrQuiet : mscclppErr;
+  /* quiet: logged at INFO (a caller that retries expects failures) */
+#define fail(...) (quiet ? mscclppErrQuiet(__VA_ARGS__) : mscclppErr(__VA_ARGS__))
   int backoffMs = 5;
   int lastErr = 0;
   for (;;) {
@@ -401,6 +402,7 @@ mscclppResult_t mscclppSocketConnect(const union mscclppSocketAddr* addr, mscclp
   return fail(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP, "could not connect to %s before the timeout (last error: %s)",
               text, strerror(lastErr));
 }
+#undef fail
 
 int mscclppSocketAccept(int listenFd, int* fd, union mscclppSocketAddr* peer) {
   socklen_t len = sizeof(*peer);

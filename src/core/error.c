@@ -32,24 +32,27 @@ mscclppResult_t mscclppGetVersion(int* version) {
   return mscclppSuccess;
 }
 
-static mscclppResult_t record(int level, mscclppResult_t res, unsigned subsys, const char* fmt, va_list ap) {
+static mscclppResult_t record(const char* file, int line, int level, mscclppResult_t res, unsigned subsys,
+                              const char* fmt, va_list ap) {
   vsnprintf(lastError, sizeof(lastError), fmt, ap);
-  MSCCLPP_LOG(level, subsys, "%s (%s)", lastError, mscclppGetErrorString(res));
+  if (mscclppLogEnabled(level, subsys))
+    mscclppLogPrint(level, subsys, file, line, "%s (%s)", lastError, mscclppGetErrorString(res));
   return res;
 }
 
-mscclppResult_t mscclppErr(mscclppResult_t res, unsigned subsys, const char* fmt, ...) {
+mscclppResult_t mscclppErrAt(const char* file, int line, mscclppResult_t res, unsigned subsys, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  record(MSCCLPP_LOG_LEVEL_WARN, res, subsys, fmt, ap);
+  record(file, line, MSCCLPP_LOG_LEVEL_WARN, res, subsys, fmt, ap);
   va_end(ap);
   return res;
 }
 
-mscclppResult_t mscclppErrQuiet(mscclppResult_t res, unsigned subsys, const char* fmt, ...) {
+mscclppResult_t mscclppErrQuietAt(const char* file, int line, mscclppResult_t res, unsigned subsys, const char* fmt,
+                                  ...) {
   va_list ap;
   va_start(ap, fmt);
-  record(MSCCLPP_LOG_LEVEL_INFO, res, subsys, fmt, ap);
+  record(file, line, MSCCLPP_LOG_LEVEL_INFO, res, subsys, fmt, ap);
   va_end(ap);
   return res;
 }

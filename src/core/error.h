@@ -11,13 +11,17 @@
 #include "mscclpp/core.h"
 
 /* Log `fmt` at WARN in `subsys`, make it the thread's last error, return res. */
-mscclppResult_t mscclppErr(mscclppResult_t res, unsigned subsys, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+mscclppResult_t mscclppErrAt(const char* file, int line, mscclppResult_t res, unsigned subsys, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The log line names the caller's file and line, where the failure was
+ * decided. */
+#define mscclppErr(res, subsys, ...) mscclppErrAt(__FILE__, __LINE__, (res), (subsys), __VA_ARGS__)
 
 /* Same text handling, but logged at INFO: for failures that callers expect
  * and may recover from (a probe, a retry). */
-mscclppResult_t mscclppErrQuiet(mscclppResult_t res, unsigned subsys, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+mscclppResult_t mscclppErrQuietAt(const char* file, int line, mscclppResult_t res, unsigned subsys,
+                                  const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+#define mscclppErrQuiet(res, subsys, ...) mscclppErrQuietAt(__FILE__, __LINE__, (res), (subsys), __VA_ARGS__)
 
 #define MSCCLPP_RETURN_ON_ERROR(expr)        \
   do {                                       \
