@@ -50,10 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -708,70 +706,60 @@ static int parseInt(const char* flag, const char* s, long lo, long hi, int* out)
   return 0;
 }
 
-/* -d: "all" or a comma-separated list of type names. */
-static int parseType(const char* arg, struct opts* o) {
+/* Does entry `idx` of the -d / -o vocabulary spell s[0..len)? */
+static int typeMatches(int idx, const char* s, size_t len) {
+  for (int k = 0; k < 3; k++)
+    if (types[idx].names[k] != NULL && strlen(types[idx].names[k]) == len && strncmp(types[idx].names[k], s, len) == 0)
+      return 1;
+  return 0;
+}
+static int opMatches(int idx, const char* s, size_t len) {
+  return strlen(opNames[idx]) == len && strncmp(opNames[idx], s, len) == 0;
+}
+
+/* -d / -o: "all" (the n entries in order) or a comma-separated list of
+ * names, each matched by `matches`; duplicates are kept once. `what` and
+ * `vocabulary` make the error message. */
+static int parseList(const char* flag, const char* arg, int n, int (*matches)(int, const char*, size_t),
+                     const char* what, const char* vocabulary, int* list, int* count) {
   if (strcmp(arg, "all") == 0) {
-    for (int t = 0; t < mscclppNumTypes; t++) o->typeList[t] = t;
-    o->ntypes = mscclppNumTypes;
+    for (int i = 0; i < n; i++) list[i] = i;
+    *count = n;
     return 0;
   }
-  o->ntypes = 0;
+  *count = 0;
   for (const char* s = arg; *s;) {
     size_t len = strcspn(s, ",");
     int found = -1;
-    for (int t = 0; t < mscclppNumTypes && found < 0; t++)
-      for (int k = 0; k < 3; k++)
-        if (types[t].names[k] != NULL && strlen(types[t].names[k]) == len && strncmp(types[t].names[k], s, len) == 0)
-          found = t;
+    for (int i = 0; i < n && found < 0; i++)
+      if (matches(i, s, len)) found = i;
     if (found < 0) {
       if (!quiet)
-        fprintf(stderr,
-                PROG ": -d \"%.*s\" is not a type (int8 uint8 int32 uint32 int64 uint64 half float16 bfloat16 "
-                     "float float32 double float64 fp8e4m3 fp8e5m2, a comma-separated list, or all)\n",
-                (int)len, s);
+        fprintf(stderr, PROG ": %s \"%.*s\" is not %s (%s, a comma-separated list, or all)\n", flag, (int)len, s, what,
+                vocabulary);
       return -1;
     }
     int dup = 0;
-    for (int i = 0; i < o->ntypes; i++) dup |= o->typeList[i] == found;
-    if (!dup) o->typeList[o->ntypes++] = found;
+    for (int i = 0; i < *count; i++) dup |= list[i] == found;
+    if (!dup) list[(*count)++] = found;
     s += len + (s[len] == ',');
   }
-  if (o->ntypes == 0) {
-    if (!quiet) fprintf(stderr, PROG ": -d needs a type\n");
+  if (*count == 0) {
+    if (!quiet) fprintf(stderr, PROG ": %s needs %s\n", flag, what);
     return -1;
   }
   return 0;
 }
 
-/* -o: "all" or a comma-separated list of operations. */
+static int parseType(const char* arg, struct opts* o) {
+  return parseList("-d", arg, mscclppNumTypes, typeMatches, "a type",
+                   "int8 uint8 int32 uint32 int64 uint64 half float16 bfloat16 float float32 double float64 fp8e4m3 "
+                   "fp8e5m2",
+                   o->typeList, &o->ntypes);
+}
+
 static int parseOp(const char* arg, struct opts* o) {
-  if (strcmp(arg, "all") == 0) {
-    for (int k = 0; k < mscclppNumOps; k++) o->opList[k] = k;
-    o->nops = mscclppNumOps;
-    return 0;
-  }
-  o->nops = 0;
-  for (const char* s = arg; *s;) {
-    size_t len = strcspn(s, ",");
-    int found = -1;
-    for (int k = 0; k < mscclppNumOps; k++)
-      if (strlen(opNames[k]) == len && strncmp(opNames[k], s, len) == 0) found = k;
-    if (found < 0) {
-      if (!quiet)
-        fprintf(stderr, PROG ": -o \"%.*s\" is not an operation (sum prod max min avg, a list, or all)\n", (int)len,
-                s);
-      return -1;
-    }
-    int dup = 0;
-    for (int i = 0; i < o->nops; i++) dup |= o->opList[i] == found;
-    if (!dup) o->opList[o->nops++] = found;
-    s += len + (s[len] == ',');
-  }
-  if (o->nops == 0) {
-    if (!quiet) fprintf(stderr, PROG ": -o needs an operation\n");
-    return -1;
-  }
-  return 0;
+  return parseList("-o", arg, mscclppNumOps, opMatches, "an operation", "sum prod max min avg", o->opList, &o->nops);
 }
 
 enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED };
@@ -1636,22 +1624,6 @@ static int writePlot(const struct ctx* c) {
 
 /* ---- setup ------------------------------------------------------------------ */
 
-/* 1 when an MPS control daemon answers (CUDA_MPS_PIPE_DIRECTORY, else the
- * system default /tmp/nvidia-mps). */
-static int mpsRunning(void) {
-  const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  if (dir == NULL || dir[0] == '\0') dir = "/tmp/nvidia-mps";
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof(a));
-  a.sun_family = AF_UNIX;
-  int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/control", dir);
-  if (n < 0 || (size_t)n >= sizeof(a.sun_path)) return 0;
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  int ok = connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
 
 static void* allocBuf(struct ctx* c, size_t bytes) {
   if (bytes == 0) bytes = 1;
@@ -1884,7 +1856,7 @@ int main(int argc, char** argv) {
               PROG ": rank %d: warning: the launcher's environment gave no local rank matching this host's "
                    "(%d); using device %d\n",
               c->rank, c->localRank, c->device);
-    if (c->localNranks > count && !mpsRunning() && c->localRank == 0)
+    if (c->localNranks > count && !mscclppGpuMpsRunning(NULL) && c->localRank == 0)
       fprintf(stderr,
               PROG ": warning: %d ranks share %d GPU%s on this host and no CUDA MPS daemon answers (%s/control): "
                    "without MPS the GPU time-slices between the ranks' processes, so a collective's kernels do "

@@ -37,7 +37,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -234,27 +233,13 @@ static int waitPidBounded(pid_t pid, double seconds, int* status) {
 
 /* ---- CUDA MPS ------------------------------------------------------------ */
 
-/* 1 when an MPS control daemon answers on <pipeDir>/control (a
- * SOCK_SEQPACKET socket; the daemon logs our short visit, nothing more). */
-static int mpsRunning(const char* pipeDir) {
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof(a));
-  a.sun_family = AF_UNIX;
-  int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/control", pipeDir);
-  if (n < 0 || (size_t)n >= sizeof(a.sun_path)) return 0;
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  int ok = connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
 
 /* The pipe directory in use: CUDA_MPS_PIPE_DIRECTORY, else the system
  * default /tmp/nvidia-mps when a daemon runs there, else /tmp/mps. */
 static const char* mpsPipeDir(void) {
   const char* d = getenv("CUDA_MPS_PIPE_DIRECTORY");
   if (d != NULL && d[0] != '\0') return d;
-  if (mpsRunning("/tmp/nvidia-mps")) return "/tmp/nvidia-mps";
+  if (mscclppGpuMpsRunning("/tmp/nvidia-mps")) return "/tmp/nvidia-mps";
   return "/tmp/mps";
 }
 
@@ -302,7 +287,7 @@ static int mpsStart(char* controlPath, size_t size, int* started) {
   if (logDir == NULL || logDir[0] == '\0') logDir = strcmp(pipeDir, "/tmp/nvidia-mps") == 0 ? "/var/log/nvidia-mps" : "/tmp/mpslog";
   setenv("CUDA_MPS_PIPE_DIRECTORY", pipeDir, 1);
   setenv("CUDA_MPS_LOG_DIRECTORY", logDir, 1);
-  if (mpsRunning(pipeDir)) {
+  if (mscclppGpuMpsRunning(pipeDir)) {
     fprintf(stderr, PROG ": --mps: using the MPS daemon already running at %s\n", pipeDir);
     return 0;
   }
@@ -321,7 +306,7 @@ static int mpsStart(char* controlPath, size_t size, int* started) {
     return 1;
   }
   mscclppDeadline d = mscclppDeadlineIn(MPS_WAIT_SECONDS);
-  while (!mpsRunning(pipeDir)) {
+  while (!mscclppGpuMpsRunning(pipeDir)) {
     if (mscclppDeadlinePassed(d)) {
       fprintf(stderr, PROG ": --mps: the MPS daemon did not answer on %s/control within %.0f s; see %s/control.log\n",
               pipeDir, MPS_WAIT_SECONDS, logDir);
@@ -345,7 +330,7 @@ static void mpsStop(const char* controlPath) {
   }
   const char* pipeDir = getenv("CUDA_MPS_PIPE_DIRECTORY");
   mscclppDeadline d = mscclppDeadlineIn(MPS_WAIT_SECONDS);
-  while (pipeDir != NULL && mpsRunning(pipeDir)) {
+  while (pipeDir != NULL && mscclppGpuMpsRunning(pipeDir)) {
     if (mscclppDeadlinePassed(d)) {
       fprintf(stderr, PROG ": --mps: the MPS daemon still answers %.0f s after 'quit'\n", MPS_WAIT_SECONDS);
       return;
@@ -689,7 +674,7 @@ int main(int argc, char** argv) {
     }
   } else if (o.nranks > 1) {
     int gpus = mscclppGpuDeviceCount();
-    if (gpus > 0 && o.nranks > gpus && !mpsRunning(mpsPipeDir()))
+    if (gpus > 0 && o.nranks > gpus && !mscclppGpuMpsRunning(mpsPipeDir()))
       fprintf(stderr,
               PROG ": warning: %d ranks share %d GPU%s without CUDA MPS: their kernels time-slice and run slowly, "
               "and kernels that wait for each other can stall; use --mps\n",

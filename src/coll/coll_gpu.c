@@ -93,7 +93,6 @@ struct openEntry {
 };
 struct ownEntry {
   uint64_t id;
-  uintptr_t base;
   uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES];
 };
 
@@ -267,7 +266,6 @@ static mscclppResult_t describeOwn(struct mscclppCollGpu* g, const void* p, stru
   if (g->nown < 64) g->nown++;
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcGetHandle((void*)info.allocBase, e->handle));
   e->id = info.bufferId;
-  e->base = info.allocBase;
   memcpy(b->handle, e->handle, sizeof(b->handle));
   return mscclppSuccess;
 }

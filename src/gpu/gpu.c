@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -144,4 +147,19 @@ mscclppResult_t mscclppCpuBindNumaNode(int node) {
                       strerror(errno));
   MSCCLPP_INFO(MSCCLPP_LOG_GPU, "thread bound to NUMA node %d (cpus %s)", node, line);
   return mscclppSuccess;
+}
+
+int mscclppGpuMpsRunning(const char* pipeDir) {
+  if (pipeDir == NULL || pipeDir[0] == '\0') pipeDir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+  if (pipeDir == NULL || pipeDir[0] == '\0') pipeDir = "/tmp/nvidia-mps";
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof(a));
+  a.sun_family = AF_UNIX;
+  int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/control", pipeDir);
+  if (n < 0 || (size_t)n >= sizeof(a.sun_path)) return 0;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int ok = connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0;
+  close(fd);
+  return ok;
 }
