@@ -511,9 +511,11 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
       L.type = mscclppUint8;
       L.count = a->count * ts;
     }
-    uint64_t work = a->kind == MSCCLPP_COLL_ALLGATHER ? inBytes : (outBytes + k - 1) / k;
-    if (a->kind == MSCCLPP_COLL_REDUCESCATTER) work = outBytes;
-    if (a->kind == MSCCLPP_COLL_ALLTOALL) work = outBytes;
+    /* bytes each rank moves: its input (allgather), its output (reduce-scatter,
+     * all-to-all), or its share of the output (the others) */
+    uint64_t work = a->kind == MSCCLPP_COLL_ALLGATHER                                          ? inBytes
+                    : a->kind == MSCCLPP_COLL_REDUCESCATTER || a->kind == MSCCLPP_COLL_ALLTOALL ? outBytes
+                                                                                                : (outBytes + k - 1) / k;
     L.nthreads = 1024;
     if (g->directOcc[L.type] == 0) g->directOcc[L.type] = mscclppCollGpuDirectBlocksPerSm(L.type, L.nthreads);
     L.nblocks = blocksFor(g, work, 32u << 10, g->directOcc[L.type]);
