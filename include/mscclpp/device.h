@@ -174,6 +174,16 @@ MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxed64(uint64_t* p, uint64_t v) {
 #endif
 }
 
+/* A system-scope store without ordering (a relaxed semaphore signal: the
+ * peer, the CPU or a copy engine may read it; nothing before it is ordered). */
+MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxedSys64(uint64_t* p, uint64_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
 MSCCLPP_DEVICE_INLINE uint64_t mscclppLoadRelaxedGpu64(const uint64_t* p) {
 #if defined(MSCCLPP_DEVICE_CUDA)
   uint64_t v;

@@ -106,6 +106,16 @@ MSCCLPP_DEVICE_INLINE int mscclppMemoryChannelDevicePoll(const mscclppMemoryChan
   return mscclppSemaphoreDevicePoll(&ch->sem);
 }
 
+/* Synchronization only (mscclppSemaphoreDeviceRelaxedSignal/Wait): no
+ * data is ordered by them; for LL packets or a pure rendezvous. */
+MSCCLPP_DEVICE_INLINE void mscclppMemoryChannelDeviceRelaxedSignal(const mscclppMemoryChannelDeviceHandle* ch) {
+  mscclppSemaphoreDeviceRelaxedSignal(&ch->sem);
+}
+
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppMemoryChannelDeviceRelaxedWait(const mscclppMemoryChannelDeviceHandle* ch) {
+  return mscclppSemaphoreDeviceRelaxedWait(&ch->sem);
+}
+
 /* The counters in registers (mscclppSemaphoreDeviceCounts): one thread
  *   mscclppSemaphoreDeviceCounts c = mscclppMemoryChannelDeviceCountsLoad(&h);
  *   ... mscclppMemoryChannelDeviceSignalCounted(&h, &c);
@@ -131,6 +141,16 @@ MSCCLPP_DEVICE_INLINE void mscclppMemoryChannelDeviceSignalCounted(const mscclpp
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppMemoryChannelDeviceWaitCounted(const mscclppMemoryChannelDeviceHandle* ch,
                                                                             mscclppSemaphoreDeviceCounts* c) {
   return mscclppSemaphoreDeviceWaitCounted(&ch->sem, c);
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppMemoryChannelDeviceRelaxedSignalCounted(const mscclppMemoryChannelDeviceHandle* ch,
+                                                                          mscclppSemaphoreDeviceCounts* c) {
+  mscclppSemaphoreDeviceRelaxedSignalCounted(&ch->sem, c);
+}
+
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppMemoryChannelDeviceRelaxedWaitCounted(
+    const mscclppMemoryChannelDeviceHandle* ch, mscclppSemaphoreDeviceCounts* c) {
+  return mscclppSemaphoreDeviceRelaxedWaitCounted(&ch->sem, c);
 }
 
 MSCCLPP_DEVICE_INLINE int mscclppMemoryChannelDevicePollCounted(const mscclppMemoryChannelDeviceHandle* ch,

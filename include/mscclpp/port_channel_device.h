@@ -47,6 +47,14 @@
 /* Puts larger than this are cut into several triggers. */
 #define MSCCLPP_PORT_CHANNEL_MAX_CHUNK (1ull << 30)
 
+/* flags: the channel's transport writes small payloads itself
+ * (mscclppConnection's inline writes: CUDA IPC with stream writes, host
+ * shared memory), so puts of 1..8 bytes from the channel's own `src` travel
+ * inside the trigger (MSCCLPP_TRIGGER_INLINE): the pushing thread reads the
+ * bytes, and the proxy writes them and the signal with one driver call and
+ * no copy engine. Clear it in a copy of the handle to force copies. */
+#define MSCCLPP_PORT_CHANNEL_FLAG_INLINE 0x1u
+
 /* Plain struct: copy it to kernels by value (or through device memory). */
 typedef struct {
   mscclppFifoDeviceHandle fifo;          /* the communicator's trigger FIFO */
@@ -54,8 +62,38 @@ typedef struct {
   uint32_t semaphoreId;                  /* this channel's id at the proxy */
   uint32_t dst;                          /* memory id of the peer's memory */
   uint32_t src;                          /* memory id of this rank's memory */
-  uint32_t reserved;
+  uint32_t flags;                        /* MSCCLPP_PORT_CHANNEL_FLAG_* */
+  const uint8_t* srcPtr;                 /* memory `src` as the pushing side addresses it */
+  uint64_t srcSize;                      /* its size in bytes */
 } mscclppPortChannelDeviceHandle;
+
+/* Push a put of 1..MSCCLPP_TRIGGER_INLINE_MAX bytes with its data inside the
+ * trigger when the channel allows it (see MSCCLPP_PORT_CHANNEL_FLAG_INLINE)
+ * and the source is the channel's own `src`, in range: returns 1 and *r the
+ * push's result; 0 when the put must be a copy. The bytes are read here,
+ * so the push needs no release order for them. */
+MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortChannelDeviceHandle* ch, uint32_t dst,
+                                                              uint64_t dstOffset, uint32_t src, uint64_t srcOffset,
+                                                              uint64_t size, uint32_t lastOps, uint64_t* position,
+                                                              mscclppResult_t* r) {
+  if (!(ch->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) || src != ch->src || size == 0 ||
+      size > MSCCLPP_TRIGGER_INLINE_MAX || srcOffset > ch->srcSize || ch->srcSize - srcOffset < size ||
+      dstOffset > MSCCLPP_TRIGGER_MAX_OFFSET || dst >= MSCCLPP_TRIGGER_MAX_MEMORIES)
+    return 0;
+  const uint8_t* p = ch->srcPtr + srcOffset;
+  uint64_t v = 0;
+  if (size == 8 && ((uintptr_t)p & 7u) == 0) {
+    v = *(const uint64_t*)p;
+  } else if (size == 4 && ((uintptr_t)p & 3u) == 0) {
+    v = *(const uint32_t*)p;
+  } else {
+    for (uint32_t i = 0; i < (uint32_t)size; i++) v |= (uint64_t)p[i] << (8u * i);
+  }
+  *r = mscclppFifoDevicePushTrigger(
+      &ch->fifo, mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size),
+      mscclppFifoOrderRelaxed, position);
+  return 1;
+}
 
 /* Push one trigger of this channel; *position is its FIFO position. */
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppPortChannelDevicePush(const mscclppPortChannelDeviceHandle* ch,
@@ -82,11 +120,14 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppPortChannelDevicePush(const mscclpp
 /* Copy [src + srcOffset, +size) to [dst + dstOffset, +size), in chunks of at
  * most MSCCLPP_PORT_CHANNEL_MAX_CHUNK; `lastOps` (FLAG, SYNC) ride on the
  * last chunk. Release order: writes of this thread to the source before the
- * call are seen by the copy. */
+ * call are seen by the copy. Puts of at most 8 bytes may travel inline
+ * (mscclppPortChannelDevicePushInline). */
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppPortChannelDevicePutOps(const mscclppPortChannelDeviceHandle* ch,
                                                                      uint32_t dst, uint64_t dstOffset, uint32_t src,
                                                                      uint64_t srcOffset, uint64_t size,
                                                                      uint32_t lastOps, uint64_t* position) {
+  mscclppResult_t r0;
+  if (mscclppPortChannelDevicePushInline(ch, dst, dstOffset, src, srcOffset, size, lastOps, position, &r0)) return r0;
   for (;;) {
     uint64_t n = size > MSCCLPP_PORT_CHANNEL_MAX_CHUNK ? MSCCLPP_PORT_CHANNEL_MAX_CHUNK : size;
     int last = n == size;

@@ -132,6 +132,46 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceWaitCounted(const ms
   return r;
 }
 
+/* Relaxed signal and wait: synchronization only. The signal orders none of
+ * this thread's earlier writes before it, and the wait makes none of the
+ * signaller's writes visible: for data that carries its own validity (LL
+ * packets) or is ordered by other means, or a pure rendezvous. They skip
+ * the release fence and the acquire load, which are most of a signal/wait
+ * ping-pong's cost between ranks on one GPU (bench_channel rows 2 and 2f).
+ * Counts are shared with the ordered forms (mix them freely). As MSCCL++'s
+ * relaxedSignal / relaxedWait. */
+MSCCLPP_DEVICE_INLINE void mscclppSemaphoreDeviceRelaxedSignalCounted(const mscclppSemaphoreDeviceHandle* sem,
+                                                                      mscclppSemaphoreDeviceCounts* c) {
+  mscclppStoreRelaxedSys64(sem->outbound, ++c->sent);
+}
+
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceRelaxedWaitCounted(const mscclppSemaphoreDeviceHandle* sem,
+                                                                               mscclppSemaphoreDeviceCounts* c) {
+  uint64_t want = c->consumed + 1;
+  mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
+  while (mscclppLoadRelaxedSys64(sem->inbound) < want) {
+    mscclppResult_t r = mscclppWaitStep(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want);
+    if (r != mscclppSuccess) return r;
+  }
+  c->consumed = want;
+  return mscclppSuccess;
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppSemaphoreDeviceRelaxedSignal(const mscclppSemaphoreDeviceHandle* sem) {
+  mscclppSemaphoreDeviceCounts c;
+  c.sent = *sem->outboundCount;
+  mscclppSemaphoreDeviceRelaxedSignalCounted(sem, &c);
+  *sem->outboundCount = c.sent;
+}
+
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceRelaxedWait(const mscclppSemaphoreDeviceHandle* sem) {
+  mscclppSemaphoreDeviceCounts c;
+  c.consumed = *sem->expected;
+  mscclppResult_t r = mscclppSemaphoreDeviceRelaxedWaitCounted(sem, &c);
+  if (r == mscclppSuccess) *sem->expected = c.consumed;
+  return r;
+}
+
 /* Send one signal. Call from one thread at a time; make other threads'
  * writes that must precede the signal happen before (e.g. __syncthreads()).
  * The count is stored back after the release store, so the release's fence

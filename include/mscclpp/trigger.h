@@ -13,6 +13,16 @@
  *            bits 58..62  op           operation, see MSCCLPP_TRIGGER_OP_*
  *            bit  63      commit       same value as word 0's
  *
+ * INLINE triggers (op has MSCCLPP_TRIGGER_INLINE) carry up to 8 bytes of
+ * data instead of a source, for small puts the proxy can write without a
+ * copy engine (mscclppTriggerPackInline):
+ *   word 0:  bits  0..62  data bits 0..62
+ *   word 1:  bits  0..31  dstOffset
+ *            bit  32      data bit 63
+ *            bits 33..35  size - 1 (1..8 bytes; data's low bytes, little endian)
+ *            bits 36..40  zero
+ *            bits 41..63  as above (dstMemoryId, semaphoreId, op, commit)
+ *
  * Limits (a field outside them is rejected: mscclppTriggerEncode returns
  * mscclppInvalidArgument naming the field on the host; a kernel's push
  * returns mscclppInvalidArgument and records MSCCLPP_DEVICE_ERROR_INVALID_
@@ -21,7 +31,8 @@
  *   offsets    < 2^32 bytes (4 GiB) into a memory
  *   memories   512 per proxy service (ids 0..511)
  *   semaphores 256 per proxy service (ids 0..255)
- *   op         a nonzero combination of DATA|FLAG|SYNC, or a user op 16..31
+ *   op         a nonzero combination of DATA|FLAG|SYNC, or of INLINE|FLAG|SYNC,
+ *              or a user op 16..31
  *
  * Commit bit. Slots are zeroed when the FIFO is created and never cleared.
  * The pusher sets bit 63 of BOTH words to 1 ^ lap, where lap = (position /
@@ -38,7 +49,7 @@
 
 #include "mscclpp/device.h"
 
-#define MSCCLPP_TRIGGER_LAYOUT_VERSION 1
+#define MSCCLPP_TRIGGER_LAYOUT_VERSION 2
 
 #define MSCCLPP_TRIGGER_BITS_OFFSET 32
 #define MSCCLPP_TRIGGER_BITS_SIZE 31
@@ -66,8 +77,9 @@ MSCCLPP_STATIC_ASSERT(MSCCLPP_TRIGGER_BITS_OFFSET + 2 * MSCCLPP_TRIGGER_BITS_MEM
 #define MSCCLPP_TRIGGER_DATA 0x1u /* copy size bytes src+srcOffset -> dst+dstOffset */
 #define MSCCLPP_TRIGGER_FLAG 0x2u /* signal semaphoreId, after the data */
 #define MSCCLPP_TRIGGER_SYNC 0x4u /* complete everything before (flush) */
-#define MSCCLPP_TRIGGER_BUILTIN_MASK 0x7u
-/* 8..15 are reserved for future built-in operations and rejected. */
+#define MSCCLPP_TRIGGER_INLINE 0x8u /* write the trigger's own 1..8 data bytes to dst+dstOffset (not with DATA) */
+#define MSCCLPP_TRIGGER_BUILTIN_MASK 0xfu
+/* DATA|INLINE combinations are rejected. */
 #define MSCCLPP_TRIGGER_OP_USER_FIRST 16u /* 16..31: handed to the FIFO's handler */
 #define MSCCLPP_TRIGGER_OP_USER_LAST 31u
 
@@ -103,7 +115,8 @@ typedef struct {
 
 /* 1 when op is a valid operation. */
 MSCCLPP_HOST_DEVICE_INLINE int mscclppTriggerOpValid(uint32_t op) {
-  return (op >= 1u && op <= MSCCLPP_TRIGGER_BUILTIN_MASK) ||
+  return (op >= 1u && op <= MSCCLPP_TRIGGER_BUILTIN_MASK &&
+          (op & (MSCCLPP_TRIGGER_DATA | MSCCLPP_TRIGGER_INLINE)) != (MSCCLPP_TRIGGER_DATA | MSCCLPP_TRIGGER_INLINE)) ||
          (op >= MSCCLPP_TRIGGER_OP_USER_FIRST && op <= MSCCLPP_TRIGGER_OP_USER_LAST);
 }
 
@@ -147,6 +160,35 @@ MSCCLPP_HOST_DEVICE_INLINE uint32_t mscclppTriggerOp(const mscclppTrigger* t) {
 }
 
 #define MSCCLPP_TRIGGER_COMMIT_BIT (1ull << 63)
+
+/* Largest payload of an INLINE trigger. */
+#define MSCCLPP_TRIGGER_INLINE_MAX 8u
+
+/* Pack an INLINE trigger (commit bits 0): `size` (1..8) low bytes of `data`
+ * for dst+dstOffset, with `op` = INLINE and optionally FLAG|SYNC. The
+ * caller checks the ranges (dstMemoryId, dstOffset, semaphoreId, size) as
+ * mscclppTriggerCheck would; out-of-range bits are masked off. */
+MSCCLPP_HOST_DEVICE_INLINE mscclppTrigger mscclppTriggerPackInline(uint32_t op, uint32_t dstMemoryId,
+                                                                  uint64_t dstOffset, uint32_t semaphoreId,
+                                                                  uint64_t data, uint32_t size) {
+  mscclppTrigger t;
+  t.value[0] = data & ~MSCCLPP_TRIGGER_COMMIT_BIT;
+  t.value[1] = (dstOffset & MSCCLPP_TRIGGER_MAX_OFFSET) | (data >> 63) << 32 | (uint64_t)((size - 1u) & 7u) << 33 |
+               (uint64_t)(dstMemoryId & (MSCCLPP_TRIGGER_MAX_MEMORIES - 1)) << 41 |
+               (uint64_t)(semaphoreId & (MSCCLPP_TRIGGER_MAX_SEMAPHORES - 1)) << 50 | (uint64_t)(op & 0x1fu) << 58;
+  return t;
+}
+
+/* The payload of an INLINE trigger: its bytes (little endian in *data,
+ * bytes above size zero) and size (1..8). The other fields unpack with
+ * mscclppTriggerUnpack (its srcOffset, size and srcMemoryId are then
+ * meaningless). */
+MSCCLPP_HOST_DEVICE_INLINE void mscclppTriggerUnpackInline(const mscclppTrigger* t, uint64_t* data, uint32_t* size) {
+  uint32_t n = (uint32_t)((t->value[1] >> 33) & 7u) + 1u;
+  uint64_t d = (t->value[0] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | ((t->value[1] >> 32) & 1u) << 63;
+  *data = n == 8u ? d : d & ((1ull << (8u * n)) - 1u);
+  *size = n;
+}
 
 /* The value of field number `field` (for messages). */
 MSCCLPP_HOST_DEVICE_INLINE uint64_t mscclppTriggerFieldValue(const mscclppTriggerFields* f, int field) {

@@ -16,6 +16,9 @@
  *   SYNC  every connection with copies in flight drained
  * (Net: DATA is an RMA write, FLAG an ordered or fenced 8-byte write, or a
  * staged message the peer's proxy applies; see transport_net.c.)
+ *   INLINE  (instead of DATA) the trigger's own 1..8 bytes, written with the
+ *         signal by mscclppConnWriteInline (CudaIpc: one cuStreamBatchMemOp
+ *         of two stream writes, no copy engine; HostShm: memcpy + store)
  * Copies stay in flight when the handler returns; the progress callback
  * (called by the proxy when the FIFO is idle) queries the streams without
  * blocking and lets the proxy publish `completed`, which is what a kernel's
@@ -124,7 +127,26 @@ static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, 
     pc->dirty = 1;
     e->anyDirty = 1;
   }
-  if (f.op & MSCCLPP_TRIGGER_FLAG) {
+  int signalled = 0;
+  if (f.op & MSCCLPP_TRIGGER_INLINE) {
+    struct mscclppRegisteredMemory* dst = f.dstMemoryId < (uint32_t)MAX_MEMS ? e->mems[f.dstMemoryId] : NULL;
+    if (dst == NULL)
+      return failf(e, mscclppInvalidArgument, pos, "memory id %u (dst of an inline put, semaphore %u) is not a registered port memory",
+                   f.dstMemoryId, f.semaphoreId);
+    uint64_t data;
+    uint32_t size;
+    mscclppTriggerUnpackInline(t, &data, &size);
+    uint8_t bytes[MSCCLPP_TRIGGER_INLINE_MAX];
+    for (uint32_t i = 0; i < size; i++) bytes[i] = (uint8_t)(data >> (8 * i));
+    signalled = (f.op & MSCCLPP_TRIGGER_FLAG) != 0;
+    mscclppResult_t res = mscclppConnWriteInline(s->conn, dst, f.dstOffset, bytes, size, signalled ? s->remote : NULL,
+                                                 s->remoteOffset, s->outbound + 1);
+    if (res != mscclppSuccess) return fail(e, res, pos, "inline put");
+    if (signalled) s->outbound++;
+    pc->dirty = 1;
+    e->anyDirty = 1;
+  }
+  if ((f.op & MSCCLPP_TRIGGER_FLAG) && !signalled) {
     s->outbound++;
     mscclppResult_t res = mscclppConnSignal(s->conn, s->remote, s->remoteOffset, s->outbound);
     if (res != mscclppSuccess) return fail(e, res, pos, "signal");
@@ -457,6 +479,9 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   h->semaphoreId = semId;
   h->dst = dstId;
   h->src = srcId;
+  h->srcPtr = (const uint8_t*)cfg->local->devPtr;
+  h->srcSize = cfg->local->size;
+  h->flags = mscclppConnCanWriteInline(conn) && cfg->local->devPtr != NULL ? MSCCLPP_PORT_CHANNEL_FLAG_INLINE : 0u;
   MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "port channel rank %d -> rank %d (tag %d, %s): semaphore %u, dst %u, src %u",
                conn->rank, conn->remoteRank, cfg->tag, conn->ops->name, semId, dstId, srcId);
   *out = ch;

@@ -105,6 +105,22 @@ mscclppResult_t mscclppGpuIpcMemcpyAsync(struct mscclppGpuIpcStream* stream, voi
  * (cuStreamWriteValue64 with its memory barrier; where the device cannot,
  * a copy of the value from a staging buffer, still in stream order). */
 mscclppResult_t mscclppGpuIpcWriteValue64Async(struct mscclppGpuIpcStream* stream, void* dst, uint64_t value);
+/* One stream-ordered store of a 4- or 8-byte value (dst aligned to it). */
+struct mscclppGpuStreamWrite {
+  void* dst;
+  uint64_t value;
+  unsigned bytes; /* 4 or 8 */
+};
+#define MSCCLPP_GPU_STREAM_WRITES_MAX 4
+/* Enqueue up to MSCCLPP_GPU_STREAM_WRITES_MAX stores with ONE driver call
+ * (cuStreamBatchMemOp), in order, each after every earlier operation of the
+ * stream has completed and its writes are visible (each with its memory
+ * barrier; NO_MEMORY_BARRIER is refused in a batch on this driver) -- e.g.
+ * a small payload and then the semaphore that announces it, with no copy
+ * engine involved. Where the device has no 64-bit stream
+ * writes, staged copies in stream order instead. */
+mscclppResult_t mscclppGpuIpcWriteValuesAsync(struct mscclppGpuIpcStream* stream,
+                                              const struct mscclppGpuStreamWrite* writes, int n);
 /* *done = 1 when everything enqueued has completed. */
 mscclppResult_t mscclppGpuIpcStreamQuery(struct mscclppGpuIpcStream* stream, int* done);
 

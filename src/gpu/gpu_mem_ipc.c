@@ -108,6 +108,13 @@ mscclppResult_t mscclppGpuIpcWriteValue64Async(struct mscclppGpuIpcStream* strea
   (void)value;
   return noCuda("a stream-ordered write");
 }
+mscclppResult_t mscclppGpuIpcWriteValuesAsync(struct mscclppGpuIpcStream* stream,
+                                              const struct mscclppGpuStreamWrite* writes, int n) {
+  (void)stream;
+  (void)writes;
+  (void)n;
+  return noCuda("stream-ordered writes");
+}
 mscclppResult_t mscclppGpuIpcStreamQuery(struct mscclppGpuIpcStream* stream, int* done) {
   (void)stream;
   (void)done;
@@ -138,6 +145,7 @@ struct driverApi {
   PFN_cuMemExportToShareableHandle_v10020 memExportToShareableHandle;
   PFN_cuMemImportFromShareableHandle_v10020 memImportFromShareableHandle;
   PFN_cuStreamWriteValue64_v11070 streamWriteValue64;
+  PFN_cuStreamBatchMemOp_v11070 streamBatchMemOp;
 };
 
 static struct driverApi driver;
@@ -188,6 +196,7 @@ static void driverLoad(void) {
   LOOKUP(memExportToShareableHandle, "cuMemExportToShareableHandle");
   LOOKUP(memImportFromShareableHandle, "cuMemImportFromShareableHandle");
   LOOKUP(streamWriteValue64, "cuStreamWriteValue64");
+  LOOKUP(streamBatchMemOp, "cuStreamBatchMemOp");
   driver.status = mscclppSuccess;
 }
 
@@ -567,9 +576,16 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
       d->deviceGetAttribute(&s->canWriteValue64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, cuDev) !=
           CUDA_SUCCESS)
     s->canWriteValue64 = 0;
-  cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+  /* the highest priority: the proxy's copies and stream writes are on
+   * kernels' critical paths (a peer waits for them) */
+  int prioLow = 0, prioHigh = 0;
+  if (cudaDeviceGetStreamPriorityRange(&prioLow, &prioHigh) != cudaSuccess) {
+    (void)cudaGetLastError();
+    prioHigh = 0;
+  }
+  cudaError_t err = cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, prioHigh);
   if (err != cudaSuccess) {
-    res = rtFail(err, "cudaStreamCreateWithFlags");
+    res = rtFail(err, "cudaStreamCreateWithPriority");
     goto fail_free;
   }
   s->refs = 1;
@@ -622,6 +638,39 @@ mscclppResult_t mscclppGpuIpcWriteValue64Async(struct mscclppGpuIpcStream* strea
   uint64_t staged = value;
   cudaError_t err = cudaMemcpyAsync(dst, &staged, sizeof(staged), cudaMemcpyHostToDevice, stream->stream);
   if (err != cudaSuccess) return rtFail(err, "cudaMemcpyAsync of a 64-bit signal");
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppGpuIpcWriteValuesAsync(struct mscclppGpuIpcStream* stream,
+                                              const struct mscclppGpuStreamWrite* writes, int n) {
+  if (n < 1 || n > MSCCLPP_GPU_STREAM_WRITES_MAX)
+    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_GPU, "%d stream writes in one batch (1..%d)", n,
+                      MSCCLPP_GPU_STREAM_WRITES_MAX);
+  for (int i = 0; i < n; i++)
+    if ((writes[i].bytes != 4 && writes[i].bytes != 8) || (uintptr_t)writes[i].dst % writes[i].bytes != 0)
+      return mscclppErr(mscclppInternalError, MSCCLPP_LOG_GPU, "stream write %d: %u bytes at %p (4 or 8, aligned)", i,
+                        writes[i].bytes, writes[i].dst);
+  if (!stream->canWriteValue64) {
+    for (int i = 0; i < n; i++) {
+      uint64_t staged = writes[i].value; /* little endian: the low bytes first */
+      cudaError_t err = cudaMemcpyAsync(writes[i].dst, &staged, writes[i].bytes, cudaMemcpyHostToDevice, stream->stream);
+      if (err != cudaSuccess) return rtFail(err, "cudaMemcpyAsync of a staged stream write");
+    }
+    return mscclppSuccess;
+  }
+  CUstreamBatchMemOpParams ops[MSCCLPP_GPU_STREAM_WRITES_MAX];
+  memset(ops, 0, sizeof(ops));
+  for (int i = 0; i < n; i++) {
+    ops[i].writeValue.operation = writes[i].bytes == 8 ? CU_STREAM_MEM_OP_WRITE_VALUE_64 : CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[i].writeValue.address = (CUdeviceptr)(uintptr_t)writes[i].dst;
+    if (writes[i].bytes == 8)
+      ops[i].writeValue.value64 = writes[i].value;
+    else
+      ops[i].writeValue.value = (cuuint32_t)writes[i].value;
+    ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  }
+  CUresult r = driver.streamBatchMemOp((CUstream)stream->stream, (unsigned)n, ops, 0);
+  if (r != CUDA_SUCCESS) return cuFail(r, "cuStreamBatchMemOp");
   return mscclppSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
+#include "mscclpp/trigger.h"
 #include "transport/net_ofi.h"
 
 /* Same-host transports first: Auto takes the network only between hosts. */
@@ -184,6 +185,16 @@ static mscclppResult_t checkMem(const struct mscclppConnection* c, const struct 
   return mscclppSuccess;
 }
 
+static mscclppResult_t checkSignalDst(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                      uint64_t dstOffset) {
+  MSCCLPP_RETURN_ON_ERROR(checkMem(c, dst, "signal destination", c->remoteRank, dstOffset, sizeof(uint64_t)));
+  if (((uintptr_t)dst->ptr + dstOffset) % sizeof(uint64_t) != 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT,
+                      "signal at offset %llu of memory %llu of rank %d: the address is not 8-byte aligned",
+                      (unsigned long long)dstOffset, (unsigned long long)dst->record.memId, dst->ownerRank);
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppConnWrite(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                  struct mscclppRegisteredMemory* src, uint64_t srcOffset, uint64_t size) {
   if (c == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "write on a NULL connection");
@@ -203,12 +214,25 @@ mscclppResult_t mscclppConnWrite(struct mscclppConnection* c, struct mscclppRegi
 mscclppResult_t mscclppConnSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
                                   uint64_t dstOffset, uint64_t value) {
   if (c == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "signal on a NULL connection");
-  MSCCLPP_RETURN_ON_ERROR(checkMem(c, dst, "signal destination", c->remoteRank, dstOffset, sizeof(uint64_t)));
-  if (((uintptr_t)dst->ptr + dstOffset) % sizeof(uint64_t) != 0)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT,
-                      "signal at offset %llu of memory %llu of rank %d: the address is not 8-byte aligned",
-                      (unsigned long long)dstOffset, (unsigned long long)dst->record.memId, dst->ownerRank);
+  MSCCLPP_RETURN_ON_ERROR(checkSignalDst(c, dst, dstOffset));
   return c->ops->signal(c, dst, dstOffset, value);
+}
+
+mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                       uint64_t dstOffset, const void* bytes, uint32_t size,
+                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+  if (c == NULL || bytes == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "inline write on a NULL connection or payload");
+  if (size < 1 || size > MSCCLPP_TRIGGER_INLINE_MAX)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "inline write of %u bytes (1..%u)", size,
+                      MSCCLPP_TRIGGER_INLINE_MAX);
+  MSCCLPP_RETURN_ON_ERROR(checkMem(c, dst, "destination", c->remoteRank, dstOffset, size));
+  if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(checkSignalDst(c, sigDst, sigOffset));
+  return c->ops->writeInline(c, dst, dstOffset, bytes, size, sigDst, sigOffset, sigValue);
+}
+
+int mscclppConnCanWriteInline(const struct mscclppConnection* c) {
+  return c != NULL && c->ops->writeInline != mscclppTransportUnsupportedWriteInline;
 }
 
 mscclppResult_t mscclppConnQuery(struct mscclppConnection* c, int* idle) {
@@ -252,6 +276,21 @@ mscclppResult_t mscclppTransportUnsupportedSignal(struct mscclppConnection* c, s
   (void)dstOffset;
   (void)value;
   return unsupported(c, "signal");
+}
+
+mscclppResult_t mscclppTransportUnsupportedWriteInline(struct mscclppConnection* c,
+                                                       struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                                                       const void* bytes, uint32_t size,
+                                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset,
+                                                       uint64_t sigValue) {
+  (void)dst;
+  (void)dstOffset;
+  (void)bytes;
+  (void)size;
+  (void)sigDst;
+  (void)sigOffset;
+  (void)sigValue;
+  return unsupported(c, "inline write");
 }
 
 mscclppResult_t mscclppTransportUnsupportedFlush(struct mscclppConnection* c) { return unsupported(c, "flush"); }

@@ -56,6 +56,14 @@ struct mscclppTransportOps {
                            struct mscclppRegisteredMemory* src, uint64_t srcOffset, uint64_t size);
   mscclppResult_t (*signal)(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                             uint64_t value);
+  /* Write `size` (1..MSCCLPP_TRIGGER_INLINE_MAX) bytes given by value to
+   * dst+dstOffset, ordered after the connection's earlier writes; then,
+   * when sigDst is not NULL, signal sigValue to sigDst+sigOffset as signal
+   * does. For small puts whose bytes the caller already holds (a port
+   * channel's INLINE trigger): a transport can do both without a copy. */
+  mscclppResult_t (*writeInline)(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                 uint64_t dstOffset, const void* bytes, uint32_t size,
+                                 struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue);
   mscclppResult_t (*flush)(struct mscclppConnection* conn);
   /* Never blocks: *idle = 1 when everything issued so far is complete. */
   mscclppResult_t (*query)(struct mscclppConnection* conn, int* idle);
@@ -108,6 +116,12 @@ mscclppResult_t mscclppConnWrite(struct mscclppConnection* conn, struct mscclppR
 mscclppResult_t mscclppConnSignal(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
                                   uint64_t dstOffset, uint64_t value);
 mscclppResult_t mscclppConnFlush(struct mscclppConnection* conn);
+/* The ops' writeInline with its arguments checked; sigDst may be NULL. */
+mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                       uint64_t dstOffset, const void* bytes, uint32_t size,
+                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue);
+/* Does the transport carry out writeInline itself (not the unsupported slot)? */
+int mscclppConnCanWriteInline(const struct mscclppConnection* conn);
 
 /* Pick the transport for two endpoints (symmetric: both ranks get the same
  * answer). mscclppInvalidUsage with the reason logged otherwise. */
@@ -128,6 +142,11 @@ mscclppResult_t mscclppTransportUnsupportedWrite(struct mscclppConnection* conn,
                                                  uint64_t srcOffset, uint64_t size);
 mscclppResult_t mscclppTransportUnsupportedSignal(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
                                                   uint64_t dstOffset, uint64_t value);
+mscclppResult_t mscclppTransportUnsupportedWriteInline(struct mscclppConnection* conn,
+                                                       struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                                                       const void* bytes, uint32_t size,
+                                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset,
+                                                       uint64_t sigValue);
 mscclppResult_t mscclppTransportUnsupportedFlush(struct mscclppConnection* conn);
 
 #endif /* MSCCLPP_SRC_TRANSPORT_TRANSPORT_H_ */

@@ -14,6 +14,7 @@
  * flush  - wait until the stream has drained (bounded, abortable). */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/error.h"
@@ -92,6 +93,40 @@ static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegi
   return mscclppSuccess;
 }
 
+/* The payload as stream writes: one 4- or 8-byte store where it is that
+ * size and aligned (the path small puts are for: no copy engine, one driver
+ * call together with the signal); any other size or alignment is staged
+ * through cudaMemcpyAsync from pageable memory, which copies the bytes
+ * before it returns. The signal into device memory rides in the same batch;
+ * into host memory it is ipcSignal's CPU store once the stream drained. */
+static mscclppResult_t ipcWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                      uint64_t dstOffset, const void* bytes, uint32_t size,
+                                      struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+  struct mscclppGpuStreamWrite w[2];
+  int n = 0;
+  char* d = (char*)dst->devPtr + dstOffset;
+  uint64_t v = 0;
+  memcpy(&v, bytes, size);
+  if ((size == 8 || size == 4) && (uintptr_t)d % size == 0) {
+    w[n].dst = d;
+    w[n].value = v;
+    w[n].bytes = size;
+    n++;
+  } else {
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcMemcpyAsync(c->stream, (char*)dst->ptr + dstOffset, &v, size));
+  }
+  c->pending = 1;
+  if (sigDst != NULL && !sigDst->hostAccessible) {
+    w[n].dst = (char*)sigDst->devPtr + sigOffset;
+    w[n].value = sigValue;
+    w[n].bytes = 8;
+    n++;
+    sigDst = NULL;
+  }
+  if (n > 0) MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValuesAsync(c->stream, w, n));
+  return sigDst != NULL ? ipcSignal(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
+}
+
 static mscclppResult_t ipcFlush(struct mscclppConnection* c) { return drain(c); }
 
 static mscclppResult_t ipcQuery(struct mscclppConnection* c, int* idle) {
@@ -110,6 +145,7 @@ const struct mscclppTransportOps mscclppTransportCudaIpcOps = {
     .close = ipcClose,
     .write = ipcWrite,
     .signal = ipcSignal,
+    .writeInline = ipcWriteInline,
     .flush = ipcFlush,
     .query = ipcQuery,
 };

@@ -52,6 +52,13 @@ static mscclppResult_t shmSignal(struct mscclppConnection* conn, struct mscclppR
   return mscclppSuccess;
 }
 
+static mscclppResult_t shmWriteInline(struct mscclppConnection* conn, struct mscclppRegisteredMemory* dst,
+                                      uint64_t dstOffset, const void* bytes, uint32_t size,
+                                      struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+  memcpy((char*)dst->ptr + dstOffset, bytes, size);
+  return sigDst != NULL ? shmSignal(conn, sigDst, sigOffset, sigValue) : mscclppSuccess;
+}
+
 static mscclppResult_t shmFlush(struct mscclppConnection* conn) {
   (void)conn;
   atomic_thread_fence(memory_order_seq_cst);
@@ -72,6 +79,7 @@ const struct mscclppTransportOps mscclppTransportHostShmOps = {
     .close = shmClose,
     .write = shmWrite,
     .signal = shmSignal,
+    .writeInline = shmWriteInline,
     .flush = shmFlush,
     .query = shmQuery,
 };

@@ -415,6 +415,7 @@ const struct mscclppTransportOps mscclppTransportNetOps = {
     .close = netClose,
     .write = netWrite,
     .signal = netSignal,
+    .writeInline = mscclppTransportUnsupportedWriteInline,
     .flush = netFlush,
     .query = netQuery,
     .progress = netProgress,

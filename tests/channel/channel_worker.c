@@ -339,6 +339,20 @@ static void elementOp(struct peer* q) {
   ack(q); /* the partner has read my values back before I reset my DST */
   memset(buf + S + 64, GUARD, 64);
   ack(q);
+  /* relaxed signals and waits count on the same semaphore as the ordered
+   * ones, plain and with the counters in registers */
+  for (int i = 0; i < 3; i++) {
+    mscclppMemoryChannelDeviceRelaxedSignal(h);
+    CHECK_RES(mscclppMemoryChannelDeviceRelaxedWait(h), mscclppSuccess);
+  }
+  mscclppSemaphoreDeviceCounts c = mscclppMemoryChannelDeviceCountsLoad(h);
+  mscclppMemoryChannelDeviceRelaxedSignalCounted(h, &c);
+  mscclppMemoryChannelDeviceSignalCounted(h, &c);
+  CHECK_RES(mscclppMemoryChannelDeviceRelaxedWaitCounted(h, &c), mscclppSuccess);
+  CHECK_RES(mscclppMemoryChannelDeviceWaitCounted(h, &c), mscclppSuccess);
+  mscclppMemoryChannelDeviceCountsStore(h, &c);
+  CHECK(mscclppMemoryChannelDevicePoll(h) == 0); /* nothing left over */
+  ack(q);
   iter++;
 }
 
@@ -370,7 +384,8 @@ struct sizeCase {
 };
 
 static const struct sizeCase cases[] = {
-    {1, 0, 0},         {1, 3, 5},         {3, 1, 2},           {8, 0, 0},           {63, 7, 1},
+    {1, 0, 0},         {1, 3, 5},         {3, 1, 2},           {8, 0, 0},           {4, 4, 8},
+    {8, 1, 3},         {4, 0, 2},         {63, 7, 1},
     {4096, 0, 0},      {4097, 13, 5},     {65537, 1, 0},       {1 << 20, 0, 0},     {(1 << 20) + 7, 5, 3},
     {4 << 20, 8, 16},  {(16 << 20) + 1, 3, 1}, {64 << 20, 0, 0}, {(64 << 20) - 3, 1, 2},
 };
@@ -390,6 +405,14 @@ static void testHost(size_t maxBytes) {
       if (k->size + k->srcOff > maxBytes || k->size + k->dstOff > maxBytes) continue;
       ncases++;
       for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+      if (k->size <= MSCCLPP_TRIGGER_INLINE_MAX) {
+        /* the same small puts as copies: shared memory carries them inline
+         * unless the handle says otherwise */
+        CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
+        q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+        for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+        q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      }
       for (int op = 0; op < 4; op++) memOp(q, op, k->size, k->srcOff, k->dstOff);
     }
     elementOp(q);

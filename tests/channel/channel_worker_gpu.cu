@@ -375,13 +375,20 @@ static const char* memName[MEM_OPS] = {"memory put", "memory get", "LL16 packets
 static uint32_t packetFlag;
 
 static void runCase(struct peer* q, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
-  for (int op = 0; op <= PORT_OPS && harnessFailures_ == 0; op++) {
-    /* op == PORT_OPS: putWithSignal through the host-pinned semaphore */
+  /* CUDA IPC carries puts of up to 8 bytes inside the trigger */
+  CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
+  for (int op = 0; op <= PORT_OPS + 1 && harnessFailures_ == 0; op++) {
+    /* op == PORT_OPS: putWithSignal through the host-pinned semaphore;
+     * op == PORT_OPS + 1: a small putWithSignal as a copy (inline off) */
+    if (op == PORT_OPS + 1 && size > MSCCLPP_TRIGGER_INLINE_MAX) break;
+    mscclppPortChannelDeviceHandle h = op == PORT_OPS ? q->phHost : q->ph;
+    if (op == PORT_OPS + 1) h.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
     prepare(q->rank, srcOff, size);
-    portKernel<<<1, THREADS, 0, stream>>>(op == PORT_OPS ? q->phHost : q->ph,
-                                          op == PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size,
+    portKernel<<<1, THREADS, 0, stream>>>(h, op >= PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size,
                                           dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
-    const char* name = op == PORT_OPS ? "port putWithSignal (host-pinned semaphore)" : portName[op];
+    const char* name = op == PORT_OPS       ? "port putWithSignal (host-pinned semaphore)"
+                       : op == PORT_OPS + 1 ? "port putWithSignal (copy, inline off)"
+                                            : portName[op];
     if (finishKernel(name, q->rank)) {
       unsigned long long firstBad = 0;
       CUDA_CHECK(cudaMemcpy(&firstBad, dFirstBad, sizeof(firstBad), cudaMemcpyDeviceToHost));
@@ -450,7 +457,8 @@ struct sizeCase {
   uint64_t size, srcOff, dstOff;
 };
 static const struct sizeCase cases[] = {
-    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},        {8, 0, 0},        {63, 7, 1},
+    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},        {8, 0, 0},        {4, 4, 8},
+    {8, 1, 3},          {4, 0, 2},          {63, 7, 1},
     {4096, 0, 0},       {4097, 13, 5},      {65537, 1, 0},    {65536 * 4, 4, 8}, {(1 << 20) + 7, 5, 3},
     {(16 << 20) - 1, 3, 1}, {64 << 20, 0, 0}, {(64 << 20) - 3, 1, 2},
 };

@@ -47,8 +47,41 @@ static void testLayout(void) {
   mscclppTriggerUnpack(&t, &g);
   CHECK(g.op == MSCCLPP_TRIGGER_OP_USER_LAST && g.size == 0 && g.srcOffset == 0 && g.dstOffset == 0 &&
         g.srcMemoryId == 0 && g.dstMemoryId == 0 && g.semaphoreId == 0);
-  CHECK(MSCCLPP_TRIGGER_LAYOUT_VERSION == 1);
+  CHECK(MSCCLPP_TRIGGER_LAYOUT_VERSION == 2);
   CHECK(sizeof(mscclppTrigger) == 16 && _Alignof(mscclppTrigger) == 16);
+}
+
+/* INLINE triggers: every size 1..8 with data using all 64 bits, at the
+ * field limits; the other fields unpack as usual and the commit bits stay
+ * free. */
+static void testInlineLayout(void) {
+  const uint64_t data = 0xF1E2D3C4B5A69788ull;
+  for (uint32_t n = 1; n <= MSCCLPP_TRIGGER_INLINE_MAX; n++) {
+    uint32_t op = MSCCLPP_TRIGGER_INLINE | MSCCLPP_TRIGGER_FLAG | MSCCLPP_TRIGGER_SYNC;
+    mscclppTrigger t = mscclppTriggerPackInline(op, MSCCLPP_TRIGGER_MAX_MEMORIES - 1, MSCCLPP_TRIGGER_MAX_OFFSET,
+                                                MSCCLPP_TRIGGER_MAX_SEMAPHORES - 1, data, n);
+    CHECK((t.value[0] & MSCCLPP_TRIGGER_COMMIT_BIT) == 0 && (t.value[1] & MSCCLPP_TRIGGER_COMMIT_BIT) == 0);
+    uint64_t d = 0;
+    uint32_t size = 0;
+    mscclppTriggerUnpackInline(&t, &d, &size);
+    CHECK(size == n);
+    CHECK(d == (n == 8 ? data : data & ((1ull << (8 * n)) - 1)));
+    mscclppTriggerFields g;
+    mscclppTriggerUnpack(&t, &g);
+    CHECK(g.op == op && mscclppTriggerOpValid(g.op));
+    CHECK(g.dstMemoryId == MSCCLPP_TRIGGER_MAX_MEMORIES - 1 && g.dstOffset == MSCCLPP_TRIGGER_MAX_OFFSET &&
+          g.semaphoreId == MSCCLPP_TRIGGER_MAX_SEMAPHORES - 1);
+    /* the commit bits set by a pusher do not change the payload */
+    t.value[0] |= MSCCLPP_TRIGGER_COMMIT_BIT;
+    t.value[1] |= MSCCLPP_TRIGGER_COMMIT_BIT;
+    mscclppTriggerUnpackInline(&t, &d, &size);
+    CHECK(size == n && d == (n == 8 ? data : data & ((1ull << (8 * n)) - 1)));
+  }
+  mscclppTrigger z = mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE, 0, 0, 0, 0, 1);
+  uint64_t d = 1;
+  uint32_t size = 0;
+  mscclppTriggerUnpackInline(&z, &d, &size);
+  CHECK(d == 0 && size == 1);
 }
 
 static void testEncodeRejects(void) {
@@ -73,7 +106,11 @@ static void testEncodeRejects(void) {
   }
   CHECK(t.value[0] == 77 && t.value[1] == 88); /* untouched on failure */
   mscclppTriggerFields f = userFields(0, 0);
-  f.op = 8; /* reserved */
+  f.op = MSCCLPP_TRIGGER_DATA | MSCCLPP_TRIGGER_INLINE; /* a trigger has a source or inline data, not both */
+  CHECK_RES(mscclppTriggerEncode(&f, &t), mscclppInvalidArgument);
+  f.op = 13; /* DATA|SYNC|INLINE */
+  CHECK_RES(mscclppTriggerEncode(&f, &t), mscclppInvalidArgument);
+  f.op = 15;
   CHECK_RES(mscclppTriggerEncode(&f, &t), mscclppInvalidArgument);
   f.op = 32;
   CHECK_RES(mscclppTriggerEncode(&f, &t), mscclppInvalidArgument);
@@ -342,6 +379,7 @@ static void testDestroyRefusesPending(void) {
 
 int main(void) {
   RUN(testLayout);
+  RUN(testInlineLayout);
   RUN(testEncodeRejects);
   RUN(testCreateRejects);
   RUN(testLapsAndConsumer);
