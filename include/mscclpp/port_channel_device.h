@@ -70,8 +70,10 @@ typedef struct {
 /* Push a put of 1..MSCCLPP_TRIGGER_INLINE_MAX bytes with its data inside the
  * trigger when the channel allows it (see MSCCLPP_PORT_CHANNEL_FLAG_INLINE)
  * and the source is the channel's own `src`, in range: returns 1 and *r the
- * push's result; 0 when the put must be a copy. The bytes are read here,
- * so the push needs no release order for them. */
+ * push's result; 0 when the put must be a copy. The bytes are read here;
+ * the push is still release-ordered, so that what happened before it (a
+ * wait that let the peer's earlier use of the destination finish) happens
+ * before the proxy's write. */
 MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortChannelDeviceHandle* ch, uint32_t dst,
                                                               uint64_t dstOffset, uint32_t src, uint64_t srcOffset,
                                                               uint64_t size, uint32_t lastOps, uint64_t* position,
@@ -91,7 +93,7 @@ MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortCh
   }
   *r = mscclppFifoDevicePushTrigger(
       &ch->fifo, mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size),
-      mscclppFifoOrderRelaxed, position);
+      mscclppFifoOrderRelease, position);
   return 1;
 }
 
