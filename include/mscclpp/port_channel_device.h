@@ -70,10 +70,20 @@ typedef struct {
 /* Push a put of 1..MSCCLPP_TRIGGER_INLINE_MAX bytes with its data inside the
  * trigger when the channel allows it (see MSCCLPP_PORT_CHANNEL_FLAG_INLINE)
  * and the source is the channel's own `src`, in range: returns 1 and *r the
- * push's result; 0 when the put must be a copy. The bytes are read here;
- * the push is still release-ordered, so that what happened before it (a
- * wait that let the peer's earlier use of the destination finish) happens
- * before the proxy's write. */
+ * push's result; 0 when the put must be a copy. The bytes are read here,
+ * so the trigger needs no release for them; what it still needs is that
+ * what happened before the push (a wait that let the peer finish with the
+ * destination) happens before the proxy's write. On the GPU the trigger's
+ * store cannot become visible before an earlier acquire of this thread, and
+ * the proxy's write is issued after it reads the trigger: a relaxed push
+ * (a release costs ~1 us of the 8-byte ping-pong). The host backend follows
+ * the C11 model, where that chain needs the release (free on x86); its
+ * absence was a ThreadSanitizer report. */
+#if defined(MSCCLPP_DEVICE_CUDA)
+#define MSCCLPP_PORT_CHANNEL_INLINE_ORDER mscclppFifoOrderRelaxed
+#else
+#define MSCCLPP_PORT_CHANNEL_INLINE_ORDER mscclppFifoOrderRelease
+#endif
 MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortChannelDeviceHandle* ch, uint32_t dst,
                                                               uint64_t dstOffset, uint32_t src, uint64_t srcOffset,
                                                               uint64_t size, uint32_t lastOps, uint64_t* position,
@@ -93,7 +103,7 @@ MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortCh
   }
   *r = mscclppFifoDevicePushTrigger(
       &ch->fifo, mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size),
-      mscclppFifoOrderRelease, position);
+      MSCCLPP_PORT_CHANNEL_INLINE_ORDER, position);
   return 1;
 }
 
