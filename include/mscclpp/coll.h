@@ -18,8 +18,11 @@
  * and reduce-scatter (sendbuff + rank * recvcount elements == recvbuff).
  *
  * Algorithms: several per collective; a rule picks one by size, rank count
- * and topology. MSCCLPP_ALGO ("allreduce=ll,allgather=direct") forces one
- * for experiments; mscclppCollAlgoNames lists them.
+ * and topology. MSCCLPP_ALGO ("allreduce=rsag,allgather=direct") forces one
+ * for experiments; mscclppCollAlgoNames lists them. Across hosts, allreduce
+ * is hierarchical (inside each host, then across hosts, then inside each
+ * host again) where every host has the same number L of ranks and count is
+ * a multiple of L, else flat (allreduce=hier / allreduce=flat choose).
  *
  * Errors: mscclppInvalidArgument (NULL comm, bad type/op/root/peer, NULL
  * buffer with count > 0, misaligned buffer; the message names the value),

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "coll/coll_hier.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/gpu_ipc.h"
@@ -15,9 +16,12 @@ static const char* const kindNames[MSCCLPP_COLL_KINDS] = {"allreduce", "allgathe
                                                           "reduce",    "alltoall",  "sendrecv"};
 
 /* The algorithms each collective has on the GPU (the host backend has one
- * per collective and ignores the choice). Keep in step with coll_gpu.c. */
+ * per collective and ignores the choice; keep in step with coll_gpu.c),
+ * and allreduce's two ways across hosts, chosen here: "hier" (coll_hier.c)
+ * and "flat" (the backend's own, over all ranks). */
 static const char* const algoNames[MSCCLPP_COLL_KINDS] = {
-    "packet,rsag", "packet,direct", "packet,direct", "packet,direct", "packet,direct", "direct", "direct"};
+    "packet,rsag,hier,flat,port", "packet,direct,port", "packet,direct,port", "packet,direct,port",
+    "packet,direct,port",         "direct,port",        "direct,port"};
 
 const char* mscclppCollKindName(mscclppCollKind kind) {
   return (unsigned)kind < MSCCLPP_COLL_KINDS ? kindNames[kind] : "unknown";
@@ -31,8 +35,8 @@ const char* mscclppCollAlgoNames(const char* coll) {
 }
 
 static const size_t typeSizes[mscclppNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-static const char* const typeNames[mscclppNumTypes] = {"int8",    "uint8",   "int32",    "uint32",
-                                                       "int64",   "uint64",  "float16",  "float32",
+static const char* const typeNames[mscclppNumTypes] = {"int8",    "uint8",    "int32",   "uint32",
+                                                       "int64",   "uint64",   "float16", "float32",
                                                        "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
 static const char* const opNames[mscclppNumOps] = {"sum", "prod", "max", "min", "avg"};
 
@@ -47,8 +51,8 @@ const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppN
 /* MSCCLPP_ALGO's entry for `kind` ("allreduce=rsag,allgather=packet"), copied
  * into buf; NULL when the variable names none. An unknown collective or
  * algorithm is an error naming it. */
-static mscclppResult_t forcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
-                                  const char** algo) {
+mscclppResult_t mscclppCollForcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
+                                      const char** algo) {
   *algo = NULL;
   const char* s = comm->params.algo;
   while (*s != '\0') {
@@ -57,15 +61,16 @@ static mscclppResult_t forcedAlgo(const struct mscclppComm* comm, mscclppCollKin
     const char* eq = memchr(s, '=', len);
     if (eq == NULL)
       return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
-                        "MSCCLPP_ALGO=\"%s\": entry \"%.*s\" is not collective=algorithm", comm->params.algo,
-                        (int)len, s);
+                        "MSCCLPP_ALGO=\"%s\": entry \"%.*s\" is not collective=algorithm", comm->params.algo, (int)len,
+                        s);
     size_t klen = (size_t)(eq - s), alen = len - klen - 1;
     int k = -1;
     for (int i = 0; i < MSCCLPP_COLL_KINDS; i++)
       if (strlen(kindNames[i]) == klen && memcmp(kindNames[i], s, klen) == 0) k = i;
     if (k < 0)
       return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
-                        "MSCCLPP_ALGO=\"%s\": unknown collective \"%.*s\" (allreduce, allgather, reducescatter, "
+                        "MSCCLPP_ALGO=\"%s\": unknown collective \"%.*s\" "
+                        "(allreduce, allgather, reducescatter, "
                         "broadcast, reduce, alltoall, sendrecv)",
                         comm->params.algo, (int)klen, s);
     /* the algorithm must be one of the collective's */
@@ -103,16 +108,30 @@ static int useGpu(const struct mscclppComm* comm) {
 }
 
 static void collRelease(struct mscclppComm* comm) {
+  mscclppCollHierRelease(comm); /* the children first: they use the parent's abort object */
   mscclppCollHostRelease(comm);
   mscclppCollGpuRelease(comm);
+}
+
+mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  if (comm->collRelease == NULL) comm->collRelease = collRelease;
+  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks) {
+    int ran = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollHierAllReduce(comm, a, &ran));
+    if (ran) return mscclppSuccess;
+  }
+  struct mscclppCollArgs b = *a;
+  if (b.algo != NULL && (strcmp(b.algo, "hier") == 0 || strcmp(b.algo, "flat") == 0))
+    b.algo = NULL; /* this layer's choice, made: the backend picks its own */
+  return useGpu(comm) ? mscclppCollGpuRun(comm, &b) : mscclppCollHostRun(comm, &b);
 }
 
 static mscclppResult_t checkBuf(const char* fn, const char* what, const void* p, size_t count, size_t typeSize) {
   if (count == 0) return mscclppSuccess;
   if (p == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s is NULL", fn, what);
   if ((uintptr_t)p % typeSize != 0)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s %p is not aligned to its %zu-byte elements",
-                      fn, what, p, typeSize);
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s %p is not aligned to its %zu-byte elements", fn,
+                      what, p, typeSize);
   return mscclppSuccess;
 }
 
@@ -121,16 +140,12 @@ static mscclppResult_t checkCommon(const char* fn, struct mscclppComm* comm, msc
   if ((unsigned)type >= mscclppNumTypes)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: unknown data type %d", fn, (int)type);
   *typeSize = typeSizes[type];
-  if (comm->localNranks != comm->nranks)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                      "%s: the communicator spans several hosts (%d of %d ranks on this one); collectives across "
-                      "hosts need the network transport, which this build's collectives do not use yet",
-                      fn, comm->localNranks, comm->nranks);
   if (comm->collRelease == NULL) comm->collRelease = collRelease;
   return mscclppSuccess;
 }
 
-/* ---- groups ---------------------------------------------------------------------- */
+/* ---- groups
+ * ---------------------------------------------------------------------- */
 
 #define GROUP_MAX_OPS 4096
 
@@ -184,7 +199,9 @@ static mscclppResult_t p2p(const char* fn, int isSend, void* buf, size_t count, 
   }
   if (res == mscclppSuccess && groupComm != NULL && (groupComm != comm || groupStream != stream))
     res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                     "%s: one group's sends and receives must use one communicator and one stream", fn);
+                     "%s: one group's sends and receives must use one "
+                     "communicator and one stream",
+                     fn);
   if (res == mscclppSuccess && groupCount == GROUP_MAX_OPS)
     res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "%s: more than %d sends and receives in one group", fn,
                      GROUP_MAX_OPS);
@@ -208,7 +225,8 @@ mscclppResult_t mscclppRecv(void* recvbuff, size_t count, mscclppDataType_t data
   return p2p("mscclppRecv", 0, recvbuff, count, datatype, peer, comm, stream);
 }
 
-/* ---- collectives ----------------------------------------------------------------- */
+/* ---- collectives
+ * ----------------------------------------------------------------- */
 
 static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct mscclppComm* comm, size_t sendElems,
                            size_t recvElems, int needSend, int needRecv) {
@@ -225,12 +243,13 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (a->kind == MSCCLPP_COLL_ALLTOALL && a->count > 0 && a->send == a->recv)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: all-to-all cannot run in place", fn);
   char buf[64];
-  MSCCLPP_RETURN_ON_ERROR(forcedAlgo(comm, a->kind, buf, sizeof(buf), &a->algo));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollForcedAlgo(comm, a->kind, buf, sizeof(buf), &a->algo));
   if (a->count == 0) return mscclppSuccess;
-  return useGpu(comm) ? mscclppCollGpuRun(comm, a) : mscclppCollHostRun(comm, a);
+  return mscclppCollDispatch(comm, a);
 }
 
-#define COLL_ARGS(k, s, r, c, t, o, rt, st) {(k), (s), (r), (c), (t), 0, (o), (rt), (st), NULL}
+#define COLL_ARGS(k, s, r, c, t, o, rt, st) \
+  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), NULL }
 
 mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
                                  mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
@@ -246,9 +265,8 @@ mscclppResult_t mscclppAllGather(const void* sendbuff, void* recvbuff, size_t se
   return run("mscclppAllGather", &a, comm, sendcount, sendcount * n, 1, 1);
 }
 
-mscclppResult_t mscclppReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                     mscclppDataType_t datatype, mscclppRedOp_t op, mscclppComm_t comm,
-                                     mscclppStream_t stream) {
+mscclppResult_t mscclppReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, mscclppDataType_t datatype,
+                                     mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
   struct mscclppCollArgs a =
       COLL_ARGS(MSCCLPP_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, stream);
   size_t n = comm != NULL ? (size_t)comm->nranks : 1;

@@ -3,10 +3,12 @@
  *
  * coll.c checks the arguments, resolves groups of send/recv, picks the
  * backend (the GPU when the communicator has a device, else the host
- * backend) and calls it with one mscclppCollArgs (a collective) or a list
- * of mscclppCollP2pOp (a group of sends and receives). A backend keeps its
- * per-communicator state (scratch memory, channels to every peer, round
- * counters) behind comm->collHost / comm->collGpu, made on first use, which
+ * backend; for allreduce across hosts, first the hierarchy of coll_hier.c
+ * on child communicators) and calls it with one mscclppCollArgs (a
+ * collective) or a list of mscclppCollP2pOp (a group of sends and
+ * receives). A backend keeps its per-communicator state (scratch memory,
+ * channels to every peer, round counters) behind comm->collHost /
+ * comm->collGpu (the hierarchy: comm->collHier), made on first use, which
  * every rank reaches at the same collective call; comm destruction calls
  * mscclppCollRelease.
  */
@@ -45,6 +47,18 @@ struct mscclppCollP2pOp {
   void* buf; /* the send buffer (read only) or the receive buffer */
   size_t bytes;
 };
+
+/* MSCCLPP_ALGO's entry for `kind` ("allreduce=rsag,allgather=packet" of
+ * comm's parameters), copied into buf; *algo = NULL when it names none. An
+ * unknown collective or algorithm is mscclppInvalidArgument naming it. */
+mscclppResult_t mscclppCollForcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
+                                      const char** algo);
+
+/* Run a checked call (count > 0) on comm: the hierarchical allreduce
+ * (coll_hier.h) where it applies, else comm's backend. The API calls it, and
+ * coll_hier.c for the steps on its child communicators. Sets comm's
+ * collRelease. */
+mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a);
 
 /* The host backend (coll/coll_host.c): runs the call to completion on this
  * thread. */

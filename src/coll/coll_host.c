@@ -38,6 +38,22 @@
  * peer at the first collective; send/recv connect only their peers, in rank
  * order), so ranks that never talk to each other never wait for each other.
  *
+ * Peers on other hosts (host identity: host name and network namespace, or
+ * MSCCLPP_HOSTID) get the same slots, headers and credits over the network
+ * transport: a Net connection and two port channels (data, credit) on the
+ * scratch, registered for Net too. A sender cannot store into a remote slot,
+ * so it writes the header and payload into its own staging copy of the
+ * slot (a second set of nranks regions after the receive regions, made only
+ * when the communicator spans hosts) and the proxy puts it into the peer's
+ * slot with the data signal behind it (putWithSignal); the receiver polls
+ * that signal and hands the slot back with a port channel signal on the
+ * credit channel. The staging slot of chunk k is rewritten only once chunk
+ * k's credit is back (the receiver has read the chunk, so the put has read
+ * its source). A call with a remote peer also waits until the peer has
+ * credited every chunk sent to it: when a call returns, nothing is in flight
+ * between this rank and its remote peers, so a rank may leave (destroy the
+ * communicator) while the others go on.
+ *
  * Waits: a call that makes no progress for MSCCLPP_TIMEOUT fails with
  * mscclppTimeout (and raises the communicator's abort); when the abort is
  * raised (a lost peer: the watcher of comm_channel.c; a timeout elsewhere),
@@ -58,6 +74,7 @@
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/memory_channel.h"
+#include "mscclpp/port_channel.h"
 
 #define SLOTS 2
 #define HEADER_BYTES 64
@@ -83,10 +100,14 @@ _Static_assert(sizeof(struct chunkHeader) == HEADER_BYTES, "header fills its 64 
 
 struct hostPeer {
   int connected;
+  int remote; /* on another host: port channels over Net, else memory channels over HostShm */
   mscclppConnection_t conn;
   mscclppMemoryChannel_t dataCh, creditCh;
   mscclppMemoryChannelDeviceHandle data;   /* data.dst: the peer's scratch */
   mscclppMemoryChannelDeviceHandle credit; /* signals: slots of the peer's region freed */
+  mscclppPortChannel_t dataPortCh, creditPortCh;
+  mscclppPortChannelDeviceHandle dataPort;   /* remote: puts into the peer's scratch, and their signals */
+  mscclppPortChannelDeviceHandle creditPort; /* remote: the credit signals */
   uint64_t sent;                           /* chunks written into the peer's slots */
   uint64_t credits;                        /* credit signals consumed from the peer */
   uint64_t arrived;                        /* data signals consumed from the peer */
@@ -97,6 +118,8 @@ struct mscclppCollHost {
   int rank, nranks;
   struct mscclppAbort* abort;
   size_t perPeer, slotBytes, payload;
+  int staging;     /* the communicator spans hosts: the scratch has staging regions after the receive regions */
+  uint64_t hostId; /* this rank's host identity (hash) */
   uint8_t* scratch;
   mscclppRegisteredMemory_t scratchMem;
   uint8_t* temp; /* payload bytes: this rank's own chunk while an in-place chain overwrites it */
@@ -112,6 +135,8 @@ static void hostFree(struct mscclppComm* comm, struct mscclppCollHost* h) {
     struct hostPeer* p = &h->peer[r];
     if (p->dataCh != NULL) (void)mscclppMemoryChannelDestroy(p->dataCh);
     if (p->creditCh != NULL) (void)mscclppMemoryChannelDestroy(p->creditCh);
+    if (p->dataPortCh != NULL) (void)mscclppPortChannelDestroy(p->dataPortCh);
+    if (p->creditPortCh != NULL) (void)mscclppPortChannelDestroy(p->creditPortCh);
     if (p->conn != NULL) (void)mscclppConnectionDestroy(p->conn);
   }
   if (h->scratchMem != NULL) (void)mscclppDeregisterMemory(h->scratchMem);
@@ -127,8 +152,9 @@ void mscclppCollHostRelease(struct mscclppComm* comm) {
   comm->collHost = NULL;
   /* No barrier: peers keep their mappings of this scratch and of the
    * semaphores when this rank frees its own (memory files), every credit
-   * this rank owed was signalled before its last call returned, and ranks
-   * that only ever ran send/recv with some peers may not all get here. */
+   * this rank owed was signalled before its last call returned (and, to a
+   * remote peer, received: see the top), and ranks that only ever ran
+   * send/recv with some peers may not all get here. */
   hostFree(comm, h);
 }
 
@@ -152,42 +178,33 @@ static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHos
   h->perPeer = perPeerBytes(comm);
   h->slotBytes = h->perPeer / SLOTS;
   h->payload = h->slotBytes - HEADER_BYTES;
+  h->staging = comm->localNranks != comm->nranks;
+  mscclppBootstrapHostIdentity(&comm->params, NULL, 0, &h->hostId);
   mscclppResult_t res = mscclppCommAbortOf(comm, &h->abort);
   h->peer = (struct hostPeer*)calloc((size_t)h->nranks, sizeof(*h->peer));
   h->temp = (uint8_t*)malloc(h->payload);
   if (res == mscclppSuccess && (h->peer == NULL || h->temp == NULL))
     res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  size_t bytes = h->perPeer * (size_t)h->nranks;
+  size_t bytes = h->perPeer * (size_t)h->nranks * (h->staging ? 2 : 1);
   if (res == mscclppSuccess)
     res = mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, (void**)&h->scratch);
   if (res == mscclppSuccess)
-    res = mscclppRegisterMemory(comm, h->scratch, bytes, mscclppTransportHostShm, &h->scratchMem);
+    res = mscclppRegisterMemory(comm, h->scratch, bytes,
+                                mscclppTransportHostShm | (h->staging ? mscclppTransportNet : 0), &h->scratchMem);
   if (res != mscclppSuccess) {
     hostFree(comm, h);
     return res;
   }
-  MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: host collectives, scratch %zu bytes (%d x %d slots of %zu bytes)",
-               h->rank, bytes, h->nranks, SLOTS, h->slotBytes);
+  MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: host collectives, scratch %zu bytes (%d x %d slots of %zu bytes%s)",
+               h->rank, bytes, h->nranks, SLOTS, h->slotBytes, h->staging ? ", and as many staging slots" : "");
   comm->collHost = h;
   *out = h;
   return mscclppSuccess;
 }
 
-/* Connect to `r` (both ranks reach this at their first call with each
- * other): a HostShm connection and the data and credit channels. */
-static mscclppResult_t connectPeer(struct mscclppComm* comm, struct mscclppCollHost* h, int r) {
+/* The memory channels to a peer of this host (or this rank). */
+static mscclppResult_t connectLocal(struct mscclppComm* comm, struct mscclppCollHost* h, int r) {
   struct hostPeer* p = &h->peer[r];
-  if (p->connected) return mscclppSuccess;
-  if (r != h->rank) {
-    uint64_t mine = h->perPeer, theirs = 0;
-    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, r, TAG_SIZE, &mine, sizeof(mine)));
-    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapRecv(comm, r, TAG_SIZE, &theirs, sizeof(theirs)));
-    if (theirs != mine)
-      return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                        "host collectives: rank %d uses %llu scratch bytes per peer and rank %d %llu: set the same "
-                        "MSCCLPP_COLL_SCRATCH_BYTES on every rank",
-                        h->rank, (unsigned long long)mine, r, (unsigned long long)theirs);
-  }
   MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, r, TAG_CONN, mscclppTransportHostShm, &p->conn));
   mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
   mc.local = h->scratchMem;
@@ -201,6 +218,55 @@ static mscclppResult_t connectPeer(struct mscclppComm* comm, struct mscclppCollH
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                       "host collectives: rank %d's scratch is %llu bytes, rank %d expected %zu", r,
                       (unsigned long long)p->data.dstSize, h->rank, h->perPeer * (size_t)h->nranks);
+  return mscclppSuccess;
+}
+
+/* The port channels to a peer of another host, over the network. */
+static mscclppResult_t connectRemote(struct mscclppComm* comm, struct mscclppCollHost* h, int r) {
+  struct hostPeer* p = &h->peer[r];
+  MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, r, TAG_CONN, mscclppTransportNet, &p->conn));
+  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+  pc.local = h->scratchMem;
+  pc.tag = TAG_DATA;
+  MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelCreate(comm, p->conn, &pc, &p->dataPortCh));
+  pc.tag = TAG_CREDIT;
+  MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelCreate(comm, p->conn, &pc, &p->creditPortCh));
+  MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->dataPortCh, &p->dataPort));
+  MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->creditPortCh, &p->creditPort));
+  p->remote = 1;
+  return mscclppSuccess;
+}
+
+/* Connect to `r` (both ranks reach this at their first call with each
+ * other): the two ranks check that their scratch layouts agree and learn
+ * whether they share a host, then build the data and credit channels. */
+static mscclppResult_t connectPeer(struct mscclppComm* comm, struct mscclppCollHost* h, int r) {
+  struct hostPeer* p = &h->peer[r];
+  if (p->connected) return mscclppSuccess;
+  int remote = 0;
+  if (r != h->rank) {
+    uint64_t mine[3] = {h->perPeer, (uint64_t)h->staging, h->hostId}, theirs[3] = {0, 0, 0};
+    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, r, TAG_SIZE, mine, sizeof(mine)));
+    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapRecv(comm, r, TAG_SIZE, theirs, sizeof(theirs)));
+    if (theirs[0] != mine[0])
+      return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                        "host collectives: rank %d uses %llu scratch bytes per peer and rank %d %llu: set the same "
+                        "MSCCLPP_COLL_SCRATCH_BYTES on every rank",
+                        h->rank, (unsigned long long)mine[0], r, (unsigned long long)theirs[0]);
+    if (theirs[1] != mine[1])
+      return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                        "host collectives: ranks %d and %d disagree on whether the communicator spans hosts", h->rank,
+                        r);
+    remote = theirs[2] != mine[2];
+  }
+  if (remote && !h->staging)
+    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                      "host collectives: rank %d is on another host than rank %d, but the communicator was made "
+                      "with all ranks on one host",
+                      r, h->rank);
+  MSCCLPP_RETURN_ON_ERROR(remote ? connectRemote(comm, h, r) : connectLocal(comm, h, r));
+  MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: host collectives to rank %d over %s", h->rank, r,
+               remote ? "port channels (network)" : "memory channels (shared memory)");
   p->connected = 1;
   return mscclppSuccess;
 }
@@ -245,8 +311,14 @@ static uint8_t* mySlot(struct mscclppCollHost* h, int from, uint64_t chunk) {
   return h->scratch + (size_t)from * h->perPeer + (size_t)(chunk % SLOTS) * h->slotBytes;
 }
 
-static uint8_t* peerSlot(struct mscclppCollHost* h, int to, uint64_t chunk) {
-  return h->peer[to].data.dst + (size_t)h->rank * h->perPeer + (size_t)(chunk % SLOTS) * h->slotBytes;
+/* Offset of this rank's slot for `chunk` in a peer's scratch. */
+static size_t peerSlotOffset(const struct mscclppCollHost* h, uint64_t chunk) {
+  return (size_t)h->rank * h->perPeer + (size_t)(chunk % SLOTS) * h->slotBytes;
+}
+
+/* Offset in this rank's scratch of the staging copy of a remote peer's slot. */
+static size_t stagingOffset(const struct mscclppCollHost* h, int to, uint64_t chunk) {
+  return ((size_t)h->nranks + (size_t)to) * h->perPeer + (size_t)(chunk % SLOTS) * h->slotBytes;
 }
 
 /* Fail the call and the communicator (later calls fail at once): the abort
@@ -264,6 +336,55 @@ static mscclppResult_t failAborted(struct mscclppComm* comm, const char* name) {
   return mscclppErr(e, MSCCLPP_LOG_COLL, "%s on rank %d: the communicator is aborted: %s", name, comm->rank, why);
 }
 
+/* ---- the two kinds of peers: memory channels (this host), port channels (remote) ---- */
+
+/* One data signal from the peer consumed, if one has arrived. */
+static int pollData(struct hostPeer* p) {
+  return p->remote ? mscclppPortChannelDevicePoll(&p->dataPort) : mscclppMemoryChannelDevicePoll(&p->data);
+}
+
+/* One credit signal from the peer consumed, if one has arrived. */
+static int pollCredit(struct hostPeer* p) {
+  return p->remote ? mscclppPortChannelDevicePoll(&p->creditPort) : mscclppMemoryChannelDevicePoll(&p->credit);
+}
+
+/* Hand a slot back to the peer. A port channel push fails only when the
+ * communicator is aborted or the FIFO stayed full for MSCCLPP_TIMEOUT (then
+ * recorded as its error). */
+static mscclppResult_t signalCredit(struct engine* e, struct hostPeer* p) {
+  if (!p->remote) {
+    mscclppMemoryChannelDeviceSignal(&p->credit);
+    return mscclppSuccess;
+  }
+  if (mscclppPortChannelDeviceSignal(&p->creditPort) != mscclppSuccess) return failAborted(e->comm, e->name);
+  return mscclppSuccess;
+}
+
+/* Write chunk `chunk` (header, then c payload bytes) into this rank's slot
+ * of peer `to` and signal it: stores through the mapping for a peer of this
+ * host; for a remote one, into the staging copy, then a put with the signal
+ * behind it. */
+static mscclppResult_t putChunk(struct engine* e, int to, uint64_t chunk, const struct chunkHeader* hd,
+                                const uint8_t* payload, size_t c) {
+  struct mscclppCollHost* h = e->h;
+  struct hostPeer* p = &h->peer[to];
+  if (!p->remote) {
+    uint8_t* slot = p->data.dst + peerSlotOffset(h, chunk);
+    memcpy(slot, hd, sizeof(*hd));
+    memcpy(slot + HEADER_BYTES, payload, c);
+    mscclppMemoryChannelDeviceSignal(&p->data); /* release: header and payload first */
+    return mscclppSuccess;
+  }
+  size_t so = stagingOffset(h, to, chunk);
+  memcpy(h->scratch + so, hd, sizeof(*hd));
+  memcpy(h->scratch + so + HEADER_BYTES, payload, c);
+  /* release: the proxy's copy sees the stores above */
+  if (mscclppPortChannelDevicePutWithSignal(&p->dataPort, p->dataPort.dst, peerSlotOffset(h, chunk), p->dataPort.src,
+                                            so, HEADER_BYTES + c) != mscclppSuccess)
+    return failAborted(e->comm, e->name);
+  return mscclppSuccess;
+}
+
 static int xferReady(const struct engine* e, const struct xfer* t) {
   return t->after < 0 || e->x[t->after].done == e->x[t->after].bytes;
 }
@@ -278,7 +399,7 @@ static mscclppResult_t arrivedChunk(struct engine* e, const struct xfer* t, cons
   struct hostPeer* p = &h->peer[t->peer];
   *payload = NULL;
   if (p->arrived == p->used) {
-    if (!mscclppMemoryChannelDevicePoll(&p->data)) return mscclppSuccess;
+    if (!pollData(p)) return mscclppSuccess;
     p->arrived++;
   }
   const uint8_t* slot = mySlot(h, t->peer, p->used);
@@ -302,29 +423,41 @@ static mscclppResult_t arrivedChunk(struct engine* e, const struct xfer* t, cons
 }
 
 /* The chunk of t->peer just consumed: hand its slot back. */
-static void releaseChunk(struct engine* e, struct xfer* t, size_t c) {
+static mscclppResult_t releaseChunk(struct engine* e, struct xfer* t, size_t c) {
   struct hostPeer* p = &e->h->peer[t->peer];
   p->used++;
   t->done += c;
-  mscclppMemoryChannelDeviceSignal(&p->credit);
+  return signalCredit(e, p);
 }
 
-static int trySend(struct engine* e, struct xfer* t) {
+/* Send t's next chunk if a slot of the peer is free (*sent = 1). */
+static mscclppResult_t trySend(struct engine* e, struct xfer* t, int* sent) {
   struct mscclppCollHost* h = e->h;
   struct hostPeer* p = &h->peer[t->peer];
+  *sent = 0;
   if (p->sent - p->credits >= SLOTS) {
-    if (!mscclppMemoryChannelDevicePoll(&p->credit)) return 0;
+    if (!pollCredit(p)) return mscclppSuccess;
     p->credits++;
   }
   size_t c = chunkOf(h, t->bytes, t->done);
-  uint8_t* slot = peerSlot(h, t->peer, p->sent);
   struct chunkHeader hd = {HEADER_MAGIC, (uint32_t)e->kind, e->seq, t->bytes, t->done, c, {0, 0, 0}};
-  memcpy(slot, &hd, sizeof(hd));
-  memcpy(slot + HEADER_BYTES, t->buf + t->done, c);
-  mscclppMemoryChannelDeviceSignal(&p->data); /* release: header and payload first */
+  MSCCLPP_RETURN_ON_ERROR(putChunk(e, t->peer, p->sent, &hd, t->buf + t->done, c));
   p->sent++;
   t->done += c;
-  return 1;
+  *sent = 1;
+  return mscclppSuccess;
+}
+
+/* A finished send to a remote peer: wait (poll) until the peer has credited
+ * every chunk sent to it, so nothing is in flight when the call returns.
+ * *pending = 1 while some are not. */
+static void drainCredits(struct hostPeer* p, int* pending, int* moved) {
+  if (!p->remote || p->credits == p->sent) return;
+  if (pollCredit(p)) {
+    p->credits++;
+    *moved = 1;
+  }
+  if (p->credits != p->sent) *pending = 1;
 }
 
 static mscclppResult_t tryRecv(struct engine* e, struct xfer* t, int* moved) {
@@ -333,7 +466,7 @@ static mscclppResult_t tryRecv(struct engine* e, struct xfer* t, int* moved) {
   if (src == NULL) return mscclppSuccess;
   size_t c = chunkOf(e->h, t->bytes, t->done);
   memcpy(t->buf + t->done, src, c);
-  releaseChunk(e, t, c);
+  MSCCLPP_RETURN_ON_ERROR(releaseChunk(e, t, c));
   *moved = 1;
   return mscclppSuccess;
 }
@@ -361,7 +494,7 @@ static mscclppResult_t chainStep(struct engine* e, struct chain* ch, int* moved)
   } else {
     ch->reduce(dst, src, c / ch->typeSize);
   }
-  if (t != NULL) releaseChunk(e, t, c);
+  if (t != NULL) MSCCLPP_RETURN_ON_ERROR(releaseChunk(e, t, c));
   if (++ch->pos == ch->n) {
     if (ch->divide != NULL) ch->divide(dst, c / ch->typeSize, e->h->nranks);
     ch->done += c;
@@ -376,13 +509,22 @@ static mscclppResult_t engineRun(struct engine* e) {
   uint64_t idleSince = 0;
   for (;;) {
     int moved = 0, left = 0;
+    int draining = 0;
     for (int i = 0; i < e->nx; i++) {
       struct xfer* t = &e->x[i];
-      if (t->inChain || t->done == t->bytes) continue;
+      if (t->inChain) continue;
+      if (t->done == t->bytes) {
+        if (t->isSend) drainCredits(&h->peer[t->peer], &draining, &moved);
+        continue;
+      }
       left = 1;
       if (!xferReady(e, t)) continue;
       if (t->isSend) {
-        while (t->done < t->bytes && trySend(e, t)) moved = 1;
+        int sent = 1;
+        while (t->done < t->bytes && sent) {
+          MSCCLPP_RETURN_ON_ERROR(trySend(e, t, &sent));
+          moved |= sent;
+        }
       } else {
         MSCCLPP_RETURN_ON_ERROR(tryRecv(e, t, &moved));
       }
@@ -396,7 +538,7 @@ static mscclppResult_t engineRun(struct engine* e) {
         moved |= m;
       } while (m && e->chain->done < e->chain->bytes);
     }
-    if (!left) return mscclppSuccess;
+    if (!left && !draining) return mscclppSuccess;
     if (moved) {
       idleSince = 0;
       continue;
@@ -409,6 +551,10 @@ static mscclppResult_t engineRun(struct engine* e) {
       int waitPeer = -1, waitSend = 0;
       for (int i = 0; i < e->nx && waitPeer < 0; i++)
         if (e->x[i].done < e->x[i].bytes) waitPeer = e->x[i].peer, waitSend = e->x[i].isSend;
+      for (int i = 0; i < e->nx && waitPeer < 0; i++) { /* draining: the credits of the last chunks */
+        const struct hostPeer* p = &h->peer[e->x[i].peer];
+        if (e->x[i].isSend && p->credits != p->sent) waitPeer = e->x[i].peer, waitSend = 1;
+      }
       char why[256];
       snprintf(why, sizeof(why),
                "%s on rank %d: no progress for MSCCLPP_TIMEOUT (%.1f s) while %s rank %d (did every rank make the "

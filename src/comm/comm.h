@@ -17,6 +17,8 @@ struct mscclppChannelContext;
 struct mscclppSeedState;
 struct mscclppCollHost;
 struct mscclppCollGpu;
+struct mscclppCollPort;
+struct mscclppCollHier;
 
 struct mscclppComm {
   int rank;
@@ -32,6 +34,7 @@ struct mscclppComm {
   pthread_mutex_t lazyLock;
   int device;                             /* CUDA device current then, or MSCCLPP_HOST_BACKEND_DEVICE */
   struct mscclppAbort* abort;             /* error domain of memory waits, the proxy, channels and kernels */
+  int abortBorrowed;                      /* abort is another communicator's (mscclppCommBorrowAbort) */
   struct mscclppChannelContext* channels; /* semaphores, opened peer memories, the port channel proxy */
   pthread_t watcher;                      /* raises the abort when the bootstrap loses a peer */
   int watcherRunning;
@@ -42,6 +45,8 @@ struct mscclppComm {
    * first (a hook, so that comm never includes coll). */
   struct mscclppCollHost* collHost;
   struct mscclppCollGpu* collGpu;
+  struct mscclppCollPort* collPort; /* the GPU backend's port channel family (coll/coll_gpu_port.c) */
+  struct mscclppCollHier* collHier; /* child communicators of the hierarchical collectives */
   void (*collRelease)(struct mscclppComm* comm);
 };
 
@@ -57,7 +62,16 @@ mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMe
                                       struct mscclppChannelContext** ctx);
 /* Destroy the channel context: mscclppInvalidUsage while channels live. */
 mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm);
-/* Stop the watcher and free the abort object (after everything using it). */
+/* Make `child` use `parent`'s abort object and device instead of making its
+ * own (one error domain: an error or a lost peer on either aborts both; the
+ * parent's watcher, which sees every process of the child, names lost ranks
+ * in the parent's numbering). Call it before the child's first channel,
+ * memory or collective call; the parent must outlive the child. Errors of
+ * mscclppCommAbortOf(parent); mscclppInvalidUsage when the child already has
+ * its own. */
+mscclppResult_t mscclppCommBorrowAbort(struct mscclppComm* child, struct mscclppComm* parent);
+/* Stop the watcher and free the abort object (after everything using it; a
+ * borrowed one is only forgotten). */
 void mscclppCommAbortRelease(struct mscclppComm* comm);
 /* The first error of the abort object, else the bootstrap's lost peer. */
 mscclppResult_t mscclppCommAsyncError(struct mscclppComm* comm, mscclppResult_t* error);

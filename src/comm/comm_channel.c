@@ -104,8 +104,30 @@ mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm) {
   return res;
 }
 
+mscclppResult_t mscclppCommBorrowAbort(struct mscclppComm* child, struct mscclppComm* parent) {
+  struct mscclppAbort* abort = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(parent, &abort));
+  pthread_mutex_lock(&child->lazyLock);
+  mscclppResult_t res = mscclppSuccess;
+  if (child->abort != NULL) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_INIT,
+                     "rank %d: the communicator already has its own abort object; it cannot share rank %d's",
+                     child->rank, parent->rank);
+  } else {
+    child->abort = abort;
+    child->abortBorrowed = 1;
+    child->device = parent->device;
+  }
+  pthread_mutex_unlock(&child->lazyLock);
+  return res;
+}
+
 void mscclppCommAbortRelease(struct mscclppComm* comm) {
   pthread_mutex_lock(&comm->lazyLock);
+  if (comm->abortBorrowed) {
+    comm->abort = NULL; /* the lender frees it */
+    comm->abortBorrowed = 0;
+  }
   if (comm->watcherRunning) {
     __atomic_store_n(&comm->watcherStop, 1, __ATOMIC_RELEASE);
     pthread_join(comm->watcher, NULL);

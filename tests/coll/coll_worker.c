@@ -30,6 +30,11 @@
  *       rank 0 calls allreduce with another count than the others: a
  *       receiver of its message reports both sizes (mscclppInvalidUsage),
  *       and every rank fails (others at MSCCLPP_TIMEOUT, set short).
+ *
+ * COLL_RANKS_PER_HOST=L sets MSCCLPP_HOSTID so that ranks r with the same
+ * r / L form one "host": collectives across hosts on one machine, over the
+ * network transport between hosts (coll_hosts.sh). Where libfabric is
+ * missing, that (and COLL_NETNS, set by coll_netns_test.sh) exits 77.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -43,6 +48,7 @@
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
+#include "transport/net_ofi.h"
 
 static int rank = -1, nranks = -1;
 static mscclppComm_t comm;
@@ -577,6 +583,17 @@ static void testMismatch(void) {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "matrix";
   setenv("CUDA_VISIBLE_DEVICES", "", 1); /* the host backend, also on a GPU machine */
+  const char* perHost = getenv("COLL_RANKS_PER_HOST");
+  const char* envRank = getenv("MSCCLPP_RANK");
+  if (perHost != NULL && envRank != NULL && atoi(perHost) > 0) {
+    char id[32];
+    snprintf(id, sizeof(id), "coll-host-%d", atoi(envRank) / atoi(perHost));
+    setenv("MSCCLPP_HOSTID", id, 1);
+  }
+  if ((perHost != NULL || getenv("COLL_NETNS") != NULL) && !mscclppNetLibAvailable()) {
+    printf("SKIP: ranks on several hosts need the network transport: %s\n", mscclppNetLibError());
+    return 77;
+  }
   mscclppResult_t res = mscclppCommInitFromEnv(&comm);
   if (res != mscclppSuccess) {
     fprintf(stderr, "mscclppCommInitFromEnv: %s: %s\n", mscclppGetErrorString(res), mscclppGetLastError());
