@@ -75,6 +75,10 @@ int mscclppNetHasHmem(const struct mscclppNet* net) {
   (void)net;
   return 0;
 }
+int mscclppNetHasCqSignals(const struct mscclppNet* net) {
+  (void)net;
+  return 0;
+}
 #define NET_STUB(...) \
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET, "network transport: %s", mscclppNetLibError())
 mscclppResult_t mscclppNetConnAdd(struct mscclppNet* net, struct mscclppNetConn* nc) {
@@ -266,7 +270,7 @@ struct mscclppNet {
   uint64_t nextKey;
   int hmem;
   enum mscclppNetSignalMode signalMode;
-  size_t injectSize, maxMsg, txDepth, iovLimit;
+  size_t injectSize, maxMsg, txDepth, iovLimit, cqDataSize;
   size_t inflight;
   struct mscclppNetOp* freeOps;
   struct mscclppNetConn* conns[MSCCLPP_NET_MAX_CONNS];
@@ -281,6 +285,7 @@ pthread_mutex_t* mscclppNetLock(struct mscclppNet* net) { return &net->lock; }
 const char* mscclppNetDescribe(const struct mscclppNet* net) { return net->desc; }
 enum mscclppNetSignalMode mscclppNetSignalModeOf(const struct mscclppNet* net) { return net->signalMode; }
 int mscclppNetHasHmem(const struct mscclppNet* net) { return net->hmem; }
+int mscclppNetHasCqSignals(const struct mscclppNet* net) { return net->cqDataSize >= 4 && net->injectSize >= 8; }
 
 static const char* provName(const struct fi_info* i) {
   return i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
@@ -424,6 +429,7 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
   net->maxMsg = chosen->ep_attr->max_msg_size ? chosen->ep_attr->max_msg_size : (size_t)1 << 30;
   net->txDepth = chosen->tx_attr->size ? chosen->tx_attr->size : 64;
   net->iovLimit = chosen->tx_attr->iov_limit;
+  net->cqDataSize = chosen->domain_attr->cq_data_size;
   snprintf(net->desc, sizeof(net->desc), "%s on %s (%s; mr_mode%s%s%s%s%s; %s signals%s)", prov, dom, fabricName,
            (net->mrMode & FI_MR_VIRT_ADDR) ? " virt_addr" : " offsets", (net->mrMode & FI_MR_PROV_KEY) ? " prov_key" : "",
            (net->mrMode & FI_MR_LOCAL) ? " local" : "", (net->mrMode & FI_MR_ENDPOINT) ? " endpoint" : "",
@@ -743,6 +749,7 @@ static const char* opName(enum mscclppNetOpKind k) {
     case MSCCLPP_NET_OP_SIGNAL: return "signal";
     case MSCCLPP_NET_OP_STAGE: return "staged write";
     case MSCCLPP_NET_OP_CREDIT: return "staging credit";
+    case MSCCLPP_NET_OP_INLINE: return "inline write";
   }
   return "operation";
 }
@@ -782,6 +789,19 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       rma.addr = o->raddr;
       rma.len = sizeof(uint64_t);
       flags |= FI_INJECT;
+      break;
+    case MSCCLPP_NET_OP_INLINE:
+      /* the bytes live in the op; a signal rides along as remote CQ data */
+      iov[0].iov_base = &o->value;
+      iov[0].iov_len = o->len;
+      rma.addr = o->raddr;
+      rma.len = o->len;
+      flags |= FI_INJECT;
+      if (o->cqData != 0) {
+        msg.data = o->cqData;
+        flags |= FI_REMOTE_CQ_DATA;
+      }
+      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
       break;
     case MSCCLPP_NET_OP_STAGE: {
       uint32_t slot = (uint32_t)(nc->sentSlots % MSCCLPP_NET_STAGE_SLOTS);
@@ -968,13 +988,18 @@ static void readCqLocked(struct mscclppNet* net) {
     }
     for (ssize_t i = 0; i < n; i++) {
       if (e[i].flags & FI_REMOTE_CQ_DATA) {
-        uint32_t id = (uint32_t)((e[i].data >> 16) & 0xffff), slot = (uint32_t)(e[i].data & 0xffff);
+        /* layout in net_ofi.h (MSCCLPP_NET_CQ_SIGNAL); the peer's bytes: checked */
+        uint32_t d = (uint32_t)e[i].data, id = (d >> 16) & 0x7fffu;
         struct mscclppNetConn* nc = id < net->connEnd ? net->conns[id] : NULL;
-        if (nc == NULL || !nc->ready) { /* a peer stages only after both greetings (ready before) */
-          MSCCLPP_WARN(MSCCLPP_LOG_NET, "rank %d: staged data for unknown connection %u dropped", net->rank, id);
+        if (nc == NULL || !nc->ready) { /* a peer stages or signals only after both greetings (ready before) */
+          MSCCLPP_WARN(MSCCLPP_LOG_NET, "rank %d: %s for unknown connection %u dropped", net->rank,
+                       (d & MSCCLPP_NET_CQ_SIGNAL) ? "a signal" : "staged data", id);
           continue;
         }
-        mscclppNetStageReceivedLocked(nc, slot);
+        if (d & MSCCLPP_NET_CQ_SIGNAL)
+          mscclppNetSignalReceivedLocked(nc, (d >> 8) & 0xffu, d & 0xffu);
+        else
+          mscclppNetStageReceivedLocked(nc, d & 0xffffu);
       } else if (e[i].op_context != NULL) {
         opDoneLocked(net, e[i].op_context);
       }

@@ -44,6 +44,23 @@
 #define MSCCLPP_NET_STAGE_MAGIC 0x4753534du /* "MSSG" */
 #define MSCCLPP_NET_STAGE_DATA 1u
 #define MSCCLPP_NET_STAGE_SIGNAL 2u
+/* 1..8 bytes in the header (48..55) for the address at 16, length at 24;
+ * then, when the address at 40 is not 0, the value at 32 signalled there. */
+#define MSCCLPP_NET_STAGE_INLINE 3u
+#define MSCCLPP_NET_STAGE_INLINE_SIG 40u
+#define MSCCLPP_NET_STAGE_INLINE_BYTES 48u
+
+/* Remote CQ data: 32 bits (what every provider with remote CQ data carries).
+ *   staging slot:  bits 16..27 the receiver's connection id | bits 0..15 slot
+ *   signal:        bit 31 | bits 16..27 the receiver's connection id |
+ *                  bits 8..15 index into the receiver's signal table |
+ *                  bits 0..7 the value's low byte
+ * A signal advances the semaphore word the table entry names (an address
+ * the sender wrote into the receiver's control block, checked there to lie
+ * in a memory this process registered for Net) by one, once the receiver
+ * has read the completion; the low byte must be that of the new value. */
+#define MSCCLPP_NET_CQ_SIGNAL 0x80000000u
+#define MSCCLPP_NET_SIG_SLOTS 256u
 
 /* How a signal is made visible after the data (chosen per provider). */
 enum mscclppNetSignalMode {
@@ -91,6 +108,9 @@ mscclppResult_t mscclppNetProbe(const struct mscclppNetConfig* cfg, char* text, 
 const char* mscclppNetDescribe(const struct mscclppNet* net);
 enum mscclppNetSignalMode mscclppNetSignalModeOf(const struct mscclppNet* net);
 int mscclppNetHasHmem(const struct mscclppNet* net);
+/* 1 when the provider carries 4 bytes of remote CQ data (signals with the
+ * data, MSCCLPP_NET_CQ_SIGNAL). */
+int mscclppNetHasCqSignals(const struct mscclppNet* net);
 
 /* Tests only: register host memory of later registrations as "staged", so
  * the GPU staging protocol runs on the host backend in CI. */
@@ -104,7 +124,8 @@ enum mscclppNetOpKind {
   MSCCLPP_NET_OP_WRITE = 1,  /* data */
   MSCCLPP_NET_OP_SIGNAL = 2, /* 8-byte value (inject) */
   MSCCLPP_NET_OP_STAGE = 3,  /* header + data into a staging slot, with remote CQ data */
-  MSCCLPP_NET_OP_CREDIT = 4  /* 8-byte consumed count back to a staging sender */
+  MSCCLPP_NET_OP_CREDIT = 4, /* 8-byte consumed count back to a staging sender */
+  MSCCLPP_NET_OP_INLINE = 5  /* 1..8 bytes held in the op (inject), with remote CQ data when cqData != 0 */
 };
 
 /* A connection's state inside the engine. Fields are guarded by net->lock. */
@@ -154,6 +175,12 @@ struct mscclppNetConn {
   int bouncePinned;
   struct mscclppGpuIpcStream* sendStream;
   int stagedSinceSignal;
+  uint64_t stageSubmitted; /* STAGE operations submitted (the submitting thread's) */
+  /* signals with remote CQ data, sending: the peer's semaphore addresses
+   * written into its control block's table (0: free); the submitting
+   * thread's */
+  uint64_t sigAddrs[MSCCLPP_NET_SIG_SLOTS];
+  uint32_t nSigs, lastSig;
   /* teardown */
   void (*destroy)(struct mscclppNetConn* nc);
   struct mscclppNetConn* zombieNext;
@@ -167,6 +194,11 @@ struct mscclppNetCtrl {
   uint64_t pad1[7];
   uint64_t helloSrc;         /* what this side writes (registered source) */
   uint64_t pad2[7];
+  uint64_t sigScratch; /* signals with remote CQ data and no payload write here */
+  uint64_t pad3[7];
+  /* signals with remote CQ data: the peer names the semaphore by an index
+   * into this table, whose entries it writes (untrusted addresses) */
+  volatile uint64_t sigAddr[MSCCLPP_NET_SIG_SLOTS];
 };
 
 /* One operation. */
@@ -182,7 +214,8 @@ struct mscclppNetOp {
   void* desc;
   size_t len;
   uint64_t raddr, rkey;
-  uint64_t value;    /* SIGNAL / CREDIT */
+  uint64_t value;  /* SIGNAL / CREDIT; INLINE: its bytes */
+  uint32_t cqData; /* INLINE: remote CQ data (0: none) */
   /* STAGE */
   uint8_t hdr[MSCCLPP_NET_STAGE_HEADER];
   int bounceFromDevice;
@@ -229,6 +262,9 @@ void mscclppNetStageReceivedLocked(struct mscclppNetConn* nc, uint32_t slot);
 /* With net->lock held: advance the receive side (device copies done,
  * credits, held signals). */
 void mscclppNetStageProgressLocked(struct mscclppNetConn* nc);
+/* With net->lock held: remote CQ data of a signal (MSCCLPP_NET_CQ_SIGNAL)
+ * arrived for nc: table index `index`, value low byte `low`. */
+void mscclppNetSignalReceivedLocked(struct mscclppNetConn* nc, uint32_t index, uint32_t low);
 /* With net->lock held: the registration of this process (made through the
  * hook) that holds [addr, addr+len), or NULL. */
 const struct mscclppRegisteredMemory* mscclppNetFindLocalLocked(struct mscclppNet* net, uint64_t addr, uint64_t len);

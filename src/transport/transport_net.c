@@ -17,7 +17,15 @@
  *          FI_DELIVERY_COMPLETE and the signal is posted only once every
  *          earlier operation of the connection has completed;
  *          through staging (below): the receiver's proxy applies it after
- *          the data before it is in place.
+ *          the data before it is in place;
+ *          with remote CQ data (below) once the semaphore is in the
+ *          connection's signal table.
+ * writeInline - 1..8 bytes a port channel's trigger carries, and a signal,
+ *          in ONE message: an injected write of the bytes whose remote CQ
+ *          data names the semaphore (signal table, below); without a
+ *          signal, the injected write alone. Staged destinations, and
+ *          signals while staged messages are outstanding, travel the ring
+ *          as one INLINE slot (bytes and signal in the header).
  * flush  - wait until every operation of the connection has completed
  *          locally (sources reusable); reads the completion queue while
  *          waiting; bounded and abortable.
@@ -39,6 +47,23 @@
  * 8-byte write into the sender's control block; the sender never has more
  * than MSCCLPP_NET_STAGE_SLOTS slots outstanding. Chunks pipeline: the
  * network carries chunk k+1 while the GPU copies chunk k.
+ *
+ * Signals with remote CQ data (providers with 4 bytes of it and 8-byte
+ * injects): the first time a connection signals a host semaphore word, the
+ * sender writes the word's address (the receiver's own) into the next free
+ * entry of the receiver's signal table (its control block), ordered before
+ * what follows as a signal is; from then on EVERY signal to that word is a
+ * write carrying remote CQ data (table index, the value's low byte): the
+ * inline put's bytes, or 8 bytes into the control block's scratch word.
+ * The receiver's proxy, reading the completion, checks the entry (8-byte
+ * aligned, inside a host memory it registered for Net) and advances the
+ * word by one; the low byte must match. Since every later signal to the
+ * word takes this path, in order, the receiver's count is exact. Signals
+ * while staged messages are not yet consumed by the receiver (credits
+ * behind) go through the ring instead, so that none overtakes a signal the
+ * receiver still holds back. Without remote CQ data, or with the table
+ * full, or for a semaphore in GPU memory: the injected write and an
+ * ordinary signal (two messages).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -88,7 +113,7 @@ static void placeRemoteBytes(void* dst, const void* src, size_t len) {
 }
 
 #define HELLO_MAGIC 0x544e534du /* "MSNT" */
-#define HELLO_VERSION 1
+#define HELLO_VERSION 2         /* 2: signal table, INLINE staging slots */
 #define HELLO_PROV 32
 #define HELLO_BYTES (64 + MSCCLPP_NET_ADDR_MAX + HELLO_PROV)
 #define WRITE_PIECE ((size_t)1 << 30)
@@ -365,22 +390,78 @@ static mscclppResult_t netWrite(struct mscclppConnection* c, struct mscclppRegis
     o->len = (size_t)n;
     o->bounceFromDevice = srcDevice && !mscclppNetHasHmem(net);
     stageHeader(o, MSCCLPP_NET_STAGE_DATA, dst->record.addr + dstOffset + off, n, 0);
+    nc->stageSubmitted++;
     MSCCLPP_RETURN_ON_ERROR(mscclppNetSubmit(net, o));
   }
   nc->stagedSinceSignal = 1;
   return mscclppSuccess;
 }
 
+/* Staged messages the receiver has not consumed yet: a signal now must
+ * travel the ring too, behind any signal it holds back. */
+static int ringBusy(struct mscclppNetConn* nc) {
+  return nc->peerHasRing && nc->stageSubmitted != __atomic_load_n(&nc->ctrl->credits, __ATOMIC_ACQUIRE);
+}
+
+/* The receiver's address of a signal destination (its own pointer). */
+static uint64_t sigAddrOf(const struct mscclppRegisteredMemory* dst, uint64_t dstOffset) {
+  return dst->record.addr + dstOffset;
+}
+
+/* The index of `addr` in the connection's signal table, or -1. */
+static int sigFind(struct mscclppNetConn* nc, uint64_t addr) {
+  if (nc->nSigs > 0 && nc->sigAddrs[nc->lastSig] == addr) return (int)nc->lastSig;
+  for (uint32_t i = 0; i < nc->nSigs; i++)
+    if (nc->sigAddrs[i] == addr) {
+      nc->lastSig = i;
+      return (int)i;
+    }
+  return -1;
+}
+
+/* The op carrying a signal as remote CQ data, `len` bytes of `value` to
+ * raddr/rkey (the inline payload, or the scratch word). */
+static void cqSignalOp(struct mscclppNetOp* o, struct mscclppNetConn* nc, int index, uint64_t sigValue) {
+  o->kind = MSCCLPP_NET_OP_INLINE;
+  o->cqData = MSCCLPP_NET_CQ_SIGNAL | nc->peerId << 16 | (uint32_t)index << 8 | (uint32_t)(sigValue & 0xffu);
+  o->fence = mscclppNetSignalModeOf(nc->net) == MSCCLPP_NET_SIGNAL_FENCED;
+}
+
+/* Put `addr` into the peer's signal table (a free entry; -1 when full or
+ * the provider has no remote CQ data). The entry's write is submitted
+ * before any signal that names it, and ordered before them as signals are
+ * (fenced providers: those wait for its delivery). */
+static mscclppResult_t sigAdd(struct mscclppNetConn* nc, uint64_t addr, int* index) {
+  *index = -1;
+  if (!mscclppNetHasCqSignals(nc->net) || nc->nSigs >= MSCCLPP_NET_SIG_SLOTS) return mscclppSuccess;
+  struct mscclppNetOp* o = mscclppNetOpGet(nc->net);
+  if (o == NULL) return mscclppSystemError;
+  uint32_t i = nc->nSigs++;
+  nc->sigAddrs[i] = addr;
+  nc->lastSig = i;
+  o->nc = nc;
+  o->kind = MSCCLPP_NET_OP_INLINE;
+  o->len = sizeof(uint64_t);
+  o->value = addr;
+  o->raddr = nc->peerCtrlAddr + offsetof(struct mscclppNetCtrl, sigAddr) + (uint64_t)i * sizeof(uint64_t);
+  o->rkey = nc->peerCtrlKey;
+  *index = (int)i;
+  return mscclppNetSubmit(nc->net, o);
+}
+
+static int hostKind(mscclppMemKind_t k) { return k != mscclppMemKindDevice && k != mscclppMemKindDeviceCuMem; }
+
 static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                  uint64_t value) {
   struct mscclppNetConn* nc = c->net;
   struct mscclppNet* net = nc->net;
   MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "signal destination"));
-  const int staged = (dst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || nc->stagedSinceSignal;
+  const int staged = (dst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || nc->stagedSinceSignal || ringBusy(nc);
   if (staged && !nc->peerHasRing)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
                       "signal to memory %llu of rank %d needs staging, but rank %d keeps no staging ring",
                       (unsigned long long)dst->record.memId, dst->ownerRank, c->remoteRank);
+  int index = staged ? -1 : sigFind(nc, sigAddrOf(dst, dstOffset));
   struct mscclppNetOp* o = mscclppNetOpGet(net);
   if (o == NULL) return mscclppSystemError;
   o->nc = nc;
@@ -389,6 +470,14 @@ static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegi
     o->needsCredit = 1;
     stageHeader(o, MSCCLPP_NET_STAGE_SIGNAL, dst->record.addr + dstOffset, 0, value);
     nc->stagedSinceSignal = 0;
+    nc->stageSubmitted++;
+  } else if (index >= 0) {
+    /* the word counts through remote CQ data now: so must this signal */
+    cqSignalOp(o, nc, index, value);
+    o->len = sizeof(uint64_t);
+    o->value = value;
+    o->raddr = nc->peerCtrlAddr + offsetof(struct mscclppNetCtrl, sigScratch);
+    o->rkey = nc->peerCtrlKey;
   } else {
     o->kind = MSCCLPP_NET_OP_SIGNAL;
     o->fence = mscclppNetSignalModeOf(net) == MSCCLPP_NET_SIGNAL_FENCED;
@@ -397,6 +486,52 @@ static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegi
     o->value = value;
   }
   return mscclppNetSubmit(net, o);
+}
+
+static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                      uint64_t dstOffset, const void* bytes, uint32_t size,
+                                      struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+  struct mscclppNetConn* nc = c->net;
+  struct mscclppNet* net = nc->net;
+  MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "destination"));
+  if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(needNet(c, sigDst, "signal destination"));
+  const int sigStaged =
+      sigDst != NULL && ((sigDst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || nc->stagedSinceSignal || ringBusy(nc));
+  if ((dst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || sigStaged) {
+    /* one INLINE slot of the ring: the bytes, then the signal, applied by the receiver in order */
+    if (!nc->peerHasRing)
+      return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
+                        "inline write to memory %llu of rank %d needs staging, but rank %d keeps no staging ring",
+                        (unsigned long long)dst->record.memId, dst->ownerRank, c->remoteRank);
+    struct mscclppNetOp* o = mscclppNetOpGet(net);
+    if (o == NULL) return mscclppSystemError;
+    o->nc = nc;
+    o->kind = MSCCLPP_NET_OP_STAGE;
+    o->needsCredit = 1;
+    stageHeader(o, MSCCLPP_NET_STAGE_INLINE, dst->record.addr + dstOffset, size, sigDst != NULL ? sigValue : 0);
+    mscclppPutLE64(o->hdr + MSCCLPP_NET_STAGE_INLINE_SIG, sigDst != NULL ? sigAddrOf(sigDst, sigOffset) : 0);
+    memcpy(o->hdr + MSCCLPP_NET_STAGE_INLINE_BYTES, bytes, size);
+    nc->stagedSinceSignal = sigDst == NULL;
+    nc->stageSubmitted++;
+    return mscclppNetSubmit(net, o);
+  }
+  int index = -1;
+  if (sigDst != NULL && hostKind(sigDst->kind)) {
+    index = sigFind(nc, sigAddrOf(sigDst, sigOffset));
+    if (index < 0) MSCCLPP_RETURN_ON_ERROR(sigAdd(nc, sigAddrOf(sigDst, sigOffset), &index));
+  }
+  struct mscclppNetOp* o = mscclppNetOpGet(net);
+  if (o == NULL) return mscclppSystemError;
+  o->nc = nc;
+  if (index >= 0) cqSignalOp(o, nc, index, sigValue);
+  o->kind = MSCCLPP_NET_OP_INLINE;
+  o->len = size;
+  memcpy(&o->value, bytes, size);
+  o->raddr = dst->record.net.addr + dstOffset;
+  o->rkey = dst->record.net.key;
+  MSCCLPP_RETURN_ON_ERROR(mscclppNetSubmit(net, o));
+  /* no table entry (no remote CQ data, table full, a GPU semaphore): an ordinary signal behind the bytes */
+  return sigDst != NULL && index < 0 ? netSignal(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
 }
 
 static mscclppResult_t netFlush(struct mscclppConnection* c) { return mscclppNetWaitIdle(c->net->net, c->net, "flush"); }
@@ -415,7 +550,7 @@ const struct mscclppTransportOps mscclppTransportNetOps = {
     .close = netClose,
     .write = netWrite,
     .signal = netSignal,
-    .writeInline = mscclppTransportUnsupportedWriteInline,
+    .writeInline = netWriteInline,
     .flush = netFlush,
     .query = netQuery,
     .progress = netProgress,
@@ -434,9 +569,25 @@ void mscclppNetStageReceivedLocked(struct mscclppNetConn* nc, uint32_t slot) {
   uint32_t magic = mscclppGetLE32(s), type = mscclppGetLE32(s + 4);
   uint64_t seq = mscclppGetLE64(s + 8), addr = mscclppGetLE64(s + 16), len = mscclppGetLE64(s + 24),
            value = mscclppGetLE64(s + 32);
-  if (slot != nc->recvSeq % MSCCLPP_NET_STAGE_SLOTS || magic != MSCCLPP_NET_STAGE_MAGIC || seq != nc->recvSeq ||
-      len > MSCCLPP_NET_STAGE_CHUNK || (type != MSCCLPP_NET_STAGE_DATA && type != MSCCLPP_NET_STAGE_SIGNAL) ||
-      (type == MSCCLPP_NET_STAGE_SIGNAL && (len != 0 || addr % 8 != 0))) {
+  /* what the slot asks for: data (len bytes from `bytes` to addr), then a signal (value to sigAddr) */
+  uint64_t sigAddr = 0;
+  const uint8_t* bytes = s + MSCCLPP_NET_STAGE_HEADER;
+  int valid = slot == nc->recvSeq % MSCCLPP_NET_STAGE_SLOTS && magic == MSCCLPP_NET_STAGE_MAGIC && seq == nc->recvSeq;
+  switch (type) {
+    case MSCCLPP_NET_STAGE_DATA: valid &= len <= MSCCLPP_NET_STAGE_CHUNK; break;
+    case MSCCLPP_NET_STAGE_SIGNAL:
+      valid &= len == 0;
+      sigAddr = addr;
+      valid &= sigAddr != 0;
+      break;
+    case MSCCLPP_NET_STAGE_INLINE:
+      valid &= len >= 1 && len <= 8;
+      sigAddr = mscclppGetLE64(s + MSCCLPP_NET_STAGE_INLINE_SIG);
+      bytes = s + MSCCLPP_NET_STAGE_INLINE_BYTES;
+      break;
+    default: valid = 0;
+  }
+  if (!valid || sigAddr % 8 != 0) {
     mscclppNetConnFailLocked(nc,
                              "rank %d sent rank %d a malformed staging message (slot %u, sequence %llu where %llu "
                              "was due, type %u, %llu bytes)",
@@ -444,47 +595,76 @@ void mscclppNetStageReceivedLocked(struct mscclppNetConn* nc, uint32_t slot) {
                              type, (unsigned long long)len);
     return;
   }
-  uint64_t span = type == MSCCLPP_NET_STAGE_DATA ? len : sizeof(uint64_t);
-  const struct mscclppRegisteredMemory* m = mscclppNetFindLocalLocked(nc->net, addr, span);
-  if (m == NULL) {
+  const struct mscclppRegisteredMemory* m = NULL;
+  const struct mscclppRegisteredMemory* sm = NULL;
+  if (len > 0) m = mscclppNetFindLocalLocked(nc->net, addr, len);
+  if (sigAddr != 0) sm = mscclppNetFindLocalLocked(nc->net, sigAddr, sizeof(uint64_t));
+  if ((len > 0 && m == NULL) || (sigAddr != 0 && sm == NULL)) {
+    uint64_t badAddr = len > 0 && m == NULL ? addr : sigAddr, span = len > 0 && m == NULL ? len : sizeof(uint64_t);
     mscclppNetConnFailLocked(nc,
                              "rank %d sent rank %d %llu staged bytes for address 0x%llx, outside every memory it "
                              "registered for Net",
-                             nc->peerRank, nc->rank, (unsigned long long)span, (unsigned long long)addr);
+                             nc->peerRank, nc->rank, (unsigned long long)span, (unsigned long long)badAddr);
+    return;
+  }
+  if (((m != NULL && !m->hostAccessible) || (sm != NULL && !sm->hostAccessible)) && nc->stream == NULL) {
+    mscclppNetConnFailLocked(nc, "staged data for GPU memory at 0x%llx, but rank %d has no GPU stream",
+                             (unsigned long long)(m != NULL && !m->hostAccessible ? addr : sigAddr), nc->rank);
     return;
   }
   nc->recvSeq++;
-  const int device = !m->hostAccessible;
-  const int pending = nc->copyEnqueued > nc->consumed;
   mscclppResult_t res = mscclppSuccess;
-  if (device && nc->stream == NULL) {
-    mscclppNetConnFailLocked(nc, "staged data for GPU memory at 0x%llx, but rank %d has no GPU stream",
-                             (unsigned long long)addr, nc->rank);
-    return;
-  }
-  if (type == MSCCLPP_NET_STAGE_DATA) {
-    if (device) {
-      res = mscclppGpuIpcMemcpyAsync(nc->stream, (void*)(uintptr_t)addr, s + MSCCLPP_NET_STAGE_HEADER, (size_t)len);
+  if (m != NULL) {
+    if (!m->hostAccessible) {
+      res = mscclppGpuIpcMemcpyAsync(nc->stream, (void*)(uintptr_t)addr, bytes, (size_t)len);
       nc->copyEnqueued = nc->recvSeq;
     } else {
-      placeRemoteBytes((void*)(uintptr_t)addr, s + MSCCLPP_NET_STAGE_HEADER, (size_t)len);
-      if (!pending) nc->consumed = nc->recvSeq;
+      placeRemoteBytes((void*)(uintptr_t)addr, bytes, (size_t)len);
+      if (nc->copyEnqueued <= nc->consumed && sm == NULL) nc->consumed = nc->recvSeq;
     }
-  } else if (device) {
-    res = mscclppGpuIpcWriteValue64Async(nc->stream, (void*)(uintptr_t)addr, value); /* behind the copies */
-    nc->copyEnqueued = nc->recvSeq;
-  } else if (pending) {
-    int i = nc->nHeld++;
-    nc->heldSignals[i].addr = (uint64_t*)(uintptr_t)addr;
-    nc->heldSignals[i].value = value;
-    nc->heldSignals[i].afterSeq = nc->recvSeq;
-  } else {
-    __atomic_store_n((uint64_t*)(uintptr_t)addr, value, __ATOMIC_RELEASE);
-    nc->consumed = nc->recvSeq;
+  }
+  if (res == mscclppSuccess && sm != NULL) {
+    const int pending = nc->copyEnqueued > nc->consumed;
+    if (!sm->hostAccessible) {
+      res = mscclppGpuIpcWriteValue64Async(nc->stream, (void*)(uintptr_t)sigAddr, value); /* behind the copies */
+      nc->copyEnqueued = nc->recvSeq;
+    } else if (pending) {
+      int i = nc->nHeld++;
+      nc->heldSignals[i].addr = (uint64_t*)(uintptr_t)sigAddr;
+      nc->heldSignals[i].value = value;
+      nc->heldSignals[i].afterSeq = nc->recvSeq;
+    } else {
+      __atomic_store_n((uint64_t*)(uintptr_t)sigAddr, value, __ATOMIC_RELEASE);
+      nc->consumed = nc->recvSeq;
+    }
   }
   if (res != mscclppSuccess)
-    mscclppNetConnFailLocked(nc, "copying staged data to GPU memory at 0x%llx failed: %s", (unsigned long long)addr,
-                             mscclppGetLastError());
+    mscclppNetConnFailLocked(nc, "copying staged data to GPU memory at 0x%llx failed: %s",
+                             (unsigned long long)(m != NULL ? addr : sigAddr), mscclppGetLastError());
+}
+
+void mscclppNetSignalReceivedLocked(struct mscclppNetConn* nc, uint32_t index, uint32_t low) {
+  if (nc->error != mscclppSuccess || nc->conn == NULL) return;
+  uint64_t addr = index < MSCCLPP_NET_SIG_SLOTS ? __atomic_load_n(&nc->ctrl->sigAddr[index], __ATOMIC_ACQUIRE) : 0;
+  const struct mscclppRegisteredMemory* m =
+      addr != 0 && addr % 8 == 0 ? mscclppNetFindLocalLocked(nc->net, addr, sizeof(uint64_t)) : NULL;
+  if (m == NULL || !m->hostAccessible) {
+    mscclppNetConnFailLocked(nc,
+                             "rank %d signalled rank %d through table entry %u, address 0x%llx: not an aligned word "
+                             "of host memory registered for Net",
+                             nc->peerRank, nc->rank, index, (unsigned long long)addr);
+    return;
+  }
+  uint64_t* w = (uint64_t*)(uintptr_t)addr;
+  uint64_t next = __atomic_load_n(w, __ATOMIC_RELAXED) + 1; /* only this connection's signals change the word */
+  if ((next & 0xffu) != low) {
+    mscclppNetConnFailLocked(nc,
+                             "rank %d signalled rank %d out of sequence (table entry %u at 0x%llx: value byte 0x%02x "
+                             "where 0x%02x was due)",
+                             nc->peerRank, nc->rank, index, (unsigned long long)addr, low, (unsigned)(next & 0xffu));
+    return;
+  }
+  __atomic_store_n(w, next, __ATOMIC_RELEASE);
 }
 
 void mscclppNetStageProgressLocked(struct mscclppNetConn* nc) {

@@ -9,7 +9,12 @@
  *       builds a port channel on each, and in rounds pairing rank r with
  *       r ^ d runs put+signal, putWithSignal, putWithSignalAndFlush and
  *       put+flush+signal/poll on sizes from 1 B to MAXBYTES (odd sizes and
- *       offsets), checking every received byte and the guard bytes around.
+ *       offsets), checking every received byte and the guard bytes around;
+ *       puts of 1..8 bytes run twice, inside the trigger (the channel's
+ *       INLINE flag, which Net must set) and as copies (flag cleared); then
+ *       a script of inline and larger puts, overlapping, with and without
+ *       signals, pushed back to back, must land exactly and in order (also
+ *       both ways: inline and copies).
  *       "staged" registers the memory as GPU memory without FI_HMEM would
  *       be (mscclppNetTestForceStaging): the staging ring protocol (chunks,
  *       credits, signals applied by the receiver) runs on host memory.
@@ -205,10 +210,64 @@ struct sizeCase {
   uint64_t size, srcOff, dstOff;
 };
 static const struct sizeCase cases[] = {
-    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},           {8, 0, 0},       {63, 7, 1},
+    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},           {8, 0, 0},       {4, 4, 8},
+    {8, 1, 3},          {4, 0, 2},          {7, 2, 6},           {63, 7, 1},
     {4096, 0, 0},       {4097, 13, 5},      {65537, 1, 0},       {1 << 20, 0, 0}, {(1 << 20) + 7, 5, 3},
     {4 << 20, 8, 16},   {(16 << 20) + 1, 3, 1}, {64 << 20, 0, 0}, {(256u << 20) - 64, 64, 0},
 };
+
+/* A script of puts pushed back to back on one channel (sizes 1..8 travel
+ * inline when the handle's flag says so): overlapping, inline after and
+ * before larger puts, signals with the last inline puts and alone. The
+ * receiver waits for the three signals and compares its DST with the
+ * script applied in order to a copy. */
+struct scriptPut {
+  uint32_t size, srcOff, dstOff;
+  int signal; /* 1: putWithSignal; 2: put, then a signal alone */
+};
+static const struct scriptPut script[] = {
+    {8192, 0, 0, 0},   {1, 8200, 100, 0},    {8, 8208, 4000, 0},   {4096, 9000, 2000, 0}, {5, 13200, 3000, 0},
+    {3, 13300, 8190, 1}, {8, 13400, 8296, 1}, {2, 13500, 8400, 2}, {6, 13600, 8410, 0},
+};
+#define SCRIPT_SRC 13700u
+#define SCRIPT_DST 8410u /* the last put (no signal) lands at [SCRIPT_DST, SCRIPT_DST + 6) */
+
+static void scriptOp(struct peer* q) {
+  const mscclppPortChannelDeviceHandle* h = &q->ph;
+  const size_t n = sizeof(script) / sizeof(script[0]);
+  memcpy(buf, expected(rank), SCRIPT_SRC);
+  int signals = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct scriptPut* p = &script[i];
+    if (p->signal == 1) {
+      CHECK_RES(mscclppPortChannelDevicePutWithSignal(h, h->dst, S + p->dstOff, h->src, p->srcOff, p->size),
+                mscclppSuccess);
+    } else {
+      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, S + p->dstOff, h->src, p->srcOff, p->size), mscclppSuccess);
+      if (p->signal == 2) CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
+    }
+    signals += p->signal != 0;
+  }
+  for (int i = 0; i < signals; i++) CHECK_RES(mscclppPortChannelDeviceWait(h), mscclppSuccess);
+  /* what the partner's script leaves, in order; the last put comes without a signal: flushed by the ack below */
+  uint8_t want[SCRIPT_DST];
+  memset(want, GUARD, sizeof(want));
+  const uint8_t* from = expected(q->rank);
+  for (size_t i = 0; i + 1 < n; i++) memcpy(want + script[i].dstOff, from + script[i].srcOff, script[i].size);
+  uint8_t* d = buf + S;
+  uint64_t first = 0;
+  while (first < SCRIPT_DST && d[first] == want[first]) first++;
+  if (first < SCRIPT_DST)
+    fprintf(stderr, "rank %d: script from rank %d (inline %s): first wrong byte at DST+%llu\n", rank, q->rank,
+            (h->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? "on" : "off", (unsigned long long)first);
+  CHECK(first == SCRIPT_DST);
+  ack(q); /* the last put (no signal) is in place once the partner has flushed and signalled */
+  const struct scriptPut* last = &script[n - 1];
+  CHECK(memcmp(d + last->dstOff, from + last->srcOff, last->size) == 0 && d[last->dstOff + last->size] == GUARD);
+  memset(d, GUARD, last->dstOff + last->size + 1);
+  ack(q); /* the partner writes my DST again only after this */
+  iter++;
+}
 
 static void testOps(size_t maxBytes, mscclppTransport_t transport) {
   setup(maxBytes, transport);
@@ -230,6 +289,20 @@ static void testOps(size_t maxBytes, mscclppTransport_t transport) {
           printf("rank %d: slow %s %llu bytes with %d: %.3f s\n", rank, opName[op], (unsigned long long)k->size,
                  q->rank, nowSec() - t);
       }
+      if (k->size <= MSCCLPP_TRIGGER_INLINE_MAX) {
+        /* the same small puts as copies (the handle's flag cleared) */
+        CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
+        q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+        for (int op = 0; op < OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+        q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      }
+    }
+    if (maxBytes + 64 >= SCRIPT_SRC) {
+      scriptOp(q);
+      q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      scriptOp(q);
+      q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      scriptOp(q);
     }
     printf("rank %d: partner %d: %d sizes x %d operations: %s\n", rank, q->rank, ncases, OPS,
            harnessFailures_ ? "FAILED" : "ok");

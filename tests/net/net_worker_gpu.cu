@@ -13,7 +13,10 @@
  * putWithSignal, putWithSignalAndFlush and put+flush+signal; the receiving
  * kernel compares its DST with the expected bytes right after its wait
  * returns (a semaphore raised before the last chunk is in GPU memory fails
- * there), and the host checks the guard bytes. Exits 77 without a GPU.
+ * there), and the host checks the guard bytes. Puts of 1..8 bytes run
+ * twice: inside the trigger (the handle's INLINE flag, which Net sets; the
+ * bytes and the signal travel as one staging message) and as copies.
+ * Exits 77 without a GPU.
  * Prints "rank R: gpu staged passed".
  */
 #include <cuda_runtime.h>
@@ -139,27 +142,37 @@ int main(int argc, char** argv) {
   CHECK_RES(mscclppPortChannelGetDeviceHandle(ch, &h), mscclppSuccess);
   if (harnessFailures_) return 1;
 
-  const uint64_t sizes[][3] = {{1, 0, 0},         {63, 7, 1},          {4097, 13, 5},         {1 << 20, 0, 0},
+  CHECK(h.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
+  const uint64_t sizes[][3] = {{1, 0, 0},         {8, 0, 0},           {3, 1, 2},             {4, 4, 8},
+                               {63, 7, 1},          {4097, 13, 5},         {1 << 20, 0, 0},
                                {(1 << 20) + 7, 5, 3}, {(3 << 20) + 1, 1, 2}, {16 << 20, 0, 0}, {64 << 20, 0, 0}};
   int iter = 0;
   for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]) && !harnessFailures_; c++) {
     uint64_t size = sizes[c][0], srcOff = sizes[c][1], dstOff = sizes[c][2];
     if (size + srcOff > S || size + dstOff > S - 64 + 64) continue;
-    for (int op = 0; op < OPS && !harnessFailures_; op++, iter++) {
+    /* small puts: OPS inline, then OPS as copies */
+    const int runs = size <= MSCCLPP_TRIGGER_INLINE_MAX ? 2 * OPS : OPS;
+    for (int run = 0; run < runs && !harnessFailures_; run++, iter++) {
+      const int op = run % OPS;
+      mscclppPortChannelDeviceHandle hOp = h;
+      if (run >= OPS) hOp.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
       pattern(hbuf, size, rank, iter); /* what I send */
       CUDA_CHECK(cudaMemcpy(dbuf + srcOff, hbuf, size, cudaMemcpyHostToDevice));
       pattern(hexp, size, peer, iter); /* what I must receive */
       CUDA_CHECK(cudaMemcpy(dExpect, hexp, size, cudaMemcpyHostToDevice));
       CUDA_CHECK(cudaMemset(dFirstBad, 0xff, sizeof(*dFirstBad)));
-      opKernel<<<1, 256>>>(h, op, S + dstOff, srcOff, size, dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
+      opKernel<<<1, 256>>>(hOp, op, S + dstOff, srcOff, size, dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
       CUDA_CHECK(cudaDeviceSynchronize());
       int st = -1;
       unsigned long long bad = 0;
       CUDA_CHECK(cudaMemcpy(&st, dStatus, sizeof(st), cudaMemcpyDeviceToHost));
       CUDA_CHECK(cudaMemcpy(&bad, dFirstBad, sizeof(bad), cudaMemcpyDeviceToHost));
       if (st != 0 || bad != ~0ull)
-        fprintf(stderr, "rank %d: op %d, %llu bytes: status %d, first bad byte %lld (the semaphore overtook its data?)\n",
-                rank, op, (unsigned long long)size, st, bad == ~0ull ? -1LL : (long long)bad);
+        fprintf(stderr,
+                "rank %d: op %d (%s), %llu bytes: status %d, first bad byte %lld (the semaphore overtook its "
+                "data?)\n",
+                rank, op, (hOp.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? "inline" : "copy",
+                (unsigned long long)size, st, bad == ~0ull ? -1LL : (long long)bad);
       CHECK(st == 0 && bad == ~0ull);
       uint8_t g[2] = {GUARD, GUARD};
       if (dstOff > 0) CUDA_CHECK(cudaMemcpy(&g[0], dbuf + S + dstOff - 1, 1, cudaMemcpyDeviceToHost));
