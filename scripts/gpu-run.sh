@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net]   (default all)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|tune|collport]   (default all; collport: the collectives over port channels, not in all; tune: ping-pongs and collectives under the tuning parameters)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -83,6 +83,20 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
 fi
+if [ "$what" = collport ]; then
+  # The GPU collectives over port channels (coll/coll_gpu_port.c), checked
+  # exactly by coll_gpu_worker: forced by MSCCLPP_ALGO on one host (port
+  # channels over CUDA IPC), and 4 ranks as 2 pretend hosts of 2
+  # (MSCCLPP_HOSTID, tests/collgpu/hosts.sh): CUDA IPC inside a "host", the
+  # network transport (tcp;ofi_rxm over loopback, GPU memory staged) between.
+  if have coll_gpu_worker; then
+    port=allreduce=port,allgather=port,reducescatter=port,broadcast=port,reduce=port,alltoall=port,sendrecv=port
+    step coll_port_ipc_2 150 env MSCCLPP_ALGO=$port mscclpp-run -n 2 --timeout 140 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
+    step coll_port_hosts_2x2 280 env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo mscclpp-run -n 4 --timeout 270 -- \
+      bash "$BIN/hosts.sh" 2 "$BIN/coll_gpu_worker" $((2 << 20)) graph=20
+    step coll_port_ipc_4 150 env MSCCLPP_ALGO=$port mscclpp-run -n 4 --timeout 140 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
+  fi
+fi
 if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = coll ]; then
   for n in 2 4; do
     have bench_coll && step "bench_coll_$n" 300 mscclpp-run -n $n --timeout 290 -- "$BIN/bench_coll"
@@ -116,6 +130,26 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
     step torch_allreduce_2 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --graph --timeout 190
     step torch_allreduce_2_eager 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --timeout 190
   fi
+fi
+if [ "$what" = tune ]; then
+  # Tuning experiments: the channel ping-pongs, small correctness runs of
+  # what changed, and the collectives under the tuning parameters.
+  have bench_channel && step bench_channel 200 mscclpp-run -n 2 --timeout 180 -- "$BIN/bench_channel"
+  have bench_channel_host && step bench_channel_host 120 mscclpp-run -n 2 --timeout 100 -- "$BIN/bench_channel_host"
+  have channel_worker_gpu && step channel_mp_gpu_2_quick 300 mscclpp-run -n 2 --timeout 280 -- "$BIN/channel_worker_gpu" gpu quick
+  for n in 2 4; do
+    have coll_gpu_worker && step "coll_gpu_${n}_4M" 300 mscclpp-run -n $n --timeout 290 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph
+    for pb in 0 32 64; do
+      have bench_coll && step "bench_coll_${n}_packetblocks_$pb" 200 env MSCCLPP_COLL_PACKET_BLOCKS=$pb \
+        mscclpp-run -n $n --timeout 190 -- "$BIN/bench_coll" $((4 << 20))
+    done
+    for db in 0 33 66 99; do
+      have mscclpp-perf && step "perf_allgather_${n}_directblocks_$db" 120 env MSCCLPP_COLL_DIRECT_BLOCKS=$db \
+        mscclpp-run -n $n --timeout 110 -- "$BIN/mscclpp-perf" allgather -b 256M -e 256M -c 0 -w 5 -n 20 -G 5
+    done
+  done
+  have bench_net && step bench_net 200 env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
+    mscclpp-run -n 2 --timeout 190 -- "$BIN/bench_net"
 fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 

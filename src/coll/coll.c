@@ -117,7 +117,12 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
   if (comm->collRelease == NULL) comm->collRelease = collRelease;
   if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks) {
     int ran = 0;
-    MSCCLPP_RETURN_ON_ERROR(mscclppCollHierAllReduce(comm, a, &ran));
+    /* the first hierarchical call makes the child communicators, maybe
+     * while the caller's stream is being captured */
+    int mode = mscclppGpuIpcCaptureRelax();
+    mscclppResult_t res = mscclppCollHierAllReduce(comm, a, &ran);
+    mscclppGpuIpcCaptureRestore(mode);
+    MSCCLPP_RETURN_ON_ERROR(res);
     if (ran) return mscclppSuccess;
   }
   struct mscclppCollArgs b = *a;

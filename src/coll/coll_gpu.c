@@ -30,6 +30,7 @@
 
 #include "coll/coll.h"
 #include "coll/coll_gpu.h"
+#include "coll/coll_gpu_port.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -69,7 +70,9 @@ void mscclppCollGpuRelease(struct mscclppComm* comm) { (void)comm; }
 /* The grid of every packet kernel. */
 #define PACKET_THREADS 512u
 #define PACKET_SMALL_BYTES (4u << 10) /* one block of PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
-#define PACKET_BLOCKS_MAX 16u
+#define PACKET_MID_BYTES (64u << 10)  /* up to here 16 blocks: 4 ranks, 64 KiB took 4.9 us on 16, 5.3-5.5 on 33 */
+#define PACKET_MID_BLOCKS 16u
+_Static_assert(PACKET_MID_BYTES * 2 <= MSCCLPP_COLL_GPU_LLMID_SLOT, "a mid message fits one slot of packets");
 
 
 /* One rank's description of one call's buffers. */
@@ -99,6 +102,7 @@ struct ownEntry {
 struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
   uint32_t packetBlocks;
+  uint32_t directBlocksMax; /* MSCCLPP_COLL_DIRECT_BLOCKS, 0: no limit */
   int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
   mscclppWaitContext wait;
@@ -140,6 +144,7 @@ static mscclppResult_t cudaFail(cudaError_t err, const char* what) {
   } while (0)
 
 void mscclppCollGpuRelease(struct mscclppComm* comm) {
+  mscclppCollPortRelease(comm);
   struct mscclppCollGpu* g = comm->collGpu;
   if (g == NULL) return;
   (void)cudaDeviceSynchronize(); /* kernels that use the channels must be done */
@@ -197,7 +202,7 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));
   CUDA_TRY(cudaMalloc((void**)&g->state, sizeof(*g->state)), "cudaMalloc(collective state)");
-  CUDA_TRY(cudaMemset(g->state, 0, sizeof(*g->state)), "cudaMemset(collective state)");
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcZero(g->state, sizeof(*g->state))); /* the first call may be captured */
   g->scratchOf[g->rank] = (uint8_t*)g->scratch;
   g->sharing = 1;
   g->scopeGpu = 1;
@@ -216,9 +221,16 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
     else
       g->scopeGpu = 0;
   }
-  g->packetBlocks = (uint32_t)(g->nsm / g->sharing);
-  if (g->packetBlocks > PACKET_BLOCKS_MAX) g->packetBlocks = PACKET_BLOCKS_MAX;
+  /* The packet grid: an SM's worth per block, as many as stay resident with
+   * every rank's blocks (16 blocks: 512 KiB took 11.5 us with 2 ranks; 64:
+   * 5.4 us; no change at 8-64 KiB), or MSCCLPP_COLL_PACKET_BLOCKS. */
+  uint32_t cap = (uint32_t)(g->nsm / g->sharing);
+  if (cap > MSCCLPP_COLL_GPU_MAX_BLOCKS) cap = MSCCLPP_COLL_GPU_MAX_BLOCKS;
+  g->packetBlocks = comm->params.collPacketBlocks > 0 && (uint32_t)comm->params.collPacketBlocks < cap
+                        ? (uint32_t)comm->params.collPacketBlocks
+                        : cap;
   if (g->packetBlocks < 1) g->packetBlocks = 1;
+  g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   /* the board */
   size_t boardBytes = BOARD_SLOTS * sizeof(struct boardEntry);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, boardBytes, (void**)&g->board));
@@ -359,8 +371,10 @@ static mscclppResult_t rendezvous(struct mscclppComm* comm, struct mscclppCollGp
  * direct kernel (two barriers): where the two cross on the H200 (bench_coll's
  * algorithm table, bench/RESULTS.md). Packets cost k-1 remote writes of twice
  * the data per rank, so the crossing comes earlier with more ranks. */
+/* Where packets stop beating the direct kernel (bench_coll's "by algorithm"
+ * table, H200, packet grid of SMs / ranks sharing the GPU). */
 static uint64_t packetMaxBytes(int nranks) {
-  return nranks <= 2 ? (256u << 10) : nranks <= 4 ? (128u << 10) : (64u << 10);
+  return nranks <= 2 ? (512u << 10) : nranks <= 4 ? (256u << 10) : (64u << 10);
 }
 
 static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L) {
@@ -389,6 +403,7 @@ static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64
 
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  if (mscclppCollPortWanted(comm, a->kind, a->algo)) return mscclppCollPortRun(comm, a); /* coll_gpu_port.c */
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
   mscclppResult_t res = mscclppSuccess;
@@ -445,10 +460,15 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
       /* the same grid for every packet kernel of the communicator (see the
        * kernel): blocks without packets only advance their round counter */
       L.nthreads = PACKET_THREADS;
-      L.nblocks = g->packetBlocks;
-      if (inBytes <= PACKET_SMALL_BYTES) { /* one block: its own slots and counter */
+      if (inBytes <= PACKET_SMALL_BYTES) { /* the three grids (coll_gpu.h) */
         L.nblocks = 1;
-        L.llSmall = 1;
+        L.llGrid = MSCCLPP_COLL_GPU_LL_SMALL;
+      } else if (inBytes <= PACKET_MID_BYTES) {
+        L.nblocks = g->packetBlocks < PACKET_MID_BLOCKS ? g->packetBlocks : PACKET_MID_BLOCKS;
+        L.llGrid = MSCCLPP_COLL_GPU_LL_MID;
+      } else {
+        L.nblocks = g->packetBlocks;
+        L.llGrid = MSCCLPP_COLL_GPU_LL_BIG;
       }
       const char* why = NULL;
       res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
@@ -519,6 +539,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     L.nthreads = 1024;
     if (g->directOcc[L.type] == 0) g->directOcc[L.type] = mscclppCollGpuDirectBlocksPerSm(L.type, L.nthreads);
     L.nblocks = blocksFor(g, work, 32u << 10, g->directOcc[L.type]);
+    if (g->directBlocksMax > 0 && L.nblocks > g->directBlocksMax) L.nblocks = g->directBlocksMax;
     const char* why = NULL;
     res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
     if (res != mscclppSuccess) {
@@ -537,6 +558,7 @@ restore:
 
 mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                   mscclppStream_t stream) {
+  if (mscclppCollPortWanted(comm, MSCCLPP_COLL_SENDRECV, NULL)) return mscclppCollPortP2p(comm, ops, nops, stream);
   if (nops > MSCCLPP_COLL_GPU_MAX_P2P)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                       "a group of %d sends and receives; the GPU backend takes up to %d per group", nops,

@@ -49,17 +49,25 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_READY_OFF (MSCCLPP_COLL_GPU_MAX_BLOCKS * MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_ACK_OFF (MSCCLPP_COLL_GPU_READY_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
-/* LL slots of the one-block packet kernel (messages up to 4 KiB): its own
- * region and round counter, as its grid differs from the big one's. */
+/* The packet kernel runs on three grids, each with its own LL slots and
+ * round counters (a packet index must map to the same thread in every round
+ * that uses a slot, so grids cannot share them):
+ *   small  one block, messages up to 4 KiB
+ *   mid    at most 16 blocks, up to 64 KiB (more blocks cost time here)
+ *   big    an SM's worth per block, above (more blocks buy bandwidth) */
 #define MSCCLPP_COLL_GPU_LLSMALL_OFF MSCCLPP_COLL_GPU_FLAGS_BYTES
 #define MSCCLPP_COLL_GPU_LLSMALL_SLOT 16384
-#define MSCCLPP_COLL_GPU_LL_OFF \
+#define MSCCLPP_COLL_GPU_LLMID_OFF \
   (MSCCLPP_COLL_GPU_LLSMALL_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLSMALL_SLOT)
+#define MSCCLPP_COLL_GPU_LLMID_SLOT 131072
+#define MSCCLPP_COLL_GPU_LL_OFF \
+  (MSCCLPP_COLL_GPU_LLMID_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLMID_SLOT)
 
 /* Device-resident counters of one communicator. */
 struct mscclppCollGpuDevState {
   uint64_t epoch[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* barrier epochs, per block index */
   uint64_t llRoundSmall;                          /* LL rounds of the one-block packet kernel */
+  uint64_t llRoundMid[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* LL rounds of the mid grid, per block */
   uint64_t llRound[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* LL rounds used so far, kept by each block: every
                                                     packet kernel of a communicator has the same grid,
                                                     so the copies stay equal, with no atomics */
@@ -68,6 +76,7 @@ struct mscclppCollGpuDevState {
 };
 
 enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1 };
+enum { MSCCLPP_COLL_GPU_LL_SMALL = 0, MSCCLPP_COLL_GPU_LL_MID = 1, MSCCLPP_COLL_GPU_LL_BIG = 2 };
 
 struct mscclppCollGpuP2p {
   int isSend;
@@ -95,8 +104,8 @@ struct mscclppCollGpuLaunch {
   uint32_t scopeGpu; /* 1: every rank runs on this device (gpu-scope release/acquire) */
   uint32_t nblocks;
   uint32_t nthreads;
-  uint32_t llSmall;      /* packet kernel: the one-block grid, its slots and counter */
-  uint64_t llSlotBytes;  /* bytes of one LL slot (packets) */
+  uint32_t llGrid;       /* packet kernel: MSCCLPP_COLL_GPU_LL_SMALL, _MID or _BIG (its slots and counters) */
+  uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
 };
 

@@ -18,105 +18,13 @@
 
 #include "coll/coll_gpu.h"
 #include "coll/coll_kind.h"
+#include "coll/coll_ops.cuh"
 #include "mscclpp/coll.h"
 #include "mscclpp/packet.h"
 
 typedef struct mscclppCollGpuLaunch Launch;
 
-/* ---- element operators ------------------------------------------------------ */
-
-template <typename T>
-struct UnsignedOf {
-  typedef T type;
-};
-template <>
-struct UnsignedOf<int8_t> {
-  typedef uint8_t type;
-};
-template <>
-struct UnsignedOf<int32_t> {
-  typedef uint32_t type;
-};
-template <>
-struct UnsignedOf<int64_t> {
-  typedef uint64_t type;
-};
-
-template <typename T>
-static __device__ __forceinline__ T intApply(T a, T b, int op) {
-  typedef typename UnsignedOf<T>::type UT;
-  switch (op) {
-    case mscclppProd:
-      return (T)((UT)a * (UT)b);
-    case mscclppMax:
-      return a > b ? a : b;
-    case mscclppMin:
-      return a < b ? a : b;
-    default:
-      return (T)((UT)a + (UT)b);
-  }
-}
-
-template <typename F>
-static __device__ __forceinline__ F fltApply(F a, F b, int op) {
-  switch (op) {
-    case mscclppProd:
-      return a * b;
-    case mscclppMax:
-      return a > b ? a : (b > a ? b : (a != a ? a : b)); /* NaN wins */
-    case mscclppMin:
-      return a < b ? a : (b < a ? b : (a != a ? a : b));
-    default:
-      return a + b;
-  }
-}
-
-/* Each type: how to reduce two values and to divide by n. */
-template <typename T>
-struct Op {
-  static __device__ __forceinline__ T apply(T a, T b, int op) { return intApply<T>(a, b, op); }
-  static __device__ __forceinline__ T divide(T a, int n) { return (T)(a / (T)n); }
-};
-template <>
-struct Op<float> {
-  static __device__ __forceinline__ float apply(float a, float b, int op) { return fltApply<float>(a, b, op); }
-  static __device__ __forceinline__ float divide(float a, int n) { return a / (float)n; }
-};
-template <>
-struct Op<double> {
-  static __device__ __forceinline__ double apply(double a, double b, int op) { return fltApply<double>(a, b, op); }
-  static __device__ __forceinline__ double divide(double a, int n) { return a / (double)n; }
-};
-/* The 16- and 8-bit floats: through float, rounded to nearest (the types'
- * float constructors) after every step. */
-template <typename T>
-struct OpViaFloat {
-  static __device__ __forceinline__ T apply(T a, T b, int op) { return T(fltApply<float>((float)a, (float)b, op)); }
-  static __device__ __forceinline__ T divide(T a, int n) { return T((float)a / (float)n); }
-};
-template <>
-struct Op<__half> : OpViaFloat<__half> {};
-template <>
-struct Op<__nv_bfloat16> : OpViaFloat<__nv_bfloat16> {};
-template <>
-struct Op<__nv_fp8_e4m3> : OpViaFloat<__nv_fp8_e4m3> {};
-template <>
-struct Op<__nv_fp8_e5m2> : OpViaFloat<__nv_fp8_e5m2> {};
-
-/* Reduce a word W (uint64_t or uint4) of elements T in place. */
-template <typename T, typename W>
-static __device__ __forceinline__ void wordApply(W& acc, const W& v, int op) {
-  T* a = reinterpret_cast<T*>(&acc);
-  const T* b = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(W) / sizeof(T)); i++) a[i] = Op<T>::apply(a[i], b[i], op);
-}
-template <typename T, typename W>
-static __device__ __forceinline__ void wordDivide(W& acc, int n) {
-  T* a = reinterpret_cast<T*>(&acc);
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(W) / sizeof(T)); i++) a[i] = Op<T>::divide(a[i], n);
-}
+/* Element operators (Op<T>, wordApply, wordDivide): coll_ops.cuh. */
 
 /* ---- flags and barriers -------------------------------------------------------- */
 
@@ -314,16 +222,24 @@ static __device__ void directWork(const Launch& L) {
       dst[0] = L.recv[me];
       reduceToAll<T>(dst, 1, src, k, L.count, L.op, k, L.vec16, tid, nth);
       return;
-    case MSCCLPP_COLL_ALLGATHER: /* my input into every output (bytes: T is uint8_t) */
-      for (int r = 0; r < k; r++) dst[r] = L.recv[r] + (uint64_t)me * L.count;
-      copyToAll(dst, k, L.send[me], L.count, L.vec16, tid, nth);
+    case MSCCLPP_COLL_ALLGATHER: { /* my input into every output (bytes: T is uint8_t) */
+      /* in place (my input is my output's slot): no copy onto itself */
+      const int inPlace = L.send[me] == L.recv[me] + (uint64_t)me * L.count;
+      int nd = 0;
+      for (int r = 0; r < k; r++)
+        if (!(inPlace && r == me)) dst[nd++] = L.recv[r] + (uint64_t)me * L.count;
+      copyToAll(dst, nd, L.send[me], L.count, L.vec16, tid, nth);
       return;
-    case MSCCLPP_COLL_BROADCAST: /* my share of the root's input into every output */
+    }
+    case MSCCLPP_COLL_BROADCAST: { /* my share of the root's input into every output */
       shareOf(L.count, k, me, 16, &b, &e);
       if (b >= e) return;
-      for (int r = 0; r < k; r++) dst[r] = L.recv[r] + b;
-      copyToAll(dst, k, L.send[L.root] + b, e - b, L.vec16, tid, nth);
+      int nd = 0;
+      for (int r = 0; r < k; r++) /* in place at the root: no copy onto itself */
+        if (!(r == L.root && L.recv[r] == L.send[L.root])) dst[nd++] = L.recv[r] + b;
+      copyToAll(dst, nd, L.send[L.root] + b, e - b, L.vec16, tid, nth);
       return;
+    }
     case MSCCLPP_COLL_ALLTOALL: /* block me of every input into my output (pull) */
       for (int r = 0; r < k; r++) {
         dst[0] = L.recv[me] + (uint64_t)r * L.count;
@@ -348,12 +264,18 @@ __global__ void __launch_bounds__(1024) directKernel(const __grid_constant__ Lau
 
 /* ---- LL packet allreduce ----------------------------------------------------------- */
 
+/* The LL region and slot size of the launch's grid (coll_gpu.h). */
+static __device__ __forceinline__ uint64_t llSlotSize(const Launch& L) {
+  return L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? MSCCLPP_COLL_GPU_LLSMALL_SLOT
+         : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? MSCCLPP_COLL_GPU_LLMID_SLOT
+                                               : L.llSlotBytes;
+}
+
 static __device__ __forceinline__ mscclppLLPacket16* llSlot(const Launch& L, int owner, int parity, int from) {
-  if (L.llSmall)
-    return (mscclppLLPacket16*)(L.scratch[owner] + MSCCLPP_COLL_GPU_LLSMALL_OFF +
-                                ((uint64_t)parity * L.nranks + from) * MSCCLPP_COLL_GPU_LLSMALL_SLOT);
-  return (mscclppLLPacket16*)(L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF +
-                              ((uint64_t)parity * L.nranks + from) * L.llSlotBytes);
+  const uint64_t off = L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? MSCCLPP_COLL_GPU_LLSMALL_OFF
+                       : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? MSCCLPP_COLL_GPU_LLMID_OFF
+                                                             : MSCCLPP_COLL_GPU_LL_OFF;
+  return (mscclppLLPacket16*)(L.scratch[owner] + off + ((uint64_t)parity * L.nranks + from) * llSlotSize(L));
 }
 
 static __device__ __forceinline__ uint64_t loadWord(const uint8_t* p, uint64_t off, uint64_t bytes, int aligned) {
@@ -382,14 +304,20 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
-  const uint64_t per = (L.llSmall ? MSCCLPP_COLL_GPU_LLSMALL_SLOT : L.llSlotBytes) / 16;
+  const uint64_t per = llSlotSize(L) / 16;
   const uint64_t nchunks = (npk + per - 1) / per;
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
-  uint64_t* counter = L.llSmall ? &L.state->llRoundSmall : &L.state->llRound[blockIdx.x];
-  const uint64_t base = *counter;
+  uint64_t* counter = L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? &L.state->llRoundSmall
+                      : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? &L.state->llRoundMid[blockIdx.x]
+                                                            : &L.state->llRound[blockIdx.x];
   const uint8_t* in = L.send[me];
   uint8_t* out = L.recv[me];
+  /* this thread's first input word is loaded while the round counter is:
+   * the two loads' latencies overlap instead of adding up */
+  const uint64_t firstN = npk < per ? npk : per;
+  const uint64_t first = tid < firstN ? loadWord(in, tid * 8, bytes, L.vec16) : 0;
+  const uint64_t base = *counter;
   int failed = 0;
   for (uint64_t c = 0; c < nchunks && !failed; c++) {
     const uint64_t round = base + c + 1;
@@ -398,12 +326,12 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
     const uint64_t p0 = c * per;
     const uint64_t n = npk - p0 < per ? npk - p0 : per;
     for (uint64_t i = tid; i < n; i += nth) {
-      uint64_t v = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      uint64_t v = c == 0 && i == tid ? first : loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       for (int q = 0; q < k; q++)
         if (q != me) mscclppLL16Write(llSlot(L, q, parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
     }
     for (uint64_t i = tid; i < n && !failed; i += nth) {
-      uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      uint64_t mine = c == 0 && i == tid ? first : loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       uint64_t acc = 0;
       for (int q = 0; q < k; q++) {
         uint64_t v = mine;

@@ -38,8 +38,10 @@
   X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind") \
   X(localNranks,    "MSCCLPP_LOCAL_NRANKS",    INT,   "-1",   "Number of ranks on this host, set by mscclpp-run") \
   X(bootstrapHandshakeTimeout, "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", FLOAT, "5", "Seconds a new bootstrap connection has to prove the job secret before the listener drops it (a silent client never delays the others)") \
-  X(algo,           "MSCCLPP_ALGO",            STR,   "",     "Force collective algorithms: comma list of collective=algorithm (allreduce=ll,allreduce=rsag,...; see README), for experiments; empty lets the size/rank rule pick") \
+  X(algo,           "MSCCLPP_ALGO",            STR,   "",     "Force collective algorithms: comma list of collective=algorithm (allreduce=packet, allreduce=rsag, allreduce=flat, ...: mscclppCollAlgoNames lists them, see README), for experiments; empty lets the size/rank/host rule pick") \
   X(collScratchBytes, "MSCCLPP_COLL_SCRATCH_BYTES", INT, "8388608", "Bytes of scratch memory per peer that collectives stage data through (larger: fewer pipeline steps, more memory); the GPU backend uses it for send/recv (its packet slots get a quarter), the host backend caps it at 1 MiB") \
+  X(collPacketBlocks, "MSCCLPP_COLL_PACKET_BLOCKS", INT, "0", "GPU backend, for tuning: blocks of the LL-packet allreduce kernel above 4 KiB (0: the SMs divided by the ranks sharing the GPU; fewer only lowers bandwidth)") \
+  X(collDirectBlocks, "MSCCLPP_COLL_DIRECT_BLOCKS", INT, "0", "GPU backend, for tuning: most blocks of a zero-copy (direct) collective kernel (0: as many as stay resident with every rank's blocks; one per 32 KiB of work)") \
   X(netProvider,    "MSCCLPP_NET_PROVIDER",    STR,   "",     "libfabric provider for the network transport (verbs, efa, tcp;ofi_rxm, ...); empty picks the first with RMA") \
   X(netIfname,      "MSCCLPP_NET_IFNAME",      STR,   "",     "Network interfaces (domains) the network transport may use: comma list of prefixes; ^ excludes") \
   X(ncclFallback,   "MSCCLPP_NCCL_FALLBACK",   STR,   "",     "Path of a real libnccl.so.2: the NCCL-compatible library forwards what it does not implement there") \

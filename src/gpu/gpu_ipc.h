@@ -59,6 +59,16 @@ mscclppResult_t mscclppGpuIpcQueryPointer(const void* ptr, struct mscclppGpuPtrI
 
 /* Zeroed cudaMalloc memory on the current device. */
 mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr);
+/* Zero device memory that no stream uses yet, waiting for it, without
+ * touching the legacy stream (allowed while another stream of the thread is
+ * captured in relaxed mode). */
+mscclppResult_t mscclppGpuIpcZero(void* ptr, size_t size);
+/* Switch this thread's stream-capture mode to relaxed (allocations and
+ * other set-up calls are then allowed while one of its streams is being
+ * captured); returns the previous mode for mscclppGpuIpcCaptureRestore, or
+ * -1 (nothing to restore: no CUDA). */
+int mscclppGpuIpcCaptureRelax(void);
+void mscclppGpuIpcCaptureRestore(int mode);
 mscclppResult_t mscclppGpuIpcFree(void* ptr);
 /* The IPC handle of the allocation that starts at `base`. */
 mscclppResult_t mscclppGpuIpcGetHandle(void* base, uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES]);

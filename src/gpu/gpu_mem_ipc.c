@@ -108,6 +108,13 @@ mscclppResult_t mscclppGpuIpcWriteValue64Async(struct mscclppGpuIpcStream* strea
   (void)value;
   return noCuda("a stream-ordered write");
 }
+int mscclppGpuIpcCaptureRelax(void) { return -1; }
+void mscclppGpuIpcCaptureRestore(int mode) { (void)mode; }
+mscclppResult_t mscclppGpuIpcZero(void* ptr, size_t size) {
+  (void)ptr;
+  (void)size;
+  return noCuda("zeroing device memory");
+}
 mscclppResult_t mscclppGpuIpcWriteValuesAsync(struct mscclppGpuIpcStream* stream,
                                               const struct mscclppGpuStreamWrite* writes, int n) {
   (void)stream;
@@ -302,6 +309,42 @@ mscclppResult_t mscclppGpuIpcQueryPointer(const void* ptr, struct mscclppGpuPtrI
 
 /* ---- cudaMalloc memory ------------------------------------------------------ */
 
+/* Zero memory no one else sees yet, on a private non-blocking stream: legal
+ * while a stream of this thread is being captured into a CUDA graph (in
+ * relaxed mode; a collective's first call, which allocates its state, may
+ * be captured), unlike cudaMemset on the legacy stream or
+ * cudaDeviceSynchronize. */
+static cudaError_t zeroNew(void* p, size_t n) {
+  cudaStream_t s;
+  cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return err;
+  err = cudaMemsetAsync(p, 0, n, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  cudaError_t destroyed = cudaStreamDestroy(s);
+  return err != cudaSuccess ? err : destroyed;
+}
+
+int mscclppGpuIpcCaptureRelax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return (int)mode;
+}
+
+void mscclppGpuIpcCaptureRestore(int mode) {
+  if (mode < 0) return;
+  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)mode;
+  (void)cudaThreadExchangeStreamCaptureMode(&m);
+}
+
+mscclppResult_t mscclppGpuIpcZero(void* ptr, size_t size) {
+  cudaError_t err = zeroNew(ptr, size);
+  if (err != cudaSuccess) return rtFail(err, "zeroing new device memory");
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
   MSCCLPP_RETURN_ON_ERROR(needGpu("device memory (cudaMalloc)"));
   void* p = NULL;
@@ -311,8 +354,7 @@ mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
     return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaMalloc(%zu bytes): %s", size,
                       cudaGetErrorString(err));
   }
-  err = cudaMemset(p, 0, size);
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  err = zeroNew(p, size);
   if (err != cudaSuccess) {
     cudaFree(p);
     return rtFail(err, "cudaMemset of new device memory");
@@ -441,8 +483,7 @@ mscclppResult_t mscclppGpuCuMemAlloc(size_t size, void** ptr, size_t* allocSize)
   }
   void* p = NULL;
   MSCCLPP_RETURN_ON_ERROR(cuMemMapHandle(d, h, device, rounded, gran, &p));
-  cudaError_t err = cudaMemset(p, 0, rounded);
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  cudaError_t err = zeroNew(p, rounded);
   if (err != cudaSuccess) {
     (void)mscclppGpuCuMemUnmap(p, rounded);
     return rtFail(err, "cudaMemset of new cuMem memory");

@@ -1,6 +1,6 @@
 /*
  * GPU collectives, checked exactly, in real processes sharing the GPU(s):
- *   mscclpp-run -n N --mps -- coll_gpu_worker [maxBytes] [graph]
+ *   mscclpp-run -n N --mps -- coll_gpu_worker [maxBytes] [graph[=REPLAYS]]
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs are small
@@ -8,7 +8,9 @@
  * (sum: 0..2, or 0..1 for fp8 e5m2; prod: 1..2; max/min: 0..6; avg: the same
  * value on every rank for floating types), so results compare bitwise.
  * "graph": also capture each collective once in a CUDA graph and replay it
- * 1000 times, checking after the last replay (inputs unchanged).
+ * 1000 times (graph=REPLAYS: that many), checking after the last replay
+ * (inputs unchanged). The GPU collectives over port channels run the same
+ * checks: tests/collgpu/run_port.sh.
  * Exit 77 without a GPU.
  */
 #include <cuda_runtime_api.h>
@@ -31,6 +33,7 @@
   } while (0)
 
 static int rank_, nranks_;
+static int replays_ = 1000;
 
 /* An exact small non-negative integer in the bits of `type`. */
 static void encode(mscclppDataType_t type, uint64_t v, uint8_t* out) {
@@ -167,7 +170,7 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   if (graph) {
     CUDA_OK(cudaStreamEndCapture(s, &g));
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 1000 && res == mscclppSuccess; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+    for (int i = 0; i < replays_ && res == mscclppSuccess; i++) CUDA_OK(cudaGraphLaunch(ge, s));
   }
   CUDA_OK(cudaStreamSynchronize(s));
   mscclppResult_t async = mscclppSuccess;
@@ -205,7 +208,8 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
 
 int main(int argc, char** argv) {
   size_t maxBytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (16u << 20);
-  int graph = argc > 2 && strcmp(argv[2], "graph") == 0;
+  int graph = argc > 2 && strncmp(argv[2], "graph", 5) == 0;
+  if (graph && argv[2][5] == '=') replays_ = atoi(argv[2] + 6);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) harnessSkip("no GPU");
   const char* lr = getenv("MSCCLPP_LOCAL_RANK");
@@ -245,9 +249,13 @@ int main(int argc, char** argv) {
       failures += runOne(comm, s, kind, mscclppBfloat16, mscclppSum, (size_t)1 << 20, 0, 1);
       calls += 2;
     }
-  printf("rank %d: %d checked calls, %d wrong\n", rank_, calls, failures);
+  int localN = 0;
+  mscclppCommLocalSize(comm, &localN);
+  printf("rank %d (%d of %d ranks on its host): %d checked calls, %d wrong\n", rank_, localN, nranks_, calls,
+         failures);
   CHECK(failures == 0);
   cudaStreamDestroy(s);
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
-  return harnessFinish();
+  harnessFinish(); /* (no RUN here: it counts CHECKs only inside RUN) */
+  return harnessFailures_ ? 1 : 0;
 }

@@ -1,0 +1,289 @@
+/*
+ * The protocol of the GPU collectives over port channels (coll_port.h),
+ * played on the host backend: coll_port_kernels.cu compiled by the host C++
+ * compiler, its kernel bodies run by one CPU thread per rank as a block of
+ * one thread, over real port channels (host shared memory, the proxy), with
+ * small slots so that every call runs many rounds and reuses every slot:
+ *   mscclpp-run -n N -- port_protocol_host
+ * Every collective (int32 with each operator, float sum, bytes for the
+ * copies) and send/recv groups, out of place, in place and at odd offsets,
+ * checked exactly, then the counters checked equal on both sides of every
+ * stream. No GPU needed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* what the kernels need from CUDA, for one thread */
+struct uint4 {
+  uint32_t x, y, z, w;
+};
+static struct { unsigned x; } threadIdx = {0}, blockDim = {1};
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __grid_constant__
+#define __shared__ static
+static inline void __syncthreads() {}
+static inline int __syncthreads_or(int p) { return p; }
+
+#include "coll/coll_port_kernels.cu"
+#include "harness.h"
+#include "mscclpp/comm.h"
+#include "mscclpp/connection.h"
+#include "mscclpp/memory.h"
+#include "mscclpp/port_channel.h"
+
+#define SLOT 4096
+#define TAG 0x7e100000
+
+static int rank_, nranks_;
+
+static int64_t value(int op, int r, uint64_t i) {
+  switch (op) {
+    case mscclppProd:
+      return 1 + (int64_t)((i + r) % 2);
+    case mscclppMax:
+    case mscclppMin:
+      return (int64_t)((i * 5 + r * 3) % 7);
+    default:
+      return (int64_t)((i + 2 * (uint64_t)r) % 3);
+  }
+}
+static int64_t reduced(int op, uint64_t i) {
+  int64_t acc = value(op, 0, i);
+  for (int r = 1; r < nranks_; r++) {
+    int64_t v = value(op, r, i);
+    if (op == mscclppProd)
+      acc *= v;
+    else if (op == mscclppMax)
+      acc = v > acc ? v : acc;
+    else if (op == mscclppMin)
+      acc = v < acc ? v : acc;
+    else
+      acc += v;
+  }
+  return op == mscclppAvg ? acc / nranks_ : acc;
+}
+
+struct Port {
+  mscclppRegisteredMemory_t mem;
+  void* scratch;
+  mscclppConnection_t conn[MAXR];
+  mscclppPortChannel_t data[MAXR], credit[MAXR];
+  struct mscclppCollPortPeer peers[MAXR];
+  struct mscclppCollPortDevState state;
+};
+
+static void setup(mscclppComm_t comm, Port* p, PortLaunch* L) {
+  memset(p, 0, sizeof(*p));
+  for (int r = 0; r < nranks_; r++)
+    if (r != rank_) CHECK_RES(mscclppConnectionCreate(comm, r, TAG, mscclppTransportAuto, &p->conn[r]), mscclppSuccess);
+  size_t bytes = (size_t)2 * NBUF * nranks_ * SLOT;
+  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &p->scratch), mscclppSuccess);
+  CHECK_RES(mscclppRegisterMemory(comm, p->scratch, bytes, mscclppTransportAuto, &p->mem), mscclppSuccess);
+  for (int r = 0; r < nranks_; r++) {
+    if (r == rank_) continue;
+    mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+    pc.local = p->mem;
+    pc.tag = TAG + 1;
+    CHECK_RES(mscclppPortChannelCreate(comm, p->conn[r], &pc, &p->data[r]), mscclppSuccess);
+    pc.tag = TAG + 2;
+    CHECK_RES(mscclppPortChannelCreate(comm, p->conn[r], &pc, &p->credit[r]), mscclppSuccess);
+    CHECK_RES(mscclppPortChannelGetDeviceHandle(p->data[r], &p->peers[r].data), mscclppSuccess);
+    CHECK_RES(mscclppPortChannelGetDeviceHandle(p->credit[r], &p->peers[r].credit), mscclppSuccess);
+  }
+  memset(L, 0, sizeof(*L));
+  L->rank = rank_;
+  L->nranks = nranks_;
+  L->scratch = (uint8_t*)p->scratch;
+  L->slotBytes = SLOT;
+  L->peers = p->peers;
+  L->state = &p->state;
+}
+
+static void teardown(mscclppComm_t comm, Port* p) {
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  for (int r = 0; r < nranks_; r++) {
+    if (p->data[r] != NULL) CHECK_RES(mscclppPortChannelDestroy(p->data[r]), mscclppSuccess);
+    if (p->credit[r] != NULL) CHECK_RES(mscclppPortChannelDestroy(p->credit[r]), mscclppSuccess);
+  }
+  for (int r = 0; r < nranks_; r++)
+    if (p->conn[r] != NULL) CHECK_RES(mscclppConnectionDestroy(p->conn[r]), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppDeregisterMemory(p->mem), mscclppSuccess);
+  CHECK_RES(mscclppMemFree(comm, p->scratch), mscclppSuccess);
+}
+
+template <typename T>
+static void put(uint8_t* buf, uint64_t i, int64_t v) {
+  T x = (T)v;
+  memcpy(buf + i * sizeof(T), &x, sizeof(T));
+}
+
+/* One checked collective of elements T; placement 0 out of place, 1 in
+ * place, 2 odd element offsets. Returns 1 when wrong. */
+template <typename T>
+static int runColl(mscclppComm_t comm, PortLaunch L, int kind, int op, uint64_t count, int placement) {
+  const uint64_t ts = sizeof(T), k = (uint64_t)nranks_;
+  const int root = nranks_ - 1;
+  uint64_t inElems = count, outElems = count;
+  if (kind == MSCCLPP_COLL_ALLGATHER) outElems *= k;
+  if (kind == MSCCLPP_COLL_REDUCESCATTER || kind == MSCCLPP_COLL_ALLTOALL) inElems *= k;
+  if (kind == MSCCLPP_COLL_ALLTOALL) outElems *= k;
+  uint64_t maxElems = inElems > outElems ? inElems : outElems;
+  uint8_t* inAlloc = (uint8_t*)malloc((inElems + 4) * ts);
+  uint8_t* outAlloc = (uint8_t*)malloc((maxElems + 4) * ts);
+  memset(outAlloc, 0xA5, (maxElems + 4) * ts);
+  uint8_t* send = inAlloc + (placement == 2 ? ts : 0); /* odd element offsets: no 16-byte vectors */
+  uint8_t* recv = outAlloc + (placement == 2 ? 3 * ts : 0);
+  if (placement == 1) {
+    if (kind == MSCCLPP_COLL_ALLGATHER)
+      send = recv + rank_ * count * ts;
+    else if (kind == MSCCLPP_COLL_REDUCESCATTER) {
+      send = recv;
+      recv = send + rank_ * count * ts;
+    } else
+      send = recv;
+  }
+  for (uint64_t i = 0; i < inElems; i++) put<T>(send, i, value(op, rank_, i));
+  L.kind = kind;
+  L.op = op;
+  L.root = root;
+  L.count = count;
+  L.send = send;
+  L.recv = recv;
+  int copy = kind == MSCCLPP_COLL_ALLGATHER || kind == MSCCLPP_COLL_BROADCAST || kind == MSCCLPP_COLL_ALLTOALL;
+  if (copy) {
+    L.count = count * ts;
+    portCollKernel<uint8_t>(L);
+  } else {
+    portCollKernel<T>(L);
+  }
+  int bad = 0;
+  if (!(kind == MSCCLPP_COLL_REDUCE && rank_ != root))
+    for (uint64_t i = 0; i < outElems && !bad; i++) {
+      int64_t v;
+      switch (kind) {
+        case MSCCLPP_COLL_ALLREDUCE:
+        case MSCCLPP_COLL_REDUCE:
+          v = reduced(op, i);
+          break;
+        case MSCCLPP_COLL_ALLGATHER:
+          v = value(op, (int)(i / count), i % count);
+          break;
+        case MSCCLPP_COLL_REDUCESCATTER:
+          v = reduced(op, rank_ * count + i);
+          break;
+        case MSCCLPP_COLL_BROADCAST:
+          v = value(op, root, i);
+          break;
+        default:
+          v = value(op, (int)(i / count), rank_ * count + i % count);
+          break;
+      }
+      T want = (T)v, got;
+      memcpy(&got, recv + i * ts, ts);
+      if (memcmp(&got, &want, ts) != 0) {
+        fprintf(stderr, "rank %d: kind %d op %d size %zu count %llu placement %d: element %llu is wrong\n", rank_, kind,
+                op, sizeof(T), (unsigned long long)count, placement, (unsigned long long)i);
+        bad = 1;
+      }
+    }
+  free(inAlloc);
+  free(outAlloc);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  return bad;
+}
+
+/* A group: two sends to rank+1 and two receives from rank-1, interleaved
+ * (two ops per lane, in order), of `bytes` and bytes/2+1. */
+static int runP2p(mscclppComm_t comm, PortLaunch L, uint64_t bytes) {
+  static PortP2pList P;
+  memset(&P, 0, sizeof(P));
+  const int to = (rank_ + 1) % nranks_, from = (rank_ - 1 + nranks_) % nranks_;
+  const uint64_t size[2] = {bytes, bytes / 2 + 1};
+  uint8_t* sbuf[2];
+  uint8_t* rbuf[2];
+  for (int i = 0; i < 2; i++) {
+    sbuf[i] = (uint8_t*)malloc(size[i] + 1);
+    rbuf[i] = (uint8_t*)malloc(size[i] + 1);
+    for (uint64_t b = 0; b < size[i]; b++) sbuf[i][b + 1] = (uint8_t)(b * 7 + rank_ * 31 + i);
+  }
+  uint64_t chunks[2] = {0, 0};
+  for (int i = 0; i < 4; i++) { /* send 0, recv 0, send 1, recv 1 */
+    struct mscclppCollPortP2p* o = &P.ops[P.nops++];
+    o->isSend = i % 2 == 0;
+    o->peer = o->isSend ? to : from;
+    o->buf = (o->isSend ? sbuf[i / 2] : rbuf[i / 2]) + 1;
+    o->bytes = size[i / 2];
+    o->lane = o->isSend ? 0 : 1;
+    chunks[o->lane] += (o->bytes + SLOT - 1) / SLOT;
+  }
+  P.nlanes = 2;
+  P.rounds = chunks[0] > chunks[1] ? chunks[0] : chunks[1];
+  portP2pKernel(L, P);
+  int bad = 0;
+  for (int i = 0; i < 2 && !bad; i++)
+    for (uint64_t b = 0; b < size[i] && !bad; b++)
+      if (rbuf[i][b + 1] != (uint8_t)(b * 7 + from * 31 + i)) {
+        fprintf(stderr, "rank %d: receive %d (%llu bytes) from %d: byte %llu is wrong\n", rank_, i,
+                (unsigned long long)size[i], from, (unsigned long long)b);
+        bad = 1;
+      }
+  for (int i = 0; i < 2; i++) {
+    free(sbuf[i]);
+    free(rbuf[i]);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  return bad;
+}
+
+int main(void) {
+  mscclppComm_t comm;
+  CHECK_RES(mscclppCommInitFromEnv(&comm), mscclppSuccess);
+  if (harnessFailures_) return 1;
+  mscclppCommRank(comm, &rank_);
+  mscclppCommSize(comm, &nranks_);
+  Port* port = (Port*)calloc(1, sizeof(Port));
+  PortLaunch L;
+  setup(comm, port, &L);
+  if (harnessFailures_) return 1;
+  const uint64_t counts[] = {1, 3, 17, 1031, 4099, 65537};
+  int wrong = 0, calls = 0;
+  for (int kind = 0; kind < MSCCLPP_COLL_SENDRECV; kind++) {
+    int reduces = kind == MSCCLPP_COLL_ALLREDUCE || kind == MSCCLPP_COLL_REDUCESCATTER || kind == MSCCLPP_COLL_REDUCE;
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+      for (int placement = 0; placement < 3; placement++) {
+        if (placement == 1 && kind == MSCCLPP_COLL_ALLTOALL) continue;
+        if (reduces) {
+          for (int op = 0; op < mscclppNumOps; op++)
+            wrong += runColl<int32_t>(comm, L, kind, op, counts[c], placement), calls++;
+          wrong += runColl<float>(comm, L, kind, mscclppSum, counts[c], placement), calls++;
+          wrong += runColl<int8_t>(comm, L, kind, mscclppMax, counts[c], placement), calls++;
+        } else {
+          wrong += runColl<int32_t>(comm, L, kind, mscclppSum, counts[c], placement), calls++;
+          wrong += runColl<uint8_t>(comm, L, kind, mscclppSum, counts[c], placement), calls++;
+        }
+      }
+  }
+  const uint64_t sizes[] = {1, 4095, 4096, 4097, 3 * SLOT + 5, 100000};
+  for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) wrong += runP2p(comm, L, sizes[c]), calls++;
+  /* every stream's two ends counted the same chunks */
+  uint64_t* all = (uint64_t*)calloc((size_t)nranks_ * 2 * MAXR, sizeof(uint64_t));
+  memcpy(all + (size_t)rank_ * 2 * MAXR, &port->state, 2 * MAXR * sizeof(uint64_t));
+  CHECK_RES(mscclppBootstrapAllGather(comm, all, 2 * MAXR * sizeof(uint64_t)), mscclppSuccess);
+  for (int a = 0; a < nranks_; a++)
+    for (int b = 0; b < nranks_; b++) CHECK(all[(size_t)a * 2 * MAXR + b] == all[(size_t)b * 2 * MAXR + MAXR + a]);
+  free(all);
+  printf("rank %d: %d checked calls, %d wrong (slots of %d bytes, %llu chunks sent to rank %d)\n", rank_, calls, wrong,
+         SLOT, (unsigned long long)port->state.sent[(rank_ + 1) % nranks_], (rank_ + 1) % nranks_);
+  CHECK(wrong == 0);
+  teardown(comm, port);
+  free(port);
+  CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+  harnessFinish(); /* (no RUN here: it counts CHECKs only inside RUN) */
+  return harnessFailures_ ? 1 : 0;
+}
