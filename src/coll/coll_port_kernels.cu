@@ -55,7 +55,15 @@ static __device__ __forceinline__ const uint8_t* inSlot(const PortLaunch& L, con
  * of the chunk NBUF before it). */
 static __device__ mscclppResult_t reserve(const PortLaunch& L, const Streams& s, int q) {
   if (s.sent[q] < NBUF) return mscclppSuccess;
-  return mscclppPortChannelDeviceWait(&L.peers[q].credit);
+  mscclppResult_t r = mscclppPortChannelDeviceWait(&L.peers[q].credit);
+#if defined(MSCCLPP_DEVICE_HOST)
+  /* The credit proves that this rank's proxy has read the slot, but through
+   * the peer's process, which ThreadSanitizer cannot follow; when the
+   * kernels run on CPU threads (the protocol test), also wait for this
+   * proxy (a flush): the same fact, seen inside this process. */
+  if (r == mscclppSuccess) r = mscclppPortChannelDeviceFlush(&L.peers[q].data);
+#endif
+  return r;
 }
 /* Thread 0: put the next chunk to q (n bytes, in its outbox slot) into q's
  * inbox, with a signal. */
@@ -69,12 +77,15 @@ static __device__ mscclppResult_t arrive(const PortLaunch& L, int p) {
   return mscclppPortChannelDeviceWait(&L.peers[p].data);
 }
 /* Thread 0: give the slot of the chunk from p back (after the block's
- * barrier that follows its last read; the fence orders the block's reads
- * before the credit, which lets the peer overwrite the slot). */
+ * barrier that follows its last read; the credit's trigger is pushed with
+ * release order, which orders the block's reads before it - the credit lets
+ * the peer overwrite the slot. A release rather than a fence: the host
+ * backend's C11 model and ThreadSanitizer see it). */
 static __device__ mscclppResult_t giveBack(const PortLaunch& L, Streams& s, int p) {
   s.recvd[p]++;
-  mscclppFenceSystem();
-  return mscclppPortChannelDeviceSignal(&L.peers[p].credit);
+  uint64_t pos;
+  return mscclppPortChannelDevicePush(&L.peers[p].credit, MSCCLPP_TRIGGER_FLAG, 0, 0, 0, 0, 0, mscclppFifoOrderRelease,
+                                      &pos);
 }
 
 /* ---- block-wide copies and reductions ----------------------------------------------- */
