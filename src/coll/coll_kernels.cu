@@ -132,61 +132,7 @@ static __device__ void copyToAll(uint8_t* const* dst, int ndst, const uint8_t* s
   }
 }
 
-/* dst[d][i] = op over r < nsrc of src[r][i] (in src order), for i < count
- * elements, then /nranks for avg; vectorized when `vec`. */
-template <typename T>
-static __device__ void reduceToAll(uint8_t* const* dst, int ndst, const uint8_t* const* src, int nsrc, uint64_t count,
-                                   int op, int nranks, int vec, uint64_t tid, uint64_t nthreads) {
-  uint64_t done = 0;
-  if (vec) {
-    const uint64_t per = 16 / sizeof(T);
-    uint64_t nv = count / per;
-    uint64_t i = tid;
-    for (; i + nthreads < nv; i += 2 * nthreads) { /* two vectors in flight per thread */
-      uint4 a0 = ((const uint4*)src[0])[i], a1 = ((const uint4*)src[0])[i + nthreads];
-      for (int r = 1; r < nsrc; r++) {
-        uint4 v0 = ((const uint4*)src[r])[i], v1 = ((const uint4*)src[r])[i + nthreads];
-        wordApply<T, uint4>(a0, v0, op);
-        wordApply<T, uint4>(a1, v1, op);
-      }
-      if (op == mscclppAvg) {
-        wordDivide<T, uint4>(a0, nranks);
-        wordDivide<T, uint4>(a1, nranks);
-      }
-      for (int d = 0; d < ndst; d++) {
-        ((uint4*)dst[d])[i] = a0;
-        ((uint4*)dst[d])[i + nthreads] = a1;
-      }
-    }
-    for (; i < nv; i += nthreads) {
-      uint4 acc = ((const uint4*)src[0])[i];
-      for (int r = 1; r < nsrc; r++) {
-        uint4 v = ((const uint4*)src[r])[i];
-        wordApply<T, uint4>(acc, v, op);
-      }
-      if (op == mscclppAvg) wordDivide<T, uint4>(acc, nranks);
-      for (int d = 0; d < ndst; d++) ((uint4*)dst[d])[i] = acc;
-    }
-    done = nv * per;
-  }
-  for (uint64_t i = done + tid; i < count; i += nthreads) {
-    T acc = ((const T*)src[0])[i];
-    for (int r = 1; r < nsrc; r++) acc = Op<T>::apply(acc, ((const T*)src[r])[i], op);
-    if (op == mscclppAvg) acc = Op<T>::divide(acc, nranks);
-    for (int d = 0; d < ndst; d++) ((T*)dst[d])[i] = acc;
-  }
-}
 
-/* Rank r's share [*b, *e) of n units, each share starting at a multiple of
- * `align` units. */
-static __device__ __forceinline__ void shareOf(uint64_t n, int nranks, int r, uint64_t align, uint64_t* b,
-                                               uint64_t* e) {
-  uint64_t per = (n + nranks - 1) / nranks;
-  per = (per + align - 1) / align * align;
-  uint64_t lo = per * (uint64_t)r, hi = lo + per;
-  *b = lo < n ? lo : n;
-  *e = hi < n ? hi : n;
-}
 
 /* ---- direct (zero-copy) kernels -------------------------------------------------- */
 

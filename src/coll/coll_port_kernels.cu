@@ -117,48 +117,18 @@ static __device__ void blockCopy(uint8_t* const* dst, int ndst, const uint8_t* s
 }
 
 /* dst[d][i] = op over r < nsrc of src[r][i], in src order, then / nranks
- * for avg, for i < n elements. */
+ * for avg, for i < n elements, by this block's threads. */
 template <typename T>
 static __device__ void blockReduce(uint8_t* const* dst, int ndst, const uint8_t* const* src, int nsrc, uint64_t n,
                                    int op, int nranks) {
   uintptr_t bits = 0;
   for (int d = 0; d < ndst; d++) bits |= (uintptr_t)dst[d];
   for (int r = 0; r < nsrc; r++) bits |= (uintptr_t)src[r];
-  uint64_t done = 0;
-  if ((bits & 15) == 0) {
-    const uint64_t per = 16 / sizeof(T);
-    const uint64_t nv = n / per;
-    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      uint4 acc = ((const uint4*)src[0])[i];
-      for (int r = 1; r < nsrc; r++) {
-        uint4 v = ((const uint4*)src[r])[i];
-        wordApply<T, uint4>(acc, v, op);
-      }
-      if (op == mscclppAvg) wordDivide<T, uint4>(acc, nranks);
-      for (int d = 0; d < ndst; d++) ((uint4*)dst[d])[i] = acc;
-    }
-    done = nv * per;
-  }
-  for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
-    T acc = ((const T*)src[0])[i];
-    for (int r = 1; r < nsrc; r++) acc = Op<T>::apply(acc, ((const T*)src[r])[i], op);
-    if (op == mscclppAvg) acc = Op<T>::divide(acc, nranks);
-    for (int d = 0; d < ndst; d++) ((T*)dst[d])[i] = acc;
-  }
+  reduceToAll<T>(dst, ndst, src, nsrc, n, op, nranks, (bits & 15) == 0, threadIdx.x, blockDim.x);
 }
 
 /* ---- the collectives ------------------------------------------------------------------ */
 
-/* Rank r's share [*b, *e) of n elements, shares starting at multiples of
- * `align` (the same rule on every rank). */
-static __device__ __forceinline__ void shareOf(uint64_t n, int nranks, int r, uint64_t align, uint64_t* b,
-                                               uint64_t* e) {
-  uint64_t per = (n + nranks - 1) / nranks;
-  per = (per + align - 1) / align * align;
-  uint64_t lo = per * (uint64_t)r, hi = lo + per;
-  *b = lo < n ? lo : n;
-  *e = hi < n ? hi : n;
-}
 
 /* Elements of chunk j of [b, e) (chunks of ce), and where it starts. */
 static __device__ __forceinline__ uint64_t chunkOf(uint64_t b, uint64_t e, uint64_t j, uint64_t ce, uint64_t* lo) {
