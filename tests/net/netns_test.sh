@@ -12,29 +12,11 @@
 # usage: netns_test.sh NET_WORKER
 set -u
 worker=$1
-if [ -z "${NETNS_INNER:-}" ]; then
-  if ! unshare -rn true 2>/dev/null; then
-    echo "SKIP: cannot create user + network namespaces here (unshare -rn failed)"
-    exit 77
-  fi
-  exec env NETNS_INNER=1 unshare -rn bash "$0" "$@"
-fi
+. "$(dirname "$0")/../netns_pair.sh"
+netnsEnter "$0" "$@"
 
-# ---- inside namespace A ------------------------------------------------------------
-ip link set lo up
-unshare -n sleep 300 &
-holder=$!
-cleanup() { kill "$holder" 2>/dev/null; kill $(jobs -p) 2>/dev/null; }
-trap cleanup EXIT
-sleep 0.2
-if ! ip link add vethA type veth peer name vethB 2>/dev/null || ! ip link set vethB netns "$holder"; then
-  echo "SKIP: cannot create a veth pair between namespaces"
-  exit 77
-fi
-ip addr add 10.77.0.1/24 dev vethA && ip link set vethA up
-nsenter -t "$holder" -n sh -c 'ip link set lo up && ip addr add 10.77.0.2/24 dev vethB && ip link set vethB up' || {
-  echo "SKIP: cannot enter the second namespace"; exit 77; }
-for i in $(seq 50); do ping -c1 -W1 10.77.0.2 >/dev/null 2>&1 && break; sleep 0.1; done
+# ---- inside namespace A; B is held by $holder ----------------------------------------
+netnsPair 10.77.0
 
 secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 run_pair() { # mode args... ; rank 0 here, rank 1 in the other namespace
