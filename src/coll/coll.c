@@ -115,7 +115,13 @@ static void collRelease(struct mscclppComm* comm) {
 
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
   if (comm->collRelease == NULL) comm->collRelease = collRelease;
-  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks) {
+  /* Hierarchical allreduce across hosts: the default on the host backend;
+   * on GPUs only when MSCCLPP_ALGO=allreduce=hier asks for it - its cross
+   * step failed on the H200 (pretend hosts, staged GPU memory: the child
+   * communicator's first staged write was refused with EIO), while the flat
+   * port path passed; see the 2026-12-03 notes. */
+  const int hierWanted = !useGpu(comm) || (a->algo != NULL && strcmp(a->algo, "hier") == 0);
+  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks && hierWanted) {
     int ran = 0;
     /* the first hierarchical call makes the child communicators, maybe
      * while the caller's stream is being captured */

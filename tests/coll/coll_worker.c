@@ -15,6 +15,9 @@
  *       wrapped sum; floats divide the exact sum by nranks in float (double
  *       for float64) and round to the type with the library's conversion
  *       (tested on its own by test_coll_types), also compared bitwise.
+ *       With COLL_RANKS_PER_HOST=L the ranks act as hosts of L ranks
+ *       (MSCCLPP_HOSTID); with COLL_NET_STAGED set, the network transport
+ *       stages host memory as it does GPU memory without FI_HMEM.
  *   coll_worker p2p
  *       groups of send/recv: a ring, an all-to-all with a different size
  *       for every pair (self included), several messages per pair in one
@@ -590,6 +593,8 @@ int main(int argc, char** argv) {
     snprintf(id, sizeof(id), "coll-host-%d", atoi(envRank) / atoi(perHost));
     setenv("MSCCLPP_HOSTID", id, 1);
   }
+  /* host memory registered as staged (as GPU memory without FI_HMEM is) */
+  if (getenv("COLL_NET_STAGED") != NULL) mscclppNetTestForceStaging(1);
   if ((perHost != NULL || getenv("COLL_NETNS") != NULL) && !mscclppNetLibAvailable()) {
     printf("SKIP: ranks on several hosts need the network transport: %s\n", mscclppNetLibError());
     return 77;
