@@ -817,11 +817,23 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
         if (o->bounceFromDevice) {
           uint8_t* b = nc->bounce + (size_t)slot * MSCCLPP_NET_STAGE_CHUNK;
           /* device source, provider without FI_HMEM: through pinned host memory */
-          if (mscclppGpuIpcMemcpyAsync(nc->sendStream, b, src, o->len) != mscclppSuccess) return -FI_EIO;
+          /* a failure here is reported as EIO by the caller: say which */
+          if (mscclppGpuIpcMemcpyAsync(nc->sendStream, b, src, o->len) != mscclppSuccess) {
+            MSCCLPP_WARN(MSCCLPP_LOG_NET, "staging %zu bytes from device memory to the bounce slot failed: %s", o->len,
+                         mscclppGetLastError());
+            return -FI_EIO;
+          }
           mscclppDeadline d = mscclppDeadlineIn(net->timeoutSec);
           for (int done = 0; !done;) {
-            if (mscclppGpuIpcStreamQuery(nc->sendStream, &done) != mscclppSuccess || mscclppDeadlinePassed(d))
+            if (mscclppGpuIpcStreamQuery(nc->sendStream, &done) != mscclppSuccess) {
+              MSCCLPP_WARN(MSCCLPP_LOG_NET, "waiting for the copy to the bounce slot failed: %s", mscclppGetLastError());
               return -FI_EIO;
+            }
+            if (mscclppDeadlinePassed(d)) {
+              MSCCLPP_WARN(MSCCLPP_LOG_NET, "the copy of %zu bytes to the bounce slot did not complete in %.3g s",
+                           o->len, net->timeoutSec);
+              return -FI_EIO;
+            }
           }
           src = b;
           srcDesc = nc->bounceReg.desc;
