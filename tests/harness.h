@@ -53,9 +53,13 @@ static int harnessFailed_ = 0;
     fflush(stdout);                                                       \
   } while (0)
 
+/* Nonzero when a test failed, or a CHECK failed outside RUN (workers that
+ * check in main: their failures used to leave the exit status 0). */
 static inline int harnessFinish(void) {
   printf("%d passed, %d failed\n", harnessPassed_, harnessFailed_);
-  return harnessFailed_ == 0 ? 0 : 1;
+  if (harnessFailed_ == 0 && harnessFailures_ != 0)
+    printf("FAIL: %d checks failed outside the tests\n", harnessFailures_);
+  return harnessFailed_ == 0 && harnessFailures_ == 0 ? 0 : 1;
 }
 
 static inline void harnessSkip(const char* why) {
