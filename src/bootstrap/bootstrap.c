@@ -347,6 +347,10 @@ void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank
   if (localNranks) *localNranks = bs->localNranks;
 }
 
+uint64_t mscclppBootstrapHostHashOf(const struct mscclppBootstrap* bs, int rank) {
+  return rank >= 0 && rank < bs->nranks ? bs->peers[rank].hostHash : 0;
+}
+
 mscclppResult_t mscclppBootstrapGetLostStatus(struct mscclppBootstrap* bs) {
   if (!mscclppBsIsLost(bs)) return mscclppSuccess;
   return mscclppBsLostError(bs, "communicator");

@@ -119,6 +119,10 @@ int mscclppBootstrapRank(const struct mscclppBootstrap* bs);
 int mscclppBootstrapNranks(const struct mscclppBootstrap* bs);
 /* This rank among the ranks of its host, and their number. */
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks);
+/* The host identity (mscclppBootstrapHostIdentity's hash) of `rank`, from the
+ * rank table every rank received at the rendezvous; 0 for a rank out of
+ * range. Equal for ranks of one host. */
+uint64_t mscclppBootstrapHostHashOf(const struct mscclppBootstrap* bs, int rank);
 
 /* Point-to-point, any size; the same (peer, tag) keeps order. A peer may be
  * this rank. Recv of a message whose size differs from `size` consumes it

@@ -81,26 +81,24 @@ void mscclppCollHierRelease(struct mscclppComm* comm) {
   free(s);
 }
 
-/* The hosts' layout, from every rank's host identity (one allgather). */
+/* The hosts' layout, from every rank's host identity (the bootstrap's rank
+ * table: no exchange). */
 static mscclppResult_t learnLayout(struct mscclppComm* comm, struct mscclppCollHier* s) {
   const int n = comm->nranks, me = comm->rank;
-  uint64_t* ids = (uint64_t*)calloc((size_t)n, sizeof(uint64_t));
   int* hostOf = (int*)calloc((size_t)n, sizeof(int));
   int* size = (int*)calloc((size_t)n, sizeof(int));
   mscclppResult_t res = mscclppSuccess;
-  if (ids == NULL || hostOf == NULL || size == NULL) {
+  if (hostOf == NULL || size == NULL) {
     res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
     goto free_arrays;
   }
-  mscclppBootstrapHostIdentity(&comm->params, NULL, 0, &ids[me]);
-  res = mscclppBootstrapAllGather(comm, ids, sizeof(uint64_t));
-  if (res != mscclppSuccess) goto free_arrays;
   /* hosts numbered in the order of their lowest rank */
   int hosts = 0;
   for (int r = 0; r < n; r++) {
+    const uint64_t id = mscclppBootstrapHostHashOf(comm->bootstrap, r);
     int h = -1;
     for (int q = 0; q < r && h < 0; q++)
-      if (ids[q] == ids[r]) h = hostOf[q];
+      if (mscclppBootstrapHostHashOf(comm->bootstrap, q) == id) h = hostOf[q];
     hostOf[r] = h >= 0 ? h : hosts++;
     size[hostOf[r]]++;
   }
@@ -131,7 +129,6 @@ static mscclppResult_t learnLayout(struct mscclppComm* comm, struct mscclppCollH
                even ? "the same number of ranks on each" : "different numbers of ranks (no hierarchy)",
                s->localIndex, s->perHost, s->hostIndex);
 free_arrays:
-  free(ids);
   free(hostOf);
   free(size);
   return res;

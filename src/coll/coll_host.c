@@ -119,7 +119,6 @@ struct mscclppCollHost {
   struct mscclppAbort* abort;
   size_t perPeer, slotBytes, payload;
   int staging;     /* the communicator spans hosts: the scratch has staging regions after the receive regions */
-  uint64_t hostId; /* this rank's host identity (hash) */
   uint8_t* scratch;
   mscclppRegisteredMemory_t scratchMem;
   uint8_t* temp; /* payload bytes: this rank's own chunk while an in-place chain overwrites it */
@@ -179,7 +178,6 @@ static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHos
   h->slotBytes = h->perPeer / SLOTS;
   h->payload = h->slotBytes - HEADER_BYTES;
   h->staging = comm->localNranks != comm->nranks;
-  mscclppBootstrapHostIdentity(&comm->params, NULL, 0, &h->hostId);
   mscclppResult_t res = mscclppCommAbortOf(comm, &h->abort);
   h->peer = (struct hostPeer*)calloc((size_t)h->nranks, sizeof(*h->peer));
   h->temp = (uint8_t*)malloc(h->payload);
@@ -238,14 +236,15 @@ static mscclppResult_t connectRemote(struct mscclppComm* comm, struct mscclppCol
 }
 
 /* Connect to `r` (both ranks reach this at their first call with each
- * other): the two ranks check that their scratch layouts agree and learn
- * whether they share a host, then build the data and credit channels. */
+ * other): the two ranks check that their scratch layouts agree; whether they
+ * share a host is in the bootstrap's rank table. Then the data and credit
+ * channels. */
 static mscclppResult_t connectPeer(struct mscclppComm* comm, struct mscclppCollHost* h, int r) {
   struct hostPeer* p = &h->peer[r];
   if (p->connected) return mscclppSuccess;
   int remote = 0;
   if (r != h->rank) {
-    uint64_t mine[3] = {h->perPeer, (uint64_t)h->staging, h->hostId}, theirs[3] = {0, 0, 0};
+    uint64_t mine[2] = {h->perPeer, (uint64_t)h->staging}, theirs[2] = {0, 0};
     MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, r, TAG_SIZE, mine, sizeof(mine)));
     MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapRecv(comm, r, TAG_SIZE, theirs, sizeof(theirs)));
     if (theirs[0] != mine[0])
@@ -257,7 +256,7 @@ static mscclppResult_t connectPeer(struct mscclppComm* comm, struct mscclppCollH
       return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
                         "host collectives: ranks %d and %d disagree on whether the communicator spans hosts", h->rank,
                         r);
-    remote = theirs[2] != mine[2];
+    remote = mscclppBootstrapHostHashOf(comm->bootstrap, r) != mscclppBootstrapHostHashOf(comm->bootstrap, h->rank);
   }
   if (remote && !h->staging)
     return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
