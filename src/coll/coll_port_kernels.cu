@@ -155,19 +155,16 @@ static __device__ uint64_t sendPart(const PortLaunch& L, int q, uint64_t j, uint
       return n;
     case MSCCLPP_COLL_REDUCE:
       if (q != L.root) return 0;
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *src = L.send + lo * ts;
-      return n;
+      break;
     case MSCCLPP_COLL_BROADCAST:
       if (L.rank != L.root) return 0;
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *src = L.send + lo * ts;
-      return n;
+      break;
     default: /* allgather */
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *src = L.send + lo * ts;
-      return n;
+      break;
   }
+  n = chunkOf(0, L.count, j, ce, &lo); /* reduce, broadcast, allgather: the whole input */
+  *src = L.send + lo * ts;
+  return n;
 }
 
 /* What this rank receives from p in phase 1 of round j: n elements, which
@@ -184,24 +181,21 @@ static __device__ uint64_t recvPart(const PortLaunch& L, int p, uint64_t j, uint
       *dst = L.recv + lo * ts;
       return n;
     case MSCCLPP_COLL_REDUCESCATTER:
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *dst = L.recv + lo * ts;
-      return n;
+      break;
     case MSCCLPP_COLL_REDUCE:
       if (L.rank != L.root) return 0;
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *dst = L.recv + lo * ts;
-      return n;
+      break;
     case MSCCLPP_COLL_BROADCAST:
       if (p != L.root) return 0;
-      n = chunkOf(0, L.count, j, ce, &lo);
-      *dst = L.recv + lo * ts;
-      return n;
+      break;
     default: /* allgather, alltoall: block p of the output */
       n = chunkOf(0, L.count, j, ce, &lo);
       *dst = L.recv + ((uint64_t)p * L.count + lo) * ts;
       return n;
   }
+  n = chunkOf(0, L.count, j, ce, &lo); /* reduce-scatter, reduce, broadcast: the whole output */
+  *dst = L.recv + lo * ts;
+  return n;
 }
 
 /* This rank's own input to the reduction of round j (reducing kinds). */
