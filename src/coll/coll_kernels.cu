@@ -257,13 +257,9 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
   uint64_t* counter = L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? &L.state->llRoundSmall
                       : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? &L.state->llRoundMid[blockIdx.x]
                                                             : &L.state->llRound[blockIdx.x];
+  const uint64_t base = *counter;
   const uint8_t* in = L.send[me];
   uint8_t* out = L.recv[me];
-  /* this thread's first input word is loaded while the round counter is:
-   * the two loads' latencies overlap instead of adding up */
-  const uint64_t firstN = npk < per ? npk : per;
-  const uint64_t first = tid < firstN ? loadWord(in, tid * 8, bytes, L.vec16) : 0;
-  const uint64_t base = *counter;
   int failed = 0;
   for (uint64_t c = 0; c < nchunks && !failed; c++) {
     const uint64_t round = base + c + 1;
@@ -272,12 +268,12 @@ __global__ void __launch_bounds__(1024) packetAllReduceKernel(const __grid_const
     const uint64_t p0 = c * per;
     const uint64_t n = npk - p0 < per ? npk - p0 : per;
     for (uint64_t i = tid; i < n; i += nth) {
-      uint64_t v = c == 0 && i == tid ? first : loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      uint64_t v = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       for (int q = 0; q < k; q++)
         if (q != me) mscclppLL16Write(llSlot(L, q, parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
     }
     for (uint64_t i = tid; i < n && !failed; i += nth) {
-      uint64_t mine = c == 0 && i == tid ? first : loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+      uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       uint64_t acc = 0;
       for (int q = 0; q < k; q++) {
         uint64_t v = mine;
