@@ -45,13 +45,17 @@ typedef struct mscclppPortChannel* mscclppPortChannel_t;
 /* Where a channel's inbound semaphore (the counter the peer's proxy signals
  * and this rank's kernel polls) lives. */
 typedef enum {
-  /* Device memory on a GPU (the signal is a stream-ordered write queued
-   * behind the copy: no CPU wait; the kernel polls local memory); host
-   * shared memory on the host backend. */
+  /* The lowest-latency choice: pinned host memory for CUDA IPC between
+   * GPUs and for the network; host shared memory on the host backend. */
   mscclppPortSemaphoreAuto = 0,
+  /* Device memory on a GPU (CUDA IPC): every signal is a stream-ordered
+   * write (cuStreamWriteValue64) through the driver; the kernel polls local
+   * memory. */
   mscclppPortSemaphoreDevice = 1,
-  /* Pinned host memory: the peer's proxy stores the signal with the CPU once
-   * the copies before it are complete; the kernel polls over PCIe. */
+  /* Pinned host memory: the peer's proxy stores a signal with the CPU when
+   * none of its copies is in flight, else with a stream-ordered write
+   * behind them; the kernel polls over PCIe (MSCCLPP_HOST_POLL_DEPTH reads
+   * in flight). */
   mscclppPortSemaphoreHostPinned = 2
 } mscclppPortSemaphoreMem;
 

@@ -54,6 +54,18 @@
  * bytes, and the proxy writes them and the signal with one driver call and
  * no copy engine. Clear it in a copy of the handle to force copies. */
 #define MSCCLPP_PORT_CHANNEL_FLAG_INLINE 0x1u
+/* flags: the pushing side can store to the channel's `dst` itself (CUDA IPC:
+ * the peer's memory is mapped into this process; dstPtr/dstSize). An inline
+ * put to `dst` then stores its bytes there before it pushes the trigger
+ * (release order, so they are visible before the proxy signals), and marks
+ * the trigger "stored". A proxy that has never written through the
+ * connection itself (no copy, no proxy-written inline put) only signals -
+ * with the semaphore in host-pinned memory, a CPU store: no driver call and
+ * no copy engine on the path. Once it has, a write of its own might land
+ * after the kernel's store, so it writes the bytes again behind its earlier
+ * writes (FIFO order holds either way). Needs MSCCLPP_PORT_CHANNEL_FLAG_INLINE.
+ * Clear it in a copy of the handle to leave the payload to the proxy. */
+#define MSCCLPP_PORT_CHANNEL_FLAG_STORE 0x2u
 
 /* Plain struct: copy it to kernels by value (or through device memory). */
 typedef struct {
@@ -65,6 +77,8 @@ typedef struct {
   uint32_t flags;                        /* MSCCLPP_PORT_CHANNEL_FLAG_* */
   const uint8_t* srcPtr;                 /* memory `src` as the pushing side addresses it */
   uint64_t srcSize;                      /* its size in bytes */
+  uint8_t* dstPtr;                       /* memory `dst` as the pushing side addresses it (FLAG_STORE) */
+  uint64_t dstSize;                      /* its size in bytes (FLAG_STORE) */
 } mscclppPortChannelDeviceHandle;
 
 /* Push a put of 1..MSCCLPP_TRIGGER_INLINE_MAX bytes with its data inside the
@@ -101,9 +115,23 @@ MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortCh
   } else {
     for (uint32_t i = 0; i < (uint32_t)size; i++) v |= (uint64_t)p[i] << (8u * i);
   }
-  *r = mscclppFifoDevicePushTrigger(
-      &ch->fifo, mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size),
-      MSCCLPP_PORT_CHANNEL_INLINE_ORDER, position);
+  mscclppTrigger t =
+      mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size);
+  mscclppFifoOrder order = MSCCLPP_PORT_CHANNEL_INLINE_ORDER;
+  if ((ch->flags & MSCCLPP_PORT_CHANNEL_FLAG_STORE) && dst == ch->dst && dstOffset <= ch->dstSize &&
+      ch->dstSize - dstOffset >= size) {
+    uint8_t* q = ch->dstPtr + dstOffset;
+    if (size == 8 && ((uintptr_t)q & 7u) == 0) {
+      *(uint64_t*)q = v;
+    } else if (size == 4 && ((uintptr_t)q & 3u) == 0) {
+      *(uint32_t*)q = (uint32_t)v;
+    } else {
+      for (uint32_t i = 0; i < (uint32_t)size; i++) q[i] = (uint8_t)(v >> (8u * i));
+    }
+    t = mscclppTriggerInlineMarkStored(t);
+    order = mscclppFifoOrderRelease; /* the stores are visible before the proxy can signal */
+  }
+  *r = mscclppFifoDevicePushTrigger(&ch->fifo, t, order, position);
   return 1;
 }
 

@@ -20,7 +20,13 @@
  *   word 1:  bits  0..31  dstOffset
  *            bit  32      data bit 63
  *            bits 33..35  size - 1 (1..8 bytes; data's low bytes, little endian)
- *            bits 36..40  zero
+ *            bit  36      stored: the pusher has already stored the bytes at
+ *                         the destination through a mapping (CUDA IPC), with
+ *                         release order before the trigger; the proxy writes
+ *                         them again only if its own writes through the
+ *                         connection could have overtaken that store
+ *                         (mscclppTriggerInlineStored)
+ *            bits 37..40  zero
  *            bits 41..63  as above (dstMemoryId, semaphoreId, op, commit)
  *
  * Limits (a field outside them is rejected: mscclppTriggerEncode returns
@@ -49,7 +55,7 @@
 
 #include "mscclpp/device.h"
 
-#define MSCCLPP_TRIGGER_LAYOUT_VERSION 2
+#define MSCCLPP_TRIGGER_LAYOUT_VERSION 3
 
 #define MSCCLPP_TRIGGER_BITS_OFFSET 32
 #define MSCCLPP_TRIGGER_BITS_SIZE 31
@@ -188,6 +194,20 @@ MSCCLPP_HOST_DEVICE_INLINE void mscclppTriggerUnpackInline(const mscclppTrigger*
   uint64_t d = (t->value[0] & ~MSCCLPP_TRIGGER_COMMIT_BIT) | ((t->value[1] >> 32) & 1u) << 63;
   *data = n == 8u ? d : d & ((1ull << (8u * n)) - 1u);
   *size = n;
+}
+
+/* Bit 36 of an INLINE trigger's word 1: the pusher stored the bytes itself. */
+#define MSCCLPP_TRIGGER_INLINE_STORED_BIT (1ull << 36)
+
+/* Mark an INLINE trigger as stored (see the layout above). */
+MSCCLPP_HOST_DEVICE_INLINE mscclppTrigger mscclppTriggerInlineMarkStored(mscclppTrigger t) {
+  t.value[1] |= MSCCLPP_TRIGGER_INLINE_STORED_BIT;
+  return t;
+}
+
+/* 1 when an INLINE trigger says the pusher stored its bytes itself. */
+MSCCLPP_HOST_DEVICE_INLINE int mscclppTriggerInlineStored(const mscclppTrigger* t) {
+  return (t->value[1] & MSCCLPP_TRIGGER_INLINE_STORED_BIT) != 0;
 }
 
 /* The value of field number `field` (for messages). */

@@ -55,6 +55,14 @@ struct portConn {
   struct mscclppConnection* conn; /* NULL: free */
   int refs;
   int dirty; /* proxy thread: copies or signals may be in flight */
+  /* proxy thread, sticky: the proxy has written data through this
+   * connection (a copy, or an inline put's bytes). A kernel's own store of
+   * an inline put (MSCCLPP_PORT_CHANNEL_FLAG_STORE) may then have been
+   * overtaken by such a write issued or still in flight after it -- the
+   * proxy cannot tell when the kernel stored -- so its bytes are written
+   * again, behind them. While it stays 0, nothing but the kernels' stores
+   * has written through the connection, and a stored put needs no write. */
+  int proxyWrote;
   int needsProgress; /* mscclppConnProgress on every idle loop (Net) */
 };
 
@@ -125,10 +133,15 @@ static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, 
     mscclppResult_t res = mscclppConnWrite(s->conn, dst, f.dstOffset, src, f.srcOffset, f.size);
     if (res != mscclppSuccess) return fail(e, res, pos, "put");
     pc->dirty = 1;
+    pc->proxyWrote = 1;
     e->anyDirty = 1;
   }
   int signalled = 0;
-  if (f.op & MSCCLPP_TRIGGER_INLINE) {
+  /* A stored inline put: the pusher's own stores are the payload when the
+   * proxy has never written through this connection; otherwise the bytes
+   * are written again behind those writes (FIFO order; see proxyWrote). */
+  int storedDone = (f.op & MSCCLPP_TRIGGER_INLINE) && mscclppTriggerInlineStored(t) && !pc->proxyWrote;
+  if ((f.op & MSCCLPP_TRIGGER_INLINE) && !storedDone) {
     struct mscclppRegisteredMemory* dst = f.dstMemoryId < (uint32_t)MAX_MEMS ? e->mems[f.dstMemoryId] : NULL;
     if (dst == NULL)
       return failf(e, mscclppInvalidArgument, pos, "memory id %u (dst of an inline put, semaphore %u) is not a registered port memory",
@@ -144,6 +157,7 @@ static mscclppProxyHandlerResult execHandle(void* arg, const mscclppTrigger* t, 
     if (res != mscclppSuccess) return fail(e, res, pos, "inline put");
     if (signalled) s->outbound++;
     pc->dirty = 1;
+    pc->proxyWrote = 1;
     e->anyDirty = 1;
   }
   if ((f.op & MSCCLPP_TRIGGER_FLAG) && !signalled) {
@@ -313,6 +327,7 @@ static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclp
     e->conns[connSlot].conn = conn;
     e->conns[connSlot].refs = 0;
     e->conns[connSlot].dirty = 0;
+    e->conns[connSlot].proxyWrote = 0;
     e->conns[connSlot].needsProgress = mscclppConnNeedsProgress(conn);
     if (e->conns[connSlot].needsProgress) e->anyProgress = 1;
   }
@@ -333,6 +348,7 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
   if (--c->refs == 0) {
     c->conn = NULL;
     c->dirty = 0;
+    c->proxyWrote = 0;
     c->needsProgress = 0;
     e->anyProgress = 0;
     for (int i = 0; i < MAX_SEMS; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
@@ -381,6 +397,18 @@ static mscclppResult_t checkLocal(const struct mscclppConnection* conn, const st
   return mscclppSuccess;
 }
 
+/* Where the inbound semaphore lives when the choice is not CudaIpc's:
+ * Net: pinned host memory on both backends - the provider (or, when
+ * staging, the receiving proxy) writes it and kernels poll it; a HostShared
+ * arena may predate the network connection and then lacks the Net
+ * registration. CudaIpc asked for device memory: device memory. */
+static enum mscclppSemArenaKind portDefaultArena(const struct mscclppConnection* conn, int device) {
+  return conn->ops->transport == mscclppTransportNet       ? MSCCLPP_SEM_ARENA_HOST_PINNED
+         : device < 0                                      ? MSCCLPP_SEM_ARENA_HOST
+         : conn->ops->transport == mscclppTransportHostShm ? MSCCLPP_SEM_ARENA_HOST_PINNED
+                                                           : MSCCLPP_SEM_ARENA_DEVICE;
+}
+
 mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struct mscclppConnection* conn,
                                         const mscclppPortChannelConfig* cfg, struct mscclppPortChannel** out) {
   static const char fn[] = "mscclppPortChannelCreate";
@@ -397,15 +425,16 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   enum mscclppSemArenaKind kind;
   switch (cfg->semaphoreMem) {
     case mscclppPortSemaphoreAuto:
+      /* CudaIpc on a GPU: pinned host memory, so that a signal with nothing
+       * in flight is one CPU store (no driver call; the kernel polls it
+       * over PCIe), and one behind copies a stream-ordered write
+       * (transport_cuda_ipc.c). 8-byte ping-pong 7.4 us against 12.2 us in
+       * device memory (bench/RESULTS.md). */
+      kind = conn->ops->transport == mscclppTransportCudaIpc && device >= 0 ? MSCCLPP_SEM_ARENA_HOST_PINNED
+                                                                            : portDefaultArena(conn, device);
+      break;
     case mscclppPortSemaphoreDevice:
-      /* Net: pinned host memory on both backends - the provider (or, when
-       * staging, the receiving proxy) writes it and kernels poll it; a
-       * HostShared arena may predate the network connection and then lacks
-       * the Net registration. */
-      kind = conn->ops->transport == mscclppTransportNet ? MSCCLPP_SEM_ARENA_HOST_PINNED
-             : device < 0                                ? MSCCLPP_SEM_ARENA_HOST
-             : conn->ops->transport == mscclppTransportHostShm ? MSCCLPP_SEM_ARENA_HOST_PINNED
-                                                                : MSCCLPP_SEM_ARENA_DEVICE;
+      kind = portDefaultArena(conn, device);
       break;
     case mscclppPortSemaphoreHostPinned:
       if (device < 0)
@@ -482,6 +511,14 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   h->srcPtr = (const uint8_t*)cfg->local->devPtr;
   h->srcSize = cfg->local->size;
   h->flags = mscclppConnCanWriteInline(conn) && cfg->local->devPtr != NULL ? MSCCLPP_PORT_CHANNEL_FLAG_INLINE : 0u;
+  /* CudaIpc from a GPU: the peer's memory is mapped here, kernels may store
+   * small puts into it themselves (MSCCLPP_PORT_CHANNEL_FLAG_STORE). */
+  if ((h->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) && conn->ops->transport == mscclppTransportCudaIpc &&
+      device >= 0 && ch->peer.mem->devPtr != NULL) {
+    h->flags |= MSCCLPP_PORT_CHANNEL_FLAG_STORE;
+    h->dstPtr = (uint8_t*)ch->peer.mem->devPtr;
+    h->dstSize = ch->peer.mem->size;
+  }
   MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "port channel rank %d -> rank %d (tag %d, %s): semaphore %u, dst %u, src %u",
                conn->rank, conn->remoteRank, cfg->tag, conn->ops->name, semId, dstId, srcId);
   *out = ch;

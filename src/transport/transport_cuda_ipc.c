@@ -6,11 +6,13 @@
  * the same GPU (MPS).
  *
  * write  - cudaMemcpyAsync on the connection's stream; returns once enqueued.
- * signal - destination the CPU reaches (host kinds): wait until the stream
- *          has drained, if anything is pending, then one 64-bit store with
- *          release order - no CUDA call at all when nothing is pending.
- *          Device memory: a stream-ordered 64-bit write behind the copies
- *          (cuStreamWriteValue64, which fences the earlier writes).
+ * signal - destination the CPU reaches (host kinds) and nothing pending:
+ *          one 64-bit store with release order - no CUDA call at all.
+ *          Otherwise (device memory, or copies pending): a stream-ordered
+ *          64-bit write behind the copies (cuStreamWriteValue64, which
+ *          fences the earlier writes) to the destination's device address.
+ *          A semaphore's values stay in order: the CPU stores only when the
+ *          stream has been seen idle, i.e. after every earlier stream write.
  * flush  - wait until the stream has drained (bounded, abortable). */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -83,11 +85,14 @@ static mscclppResult_t ipcWrite(struct mscclppConnection* c, struct mscclppRegis
 
 static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                  uint64_t value) {
-  if (dst->hostAccessible) {
-    MSCCLPP_RETURN_ON_ERROR(drain(c));
+  if (dst->hostAccessible && !c->pending) {
     __atomic_store_n((uint64_t*)((char*)dst->ptr + dstOffset), value, __ATOMIC_RELEASE);
     return mscclppSuccess;
   }
+  if (dst->devPtr == NULL)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_TRANSPORT,
+                      "signal from rank %d to rank %d: the semaphore's memory has no device address here", c->rank,
+                      c->remoteRank);
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValue64Async(c->stream, (char*)dst->devPtr + dstOffset, value));
   c->pending = 1;
   return mscclppSuccess;
@@ -97,8 +102,8 @@ static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegi
  * size and aligned (the path small puts are for: no copy engine, one driver
  * call together with the signal); any other size or alignment is staged
  * through cudaMemcpyAsync from pageable memory, which copies the bytes
- * before it returns. The signal into device memory rides in the same batch;
- * into host memory it is ipcSignal's CPU store once the stream drained. */
+ * before it returns. The signal rides in the same batch (the payload makes
+ * the stream busy, so a CPU store would have to wait for it). */
 static mscclppResult_t ipcWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
                                       uint64_t dstOffset, const void* bytes, uint32_t size,
                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
@@ -116,7 +121,7 @@ static mscclppResult_t ipcWriteInline(struct mscclppConnection* c, struct mscclp
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcMemcpyAsync(c->stream, (char*)dst->ptr + dstOffset, &v, size));
   }
   c->pending = 1;
-  if (sigDst != NULL && !sigDst->hostAccessible) {
+  if (sigDst != NULL && sigDst->devPtr != NULL) {
     w[n].dst = (char*)sigDst->devPtr + sigOffset;
     w[n].value = sigValue;
     w[n].bytes = 8;

@@ -73,9 +73,9 @@ static mscclppRegisteredMemory_t localMem;
 struct peer {
   int rank;
   mscclppConnection_t conn;
-  mscclppPortChannel_t port, portHost;
+  mscclppPortChannel_t port, portDev;
   mscclppMemoryChannel_t mem;
-  mscclppPortChannelDeviceHandle ph, phHost;
+  mscclppPortChannelDeviceHandle ph, phDev;
   mscclppMemoryChannelDeviceHandle mh;
 };
 static struct peer peers[MAX_RANKS];
@@ -83,9 +83,17 @@ static struct peer peers[MAX_RANKS];
 /* ---- kernels ---------------------------------------------------------------------------- */
 
 enum { PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL_POLL, PORT_OPS };
+/* FIFO order against the kernel's own stores (MSCCLPP_PORT_CHANNEL_FLAG_STORE):
+ * a copy of decoy bytes over the whole range, a copy of the right bytes
+ * [8, size), then an 8-byte putWithSignal of the right first 8 bytes, which
+ * the kernel stores itself while the decoy copy may still be in flight; the
+ * proxy must write them again behind it. The decoy is my own source 8 bytes
+ * further on or back (a shifted pattern: other bytes), `decoy` its offset.
+ * Sizes > 8. */
+#define PORT_OVERWRITE 100
 
 __device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, uint64_t dstOff, uint64_t srcOff,
-                                  uint64_t size) {
+                                  uint64_t size, uint64_t decoy) {
   mscclppPortChannelDeviceHandle h = *hp;
   mscclppResult_t r = mscclppSuccess;
   switch (op) {
@@ -96,6 +104,11 @@ __device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, ui
     case PORT_PUT_WITH_SIGNAL: r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, size); break;
     case PORT_PUT_WITH_SIGNAL_FLUSH:
       r = mscclppPortChannelDevicePutWithSignalAndFlush(&h, h.dst, dstOff, h.src, srcOff, size);
+      break;
+    case PORT_OVERWRITE:
+      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, decoy, size);
+      if (r == mscclppSuccess) r = mscclppPortChannelDevicePut(&h, h.dst, dstOff + 8, h.src, srcOff + 8, size - 8);
+      if (r == mscclppSuccess) r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, 8);
       break;
     default:
       r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, srcOff, size);
@@ -122,11 +135,11 @@ __device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, ui
  * with `expect` and records the first wrong index in *firstBad: a signal
  * that overtakes its data fails here, before anything else can touch DST. */
 __global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t dstOff, uint64_t srcOff,
-                           uint64_t size, const volatile uint8_t* dst, const uint8_t* expect,
+                           uint64_t size, uint64_t decoy, const volatile uint8_t* dst, const uint8_t* expect,
                            unsigned long long* firstBad, int* status) {
   __shared__ int res;
   if (threadIdx.x == 0) {
-    res = (int)portOp(&h, op, dstOff, srcOff, size);
+    res = (int)portOp(&h, op, dstOff, srcOff, size, decoy);
     *status = res;
   }
   __syncthreads();
@@ -274,15 +287,15 @@ static void setup(size_t maxBytes) {
     pc.local = localMem;
     CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->port), mscclppSuccess);
     pc.tag = TAG_PORT_HOST;
-    pc.semaphoreMem = mscclppPortSemaphoreHostPinned;
-    CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->portHost), mscclppSuccess);
+    pc.semaphoreMem = mscclppPortSemaphoreDevice;
+    CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->portDev), mscclppSuccess);
     mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
     mc.tag = TAG_MEM;
     mc.local = localMem;
     CHECK_RES(mscclppMemoryChannelCreate(comm, q->conn, &mc, &q->mem), mscclppSuccess);
     if (harnessFailures_) exit(1);
     mscclppPortChannelGetDeviceHandle(q->port, &q->ph);
-    mscclppPortChannelGetDeviceHandle(q->portHost, &q->phHost);
+    mscclppPortChannelGetDeviceHandle(q->portDev, &q->phDev);
     mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh);
     /* Both ends on one device (every rank when they share one GPU; a rank
      * with itself always), all memory device memory: gpu-scope semaphores. */
@@ -303,7 +316,7 @@ static void teardown(void) {
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   for (int d = 0; d < nranks; d++) {
     CHECK_RES(mscclppPortChannelDestroy(peers[d].port), mscclppSuccess);
-    CHECK_RES(mscclppPortChannelDestroy(peers[d].portHost), mscclppSuccess);
+    CHECK_RES(mscclppPortChannelDestroy(peers[d].portDev), mscclppSuccess);
     CHECK_RES(mscclppMemoryChannelDestroy(peers[d].mem), mscclppSuccess);
     CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
   }
@@ -375,19 +388,30 @@ static const char* memName[MEM_OPS] = {"memory put", "memory get", "LL16 packets
 static uint32_t packetFlag;
 
 static void runCase(struct peer* q, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
-  /* CUDA IPC carries puts of up to 8 bytes inside the trigger */
+  /* CUDA IPC carries puts of up to 8 bytes inside the trigger, and the
+   * kernel stores them itself; the default semaphore is in pinned host
+   * memory, which the kernel polls over PCIe */
   CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
-  for (int op = 0; op <= PORT_OPS + 1 && harnessFailures_ == 0; op++) {
-    /* op == PORT_OPS: putWithSignal through the host-pinned semaphore;
-     * op == PORT_OPS + 1: a small putWithSignal as a copy (inline off) */
-    if (op == PORT_OPS + 1 && size > MSCCLPP_TRIGGER_INLINE_MAX) break;
-    mscclppPortChannelDeviceHandle h = op == PORT_OPS ? q->phHost : q->ph;
-    if (op == PORT_OPS + 1) h.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+  CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_STORE);
+  for (int op = 0; op <= PORT_OPS + 3 && harnessFailures_ == 0; op++) {
+    /* op == PORT_OPS: putWithSignal through the device-memory semaphore;
+     * op == PORT_OPS + 1: a small putWithSignal as a copy (inline off);
+     * op == PORT_OPS + 2: a small putWithSignal written by the proxy (store off);
+     * op == PORT_OPS + 3: PORT_OVERWRITE (sizes > 8) */
+    if ((op == PORT_OPS + 1 || op == PORT_OPS + 2) && size > MSCCLPP_TRIGGER_INLINE_MAX) continue;
+    uint64_t decoy = srcOff + 8 + size <= S ? srcOff + 8 : srcOff >= 8 ? srcOff - 8 : ~0ull;
+    if (op == PORT_OPS + 3 && (size <= 8 || decoy == ~0ull)) continue;
+    mscclppPortChannelDeviceHandle h = op == PORT_OPS ? q->phDev : q->ph;
+    if (op == PORT_OPS + 1) h.flags &= ~(MSCCLPP_PORT_CHANNEL_FLAG_INLINE | MSCCLPP_PORT_CHANNEL_FLAG_STORE);
+    if (op == PORT_OPS + 2) h.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_STORE;
     prepare(q->rank, srcOff, size);
-    portKernel<<<1, THREADS, 0, stream>>>(h, op >= PORT_OPS ? PORT_PUT_WITH_SIGNAL : op, S + dstOff, srcOff, size,
-                                          dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
-    const char* name = op == PORT_OPS       ? "port putWithSignal (host-pinned semaphore)"
+    portKernel<<<1, THREADS, 0, stream>>>(h, op == PORT_OPS + 3 ? PORT_OVERWRITE : op >= PORT_OPS ? PORT_PUT_WITH_SIGNAL : op,
+                                          S + dstOff, srcOff, size, decoy, dbuf + S + dstOff, dExpect, dFirstBad,
+                                          dStatus);
+    const char* name = op == PORT_OPS       ? "port putWithSignal (device-memory semaphore)"
                        : op == PORT_OPS + 1 ? "port putWithSignal (copy, inline off)"
+                       : op == PORT_OPS + 2 ? "port putWithSignal (inline, written by the proxy)"
+                       : op == PORT_OPS + 3 ? "port put decoy + put + 8-byte putWithSignal (FIFO order)"
                                             : portName[op];
     if (finishKernel(name, q->rank)) {
       unsigned long long firstBad = 0;

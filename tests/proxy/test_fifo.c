@@ -47,7 +47,7 @@ static void testLayout(void) {
   mscclppTriggerUnpack(&t, &g);
   CHECK(g.op == MSCCLPP_TRIGGER_OP_USER_LAST && g.size == 0 && g.srcOffset == 0 && g.dstOffset == 0 &&
         g.srcMemoryId == 0 && g.dstMemoryId == 0 && g.semaphoreId == 0);
-  CHECK(MSCCLPP_TRIGGER_LAYOUT_VERSION == 2);
+  CHECK(MSCCLPP_TRIGGER_LAYOUT_VERSION == 3);
   CHECK(sizeof(mscclppTrigger) == 16 && _Alignof(mscclppTrigger) == 16);
 }
 
@@ -76,6 +76,16 @@ static void testInlineLayout(void) {
     t.value[1] |= MSCCLPP_TRIGGER_COMMIT_BIT;
     mscclppTriggerUnpackInline(&t, &d, &size);
     CHECK(size == n && d == (n == 8 ? data : data & ((1ull << (8 * n)) - 1)));
+    /* the stored mark changes neither the payload nor the fields */
+    CHECK(!mscclppTriggerInlineStored(&t));
+    mscclppTrigger m = mscclppTriggerInlineMarkStored(t);
+    CHECK(mscclppTriggerInlineStored(&m));
+    mscclppTriggerUnpackInline(&m, &d, &size);
+    CHECK(size == n && d == (n == 8 ? data : data & ((1ull << (8 * n)) - 1)));
+    mscclppTriggerFields gm;
+    mscclppTriggerUnpack(&m, &gm);
+    CHECK(gm.op == op && gm.dstMemoryId == g.dstMemoryId && gm.dstOffset == g.dstOffset &&
+          gm.semaphoreId == g.semaphoreId);
   }
   mscclppTrigger z = mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE, 0, 0, 0, 0, 1);
   uint64_t d = 1;
