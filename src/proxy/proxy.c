@@ -14,6 +14,7 @@
 #include "core/util.h"
 #include "gpu/abort.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
 #include "mscclpp/proxy.h"
 #include "proxy/fifo.h"
 #include "proxy/proxy.h"
@@ -147,6 +148,13 @@ static void threadSetup(struct mscclppProxy* p) {
   }
   if (mscclppGpuSetDevice(p->device) != mscclppSuccess)
     mscclppAbortRaisef(p->abort, mscclppUnhandledCudaError, "proxy %s cannot use device %d", p->name, p->device);
+  /* This thread never captures a graph, and its stream queries and copies
+   * (on streams of its own) must not be refused while an application
+   * thread captures one in cudaStreamCaptureModeGlobal: relaxed capture
+   * interaction for the thread's lifetime. (Refused queries failed the GPU
+   * collectives across pretend hosts once port channels signalled faster,
+   * bench/RESULTS.md.) */
+  if (p->device >= 0) (void)mscclppGpuIpcCaptureRelax();
 }
 
 /* Hand one fresh trigger to its handler and take it (unpublished). 0: go
