@@ -103,23 +103,44 @@ MSCCLPP_DEVICE_INLINE void mscclppLL16Write(mscclppLLPacket16* p, uint32_t data0
 #endif
 }
 
-MSCCLPP_DEVICE_INLINE int mscclppLL16TryRead(const mscclppLLPacket16* p, uint32_t flag, uint32_t* data0,
-                                             uint32_t* data1) {
+/* One LL16 packet as read, not yet checked: a reader that polls several
+ * packets issues all their loads (mscclppLL16Load) before it checks any
+ * (mscclppLL16Check), so the loads travel together instead of one after the
+ * other. */
+typedef struct {
+  uint32_t data0, flag0, data1, flag1;
+} mscclppLL16Raw;
+
+MSCCLPP_DEVICE_INLINE mscclppLL16Raw mscclppLL16Load(const mscclppLLPacket16* p) {
+  mscclppLL16Raw r;
 #if defined(MSCCLPP_DEVICE_CUDA)
-  uint32_t d0, f0, d1, f1;
   __asm__ __volatile__("ld.volatile.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                       : "=r"(r.data0), "=r"(r.flag0), "=r"(r.data1), "=r"(r.flag1)
                        : "l"(p)
                        : "memory");
 #else
   const uint64_t* w = (const uint64_t*)p;
   uint64_t v0 = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
   uint64_t v1 = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
-  uint32_t d0 = (uint32_t)v0, f0 = (uint32_t)(v0 >> 32), d1 = (uint32_t)v1, f1 = (uint32_t)(v1 >> 32);
+  r.data0 = (uint32_t)v0, r.flag0 = (uint32_t)(v0 >> 32), r.data1 = (uint32_t)v1, r.flag1 = (uint32_t)(v1 >> 32);
 #endif
-  if (f0 != flag || f1 != flag) return 0;
-  *data0 = d0;
-  *data1 = d1;
+  return r;
+}
+
+/* 1 and the packet's 8 data bytes (little endian) in *data when both flags
+ * are `flag`; 0 otherwise. */
+MSCCLPP_DEVICE_INLINE int mscclppLL16Check(mscclppLL16Raw r, uint32_t flag, uint64_t* data) {
+  if (r.flag0 != flag || r.flag1 != flag) return 0;
+  *data = (uint64_t)r.data0 | (uint64_t)r.data1 << 32;
+  return 1;
+}
+
+MSCCLPP_DEVICE_INLINE int mscclppLL16TryRead(const mscclppLLPacket16* p, uint32_t flag, uint32_t* data0,
+                                             uint32_t* data1) {
+  uint64_t v;
+  if (!mscclppLL16Check(mscclppLL16Load(p), flag, &v)) return 0;
+  *data0 = (uint32_t)v;
+  *data1 = (uint32_t)(v >> 32);
   return 1;
 }
 

@@ -68,8 +68,7 @@ void mscclppCollGpuRelease(struct mscclppComm* comm) { (void)comm; }
 #define TAG_BASE 0x7d000000
 #define STAGE_MIN_BYTES ((size_t)2 << 20)
 /* The grid of every packet kernel. */
-#define PACKET_THREADS 512u
-#define PACKET_SMALL_BYTES (4u << 10) /* one block of PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
+#define PACKET_SMALL_BYTES (4u << 10) /* one block of MSCCLPP_COLL_GPU_PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
 #define PACKET_MID_BYTES (64u << 10)  /* up to here 16 blocks: 4 ranks, 64 KiB took 4.9 us on 16, 5.3-5.5 on 33 */
 #define PACKET_MID_BLOCKS 16u
 _Static_assert(PACKET_MID_BYTES * 2 <= MSCCLPP_COLL_GPU_LLMID_SLOT, "a mid message fits one slot of packets");
@@ -459,7 +458,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
       L.vec16 = (((uintptr_t)send | (uintptr_t)recv) & 7) == 0;
       /* the same grid for every packet kernel of the communicator (see the
        * kernel): blocks without packets only advance their round counter */
-      L.nthreads = PACKET_THREADS;
+      L.nthreads = MSCCLPP_COLL_GPU_PACKET_THREADS;
       if (inBytes <= PACKET_SMALL_BYTES) { /* the three grids (coll_gpu.h) */
         L.nblocks = 1;
         L.llGrid = MSCCLPP_COLL_GPU_LL_SMALL;

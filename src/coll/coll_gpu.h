@@ -41,6 +41,8 @@ extern "C" {
 #endif
 
 #define MSCCLPP_COLL_GPU_MAX_RANKS 8
+/* Threads per block of the LL-packet allreduce (its kernel's launch bound). */
+#define MSCCLPP_COLL_GPU_PACKET_THREADS 512u
 #define MSCCLPP_COLL_GPU_MAX_BLOCKS 128
 #define MSCCLPP_COLL_GPU_MAX_P2P 64
 
