@@ -33,7 +33,7 @@
   X(socketIfname,   "MSCCLPP_SOCKET_IFNAME",   STR,   "",     "Interfaces for bootstrap sockets: comma list of name prefixes; ^ excludes, = matches exactly (as NCCL_SOCKET_IFNAME)") \
   X(socketFamily,   "MSCCLPP_SOCKET_FAMILY",   STR,   "",     "AF_INET or AF_INET6 to force the bootstrap's address family; empty picks what the interface has") \
   X(hostId,         "MSCCLPP_HOSTID",          STR,   "",     "Overrides the host identity used to find ranks of the same host (default: host name and network namespace)") \
-  X(fifoSize,       "MSCCLPP_FIFO_SIZE",       INT,   "512",  "Number of 16-byte trigger slots in each proxy FIFO (a power of two)") \
+  X(fifoSize,       "MSCCLPP_FIFO_SIZE",       INT,   "16384", "Number of 16-byte trigger slots in each proxy FIFO (a power of two); fewer than a few thousand starve the proxy when many GPU threads push (bench/RESULTS.md)") \
   X(proxyBackoffUs, "MSCCLPP_PROXY_BACKOFF_US",INT,   "0",    "0: proxy threads busy-poll; N>0: an idle proxy thread sleeps up to N microseconds between polls") \
   X(numaBind,       "MSCCLPP_NUMA_BIND",       INT,   "1",    "1: bind proxy threads to the CPUs of the device's NUMA node (read from sysfs); 0: do not bind") \
   X(localNranks,    "MSCCLPP_LOCAL_NRANKS",    INT,   "-1",   "Number of ranks on this host, set by mscclpp-run") \

@@ -38,7 +38,7 @@ static void testParams(void) {
   unsetenv("MSCCLPP_FIFO_SIZE");
   CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
   CHECK(p.timeout == 30.0);
-  CHECK(p.fifoSize == 512);
+  CHECK(p.fifoSize == 16384);
   setenv("MSCCLPP_TIMEOUT", "2.5", 1);
   CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
   CHECK(p.timeout == 2.5);
