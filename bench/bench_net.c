@@ -16,7 +16,10 @@
  *             Half round trip; goal: ours <= 1.2x raw. A third figure
  *             runs the raw ping-pong with a yielding sibling thread per rank
  *             (the host backend has two threads per rank: its kernel thread
- *             and the proxy).
+ *             and the proxy); a fourth posts the message ours posts (an
+ *             injected 8-byte fi_writemsg with remote CQ data and a local
+ *             completion) raw, each side still polling the word: what the
+ *             message kind costs, apart from the threads.
  *   bandwidth raw: fi_write of 1 MiB, 16 in flight, then an 8-byte flag the
  *             receiver acknowledges; ours: 1 MiB puts, a signal after the
  *             last, the receiver signals back. Goal: ours >= 90% of raw.
@@ -101,10 +104,20 @@ struct raw {
     }                                                                         \
   } while (0)
 
+/* Contexts of the raw posts that complete locally (FI_CONTEXT2 mode): a
+ * ring, reused only once the post that held it has completed. */
+#define RAW_CTXS 64
+static struct fi_context2 rawCtx[RAW_CTXS];
+static uint64_t rawCtxPosted, rawCtxDone;
+
 static void rawPoll(struct raw* r) {
   struct fi_cq_data_entry e[16];
   ssize_t n = fi_cq_read(r->cq, e, 16);
-  if (n > 0) r->inflight -= (int)n;
+  for (ssize_t i = 0; i < n; i++) {
+    if (e[i].flags & FI_REMOTE_CQ_DATA) continue; /* the peer's message: the word tells */
+    if (e[i].op_context != NULL) rawCtxDone++;   /* rawInjectCq */
+    else r->inflight--;                          /* rawBandwidth's writes */
+  }
   if (n == -FI_EAVAIL) {
     struct fi_cq_err_entry err;
     memset(&err, 0, sizeof(err));
@@ -175,21 +188,44 @@ static void rawInject(struct raw* r, uint64_t off, uint64_t v) {
   while (fi_inject_write(r->ep, &v, 8, r->peer, r->peerBase + off, r->peerKey) == -FI_EAGAIN) rawPoll(r);
 }
 
-static double rawLatency(struct raw* r, int iters) {
+/* The message ours sends for an 8-byte putWithSignal: an injected write
+ * with remote CQ data (a made-up signal word) and a local completion. */
+static void rawInjectCq(struct raw* r, uint64_t off, uint64_t v) {
+  while (rawCtxPosted - rawCtxDone >= RAW_CTXS) rawPoll(r);
+  struct iovec iov = {&v, sizeof(v)};
+  void* desc = NULL;
+  struct fi_rma_iov rma = {r->peerBase + off, sizeof(v), r->peerKey};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = r->peer, .rma_iov = &rma,
+                           .rma_iov_count = 1, .context = &rawCtx[rawCtxPosted % RAW_CTXS],
+                           .data = 0x80000000u | (uint32_t)(v & 0xffu)};
+  ssize_t rc;
+  while ((rc = fi_writemsg(r->ep, &msg, FI_INJECT | FI_COMPLETION | FI_REMOTE_CQ_DATA)) == -FI_EAGAIN) rawPoll(r);
+  RAW(rc);
+  rawCtxPosted++;
+}
+
+static double rawLatency(struct raw* r, int iters, int cqData) {
   volatile uint64_t* w = (volatile uint64_t*)r->buf;
+  void (*post)(struct raw*, uint64_t, uint64_t) = cqData ? rawInjectCq : rawInject;
   OK(mscclppBootstrapBarrier(comm));
   double t0 = 0;
   for (int i = 1; i <= iters + 100; i++) {
     if (i == 101) t0 = now();
     if (rank == 0) {
-      rawInject(r, 0, (uint64_t)i);
+      post(r, 0, (uint64_t)i);
       rawWait(r, w, (uint64_t)i);
     } else {
       rawWait(r, w, (uint64_t)i);
-      rawInject(r, 0, (uint64_t)i);
+      post(r, 0, (uint64_t)i);
     }
   }
-  return (now() - t0) / iters / 2 * 1e6;
+  double lat = (now() - t0) / iters / 2 * 1e6;
+  while (rawCtxDone != rawCtxPosted) rawPoll(r);
+  /* the word counts up again from 1 in the next run */
+  OK(mscclppBootstrapBarrier(comm));
+  __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+  OK(mscclppBootstrapBarrier(comm));
+  return lat;
 }
 
 static double rawBandwidth(struct raw* r, int rounds) {
@@ -233,7 +269,7 @@ static double rawLatencyWithSibling(struct raw* r, int iters) {
   pthread_t t;
   __atomic_store_n(&spinnerStop, 0, __ATOMIC_RELEASE);
   if (pthread_create(&t, NULL, spinner, NULL) != 0) return 0;
-  double lat = rawLatency(r, iters);
+  double lat = rawLatency(r, iters, 0);
   __atomic_store_n(&spinnerStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
   return lat;
@@ -305,13 +341,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   peer = 1 - rank;
-  double rawLat = 0, rawBw = 0, rawSibLat = 0;
+  double rawLat = 0, rawBw = 0, rawSibLat = 0, rawCqLat = 0;
 #ifdef MSCCLPP_HAVE_LIBFABRIC
   struct raw r;
   memset(&r, 0, sizeof(r));
   rawSetup(&r);
-  rawLat = rawLatency(&r, iters);
+  rawLat = rawLatency(&r, iters, 0);
   rawSibLat = rawLatencyWithSibling(&r, iters);
+  rawCqLat = rawLatency(&r, iters, 1);
   rawBw = rawBandwidth(&r, rounds);
   rawClose(&r);
 #endif
@@ -346,6 +383,9 @@ int main(int argc, char** argv) {
     printf("  8 B ping-pong, raw fi_inject_write with a yielding sibling thread per rank (the host backend's 4 "
            "threads on this machine's cores): %.2f us | ours / that %.2fx\n",
            rawSibLat, rawSibLat > 0 ? ourLat / rawSibLat : 0);
+    printf("  8 B ping-pong, raw fi_writemsg with remote CQ data (the message ours sends; the word polled): %.2f us "
+           "| ours / that %.2fx\n",
+           rawCqLat, rawCqLat > 0 ? ourLat / rawCqLat : 0);
     printf("  1 MiB stream: raw fi_write %.2f GB/s | port channel put %.2f GB/s | %.0f%% of raw (goal >= 90%%)\n", rawBw,
            ourBw, rawBw > 0 ? 100 * ourBw / rawBw : 0);
   }

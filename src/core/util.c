@@ -1,6 +1,7 @@
 #include "core/util.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -12,6 +13,16 @@ uint64_t mscclppTimeNs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int mscclppYieldGated(struct mscclppYieldGate* g, uint64_t sparseNs) {
+  uint64_t now = mscclppTimeNs();
+  if (g->fast >= MSCCLPP_YIELD_FAST_RUN && now - g->endNs < sparseNs) return 0;
+  sched_yield();
+  g->endNs = mscclppTimeNs();
+  if (g->endNs - now >= MSCCLPP_YIELD_FAST_NS) g->fast = 0;
+  else if (g->fast < MSCCLPP_YIELD_FAST_RUN) g->fast++;
+  return 1;
 }
 
 mscclppDeadline mscclppDeadlineIn(double seconds) {

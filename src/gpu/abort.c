@@ -2,7 +2,6 @@
 #include "gpu/abort.h"
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +16,21 @@
 
 uint64_t mscclppHostClockNs(void) { return mscclppTimeNs(); }
 
+/* Host-backend waits yield only while that lets another thread run
+ * (mscclppYieldGated); with nobody else wanting the core, once every 20 us.
+ * Per thread: its waits share its core. A 1 us interval cost the memory
+ * channel's host ping-pong 0.25 us on 16 cores (0.54-0.68 against
+ * 0.29-0.41 us; 20 us: 0.37-0.41), bench/RESULTS.md. */
+#define WAIT_SPARSE_YIELD_NS 20000u
+static __thread struct mscclppYieldGate waitYield;
+
 void mscclppHostWaitBackoff(uint64_t waitedNs) {
   /* Yield-only for the first millisecond: a sleep costs at least the timer
    * slack (50 us), which a host-backend ping-pong over the network pays on
    * every hop (bench_net: 20 us with yields, 70-100 us with sleeps after
    * 20 us). */
   if (waitedNs < 1000000) {
-    sched_yield();
+    mscclppYieldGated(&waitYield, WAIT_SPARSE_YIELD_NS);
     return;
   }
   uint64_t ns = waitedNs / 4 < 100000 ? waitedNs / 4 : 100000;
@@ -142,11 +149,16 @@ mscclppResult_t mscclppAbortPollDevice(struct mscclppAbort* abort) {
   uint64_t word = __atomic_load_n(abort->errorWordHost, __ATOMIC_ACQUIRE);
   if (word == 0) return mscclppSuccess;
   mscclppResult_t code = deviceErrorStatus(word);
-  if (__atomic_exchange_n(&abort->deviceErrorTaken, 1, __ATOMIC_ACQ_REL) == 0) {
-    char text[512];
-    mscclppDeviceErrorDescribe(word, text, sizeof(text));
+  char text[512];
+  mscclppDeviceErrorDescribe(word, text, sizeof(text));
+  /* Recorded by every caller that sees the word (the first record wins, the
+   * others change nothing), so that the first error is set when this
+   * returns: the thread that takes the word may still be on its way to
+   * record() while another asks mscclppAbortGetError. Logged once. */
+  if (__atomic_exchange_n(&abort->deviceErrorTaken, 1, __ATOMIC_ACQ_REL) == 0)
     mscclppAbortRaisef(abort, code, "%s", text);
-  }
+  else
+    record(abort, code, text);
   return code;
 }
 

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +23,16 @@
 #define PROXY_BATCH 64
 /* Idle polls before an idle thread starts to sleep (with a backoff). */
 #define PROXY_IDLE_SPINS 1024
-/* Host backend: an idle thread yields every (mask + 1) polls. The
- * "kernels" are threads that usually outnumber the cores, and the one this
- * proxy waits for may be queued behind it on its core; a yield with nobody
- * else runnable costs well under a microsecond. bench_net's 8-byte
- * ping-pong (2 ranks, 2 cores): mask 255 -> 250 us, 15 -> 30 us, 0 -> 20 us. */
-#define PROXY_HOST_YIELD_MASK 0u
+/* Host backend: an idle thread yields its core on every idle pass while
+ * that lets another thread run there (mscclppYieldGated). The "kernels" are
+ * threads that often outnumber the cores, and the one this proxy waits for
+ * may be queued behind it on its core (bench_net's 8-byte ping-pong, 2
+ * ranks on 2 cores: a yield every 256 passes -> 250 us, every 16 -> 30 us,
+ * every pass -> 20 us, before the waits yielded too). With nobody else
+ * runnable here a yield is still most of an idle pass (0.17 us of the
+ * network's ~0.5 us), which delays seeing a trigger or a completion: then
+ * it yields once every PROXY_HOST_SPARSE_YIELD_NS. */
+#define PROXY_HOST_SPARSE_YIELD_NS 20000u
 /* Largest tuning.stalePauseNs (1 ms). */
 #define PROXY_MAX_STALE_PAUSE_NS 1000000u
 
@@ -242,6 +245,7 @@ static void* proxyMain(void* arg) {
   threadSetup(p);
   const int stats = p->tuning.stats;
   uint64_t idleSpins = 0, sleepNs = 0, lastNs = 0;
+  struct mscclppYieldGate hostYield = {0, 0};
   uint64_t served = __atomic_load_n(&p->statTriggers, __ATOMIC_RELAXED); /* the thread may have run before */
   uint64_t busyNs = __atomic_load_n(&p->statBusyNs, __ATOMIC_RELAXED);
   int failed = 0, handlerStop = 0, worked = 0;
@@ -285,8 +289,9 @@ static void* proxyMain(void* arg) {
       sleepNs = sleepNs == 0 ? 1000 : sleepNs * 2;
       if (sleepNs > (uint64_t)p->backoffUs * 1000) sleepNs = (uint64_t)p->backoffUs * 1000;
       nap(sleepNs);
-    } else if (p->device < 0 && (++idleSpins & PROXY_HOST_YIELD_MASK) == 0) {
-      sched_yield(); /* host backend: producers are threads that may need this core */
+    } else if (p->device < 0) {
+      /* host backend: producers are threads that may need this core */
+      if (!mscclppYieldGated(&hostYield, PROXY_HOST_SPARSE_YIELD_NS)) mscclppSpinPause();
     } else if (p->tuning.stalePauseNs > 0) {
       /* leave the slot line to the GPU's write for a moment (tuning) */
       uint64_t until = mscclppTimeNs() + p->tuning.stalePauseNs;
