@@ -196,27 +196,52 @@ static int resolveCommand(const char* name, char* path, size_t size) {
   return sawNonExecutable ? EXIT_NOT_EXECUTABLE : EXIT_NOT_FOUND;
 }
 
-/* A TCP port on 127.0.0.1 that nobody listens on right now. Rank 0 binds it
- * a moment later; another process could take it in between, which the
- * ranks report as a bind failure. */
-static int pickFreePort(int* port) {
+/* 1 when a TCP socket can bind 127.0.0.1:port right now (port 0: any;
+ * *bound gets the port). */
+static int tryBind(int port, int* bound) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return 0;
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons((uint16_t)port);
   socklen_t len = sizeof(a);
-  if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0 || getsockname(fd, (struct sockaddr*)&a, &len) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  *port = ntohs(a.sin_port);
+  int ok = bind(fd, (struct sockaddr*)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr*)&a, &len) == 0;
+  int e = errno;
   close(fd);
-  return 0;
+  errno = e;
+  if (ok) *bound = ntohs(a.sin_port);
+  return ok;
+}
+
+/* A TCP port on 127.0.0.1 that nobody listens on right now. Rank 0 binds it
+ * a moment later; another process could take it in between, which the
+ * ranks report as a bind failure. To make that unlikely the port is drawn
+ * below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
+ * the outgoing connections of other processes -- the usual takers, e.g.
+ * the tests that CI runs in parallel -- never get their local port; only
+ * a listener that picks the same number could. Falls back to a port the
+ * kernel picks. */
+static int pickFreePort(int* port) {
+  int lo = 32768;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    int a = 0, b = 0;
+    if (fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
+    fclose(f);
+  }
+  const int first = 10000; /* above the well-known and most registered services */
+  if (lo - first >= 1000) {
+    uint8_t rnd[2 * 16];
+    if (mscclppRandomBytes(rnd, sizeof(rnd)) == mscclppSuccess) {
+      for (int i = 0; i < 16; i++) {
+        int p = first + (int)(((unsigned)rnd[2 * i] << 8 | rnd[2 * i + 1]) % (unsigned)(lo - first));
+        if (tryBind(p, port)) return 0;
+      }
+    }
+  }
+  return tryBind(0, port) ? 0 : -1;
 }
 
 /* Wait for pid for at most `seconds`; 1 and *status when it ended, 0 if not. */
