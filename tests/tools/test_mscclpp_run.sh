@@ -87,7 +87,18 @@ test_env() {
   check "one comm id and secret for all ranks" [ "$(awk '{print $6, $7}' "$out" | sort -u | wc -l)" -eq 1 ]
   local port
   port=$(awk '{print $6}' "$out" | head -1 | cut -d: -f2)
-  check "port in range" [ "$port" -gt 0 ] && [ "$port" -lt 65536 ]
+  check "port in range" [ "$port" -gt 0 -a "$port" -lt 65536 ]
+  # drawn below the kernel's ephemeral range, where parallel jobs' outgoing
+  # connections cannot take it before rank 0 binds it
+  local lo
+  lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+  if [ -n "$lo" ] && [ "$lo" -ge 11000 ]; then
+    local p k
+    for k in 1 2 3 4 5; do
+      p=$("$RUN" -n 1 sh -c 'echo $MSCCLPP_COMM_ID' | awk '{print $2}' | cut -d: -f2)
+      check "port $p in [10000, $lo)" [ "$p" -ge 10000 -a "$p" -lt "$lo" ]
+    done
+  fi
   local s1 s2
   s1=$(awk '{print $7}' "$out" | head -1)
   s2=$("$RUN" -n 1 sh -c 'echo $MSCCLPP_COMM_SECRET' | awk '{print $2}')
