@@ -41,6 +41,7 @@
 
 #include "mscclpp/device.h"
 #include "mscclpp/fifo_device.h"
+#include "mscclpp/packet.h"
 #include "mscclpp/semaphore_device.h"
 #include "mscclpp/trigger.h"
 
@@ -106,28 +107,13 @@ MSCCLPP_DEVICE_INLINE int mscclppPortChannelDevicePushInline(const mscclppPortCh
       size > MSCCLPP_TRIGGER_INLINE_MAX || srcOffset > ch->srcSize || ch->srcSize - srcOffset < size ||
       dstOffset > MSCCLPP_TRIGGER_MAX_OFFSET || dst >= MSCCLPP_TRIGGER_MAX_MEMORIES)
     return 0;
-  const uint8_t* p = ch->srcPtr + srcOffset;
-  uint64_t v = 0;
-  if (size == 8 && ((uintptr_t)p & 7u) == 0) {
-    v = *(const uint64_t*)p;
-  } else if (size == 4 && ((uintptr_t)p & 3u) == 0) {
-    v = *(const uint32_t*)p;
-  } else {
-    for (uint32_t i = 0; i < (uint32_t)size; i++) v |= (uint64_t)p[i] << (8u * i);
-  }
+  const uint64_t v = mscclppPacketGather(ch->srcPtr + srcOffset, (uint32_t)size);
   mscclppTrigger t =
       mscclppTriggerPackInline(MSCCLPP_TRIGGER_INLINE | lastOps, dst, dstOffset, ch->semaphoreId, v, (uint32_t)size);
   mscclppFifoOrder order = MSCCLPP_PORT_CHANNEL_INLINE_ORDER;
   if ((ch->flags & MSCCLPP_PORT_CHANNEL_FLAG_STORE) && dst == ch->dst && dstOffset <= ch->dstSize &&
       ch->dstSize - dstOffset >= size) {
-    uint8_t* q = ch->dstPtr + dstOffset;
-    if (size == 8 && ((uintptr_t)q & 7u) == 0) {
-      *(uint64_t*)q = v;
-    } else if (size == 4 && ((uintptr_t)q & 3u) == 0) {
-      *(uint32_t*)q = (uint32_t)v;
-    } else {
-      for (uint32_t i = 0; i < (uint32_t)size; i++) q[i] = (uint8_t)(v >> (8u * i));
-    }
+    mscclppPacketScatter(ch->dstPtr + dstOffset, v, (uint32_t)size);
     t = mscclppTriggerInlineMarkStored(t);
     order = mscclppFifoOrderRelease; /* the stores are visible before the proxy can signal */
   }

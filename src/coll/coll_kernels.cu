@@ -244,6 +244,55 @@ static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint6
  * from 5.1-5.9 to 4.4-4.7 us, bench/RESULTS.md). */
 #define LL_POLL_TOGETHER 4
 
+/* Word i of this round from every rank, reduced in rank order (this
+ * rank's own word is `mine`) into *acc, once the peers' packets have
+ * arrived in my slots. 0 when the wait failed (recorded by collWaitStep). */
+template <typename T>
+static __device__ __forceinline__ int llReduceArrived(const Launch& L, int parity, uint64_t i, uint32_t flag,
+                                                      uint64_t mine, uint64_t* acc) {
+  const int k = L.nranks, me = L.rank;
+  if (k > 2 && k <= LL_POLL_TOGETHER) {
+    /* Poll every peer's packet at once: each pass issues the loads of all
+     * missing packets before checking any (one L2 round trip per pass, not
+     * one per peer). */
+    uint64_t got[LL_POLL_TOGETHER];
+    uint32_t missing = 0;
+#pragma unroll
+    for (int q = 0; q < LL_POLL_TOGETHER; q++)
+      if (q < k && q != me) missing |= 1u << q;
+    CollWait w = {0, 0};
+    for (;;) {
+      mscclppLL16Raw raw[LL_POLL_TOGETHER];
+#pragma unroll
+      for (int q = 0; q < LL_POLL_TOGETHER; q++)
+        if (missing & (1u << q)) raw[q] = mscclppLL16Load(llSlot(L, me, parity, q) + i);
+#pragma unroll
+      for (int q = 0; q < LL_POLL_TOGETHER; q++)
+        if ((missing & (1u << q)) && mscclppLL16Check(raw[q], flag, &got[q])) missing &= ~(1u << q);
+      if (missing == 0) break;
+      if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+    }
+    *acc = me == 0 ? mine : got[0];
+#pragma unroll
+    for (int q = 1; q < LL_POLL_TOGETHER; q++)
+      if (q < k) wordApply<T, uint64_t>(*acc, q == me ? mine : got[q], L.op);
+    return 1;
+  }
+  /* one peer, or more than fit the registers: one peer at a time */
+  for (int q = 0; q < k; q++) {
+    uint64_t v = mine;
+    CollWait w = {0, 0};
+    if (q != me)
+      while (!mscclppLL16Check(mscclppLL16Load(llSlot(L, me, parity, q) + i), flag, &v))
+        if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+    if (q == 0)
+      *acc = v;
+    else
+      wordApply<T, uint64_t>(*acc, v, L.op);
+  }
+  return 1;
+}
+
 /* LL16 one-shot allreduce, chunked through the slots: for each chunk, my
  * words go to every peer's slot [me], then I reduce (in rank order) my own
  * words with the peers' packets in my slots. Every packet kernel of a
@@ -280,56 +329,9 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
     for (uint64_t i = tid; i < n && !failed; i += nth) {
       const uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       uint64_t acc = 0;
-      if (k > 2 && k <= LL_POLL_TOGETHER) {
-        /* Poll every peer's packet at once: each pass issues the loads of
-         * all missing packets before checking any (one L2 round trip per
-         * pass, not one per peer); then reduce in rank order. */
-        uint64_t got[LL_POLL_TOGETHER];
-        uint32_t missing = 0;
-#pragma unroll
-        for (int q = 0; q < LL_POLL_TOGETHER; q++)
-          if (q < k && q != me) missing |= 1u << q;
-        CollWait w = {0, 0};
-        for (;;) {
-          mscclppLL16Raw raw[LL_POLL_TOGETHER];
-#pragma unroll
-          for (int q = 0; q < LL_POLL_TOGETHER; q++)
-            if (missing & (1u << q)) raw[q] = mscclppLL16Load(llSlot(L, me, parity, q) + i);
-#pragma unroll
-          for (int q = 0; q < LL_POLL_TOGETHER; q++)
-            if ((missing & (1u << q)) && mscclppLL16Check(raw[q], flag, &got[q])) missing &= ~(1u << q);
-          if (missing == 0) break;
-          if (collWaitStep(L, &w, flag) != mscclppSuccess) {
-            failed = 1;
-            break;
-          }
-        }
-        if (failed) break;
-        acc = me == 0 ? mine : got[0];
-#pragma unroll
-        for (int q = 1; q < LL_POLL_TOGETHER; q++)
-          if (q < k) wordApply<T, uint64_t>(acc, q == me ? mine : got[q], L.op);
-      } else {
-        /* one peer, or more than fit the registers: one peer at a time */
-        for (int q = 0; q < k; q++) {
-          uint64_t v = mine;
-          if (q != me) {
-            const mscclppLLPacket16* pk = llSlot(L, me, parity, q) + i;
-            CollWait w = {0, 0};
-            while (!mscclppLL16Check(mscclppLL16Load(pk), flag, &v)) {
-              if (collWaitStep(L, &w, flag) != mscclppSuccess) {
-                failed = 1;
-                break;
-              }
-            }
-            if (failed) break;
-          }
-          if (q == 0)
-            acc = v;
-          else
-            wordApply<T, uint64_t>(acc, v, L.op);
-        }
-        if (failed) break;
+      if (!llReduceArrived<T>(L, parity, i, flag, mine, &acc)) {
+        failed = 1;
+        break;
       }
       if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
       storeWord(out, (p0 + i) * 8, bytes, acc, L.vec16);

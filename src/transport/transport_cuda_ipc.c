@@ -83,17 +83,26 @@ static mscclppResult_t ipcWrite(struct mscclppConnection* c, struct mscclppRegis
   return mscclppSuccess;
 }
 
+/* The device address a stream-ordered signal writes to. */
+static mscclppResult_t signalTarget(const struct mscclppConnection* c, const struct mscclppRegisteredMemory* dst,
+                                    uint64_t dstOffset, void** target) {
+  if (dst->devPtr == NULL)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_TRANSPORT,
+                      "signal from rank %d to rank %d: the semaphore's memory has no device address here", c->rank,
+                      c->remoteRank);
+  *target = (char*)dst->devPtr + dstOffset;
+  return mscclppSuccess;
+}
+
 static mscclppResult_t ipcSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                  uint64_t value) {
   if (dst->hostAccessible && !c->pending) {
     __atomic_store_n((uint64_t*)((char*)dst->ptr + dstOffset), value, __ATOMIC_RELEASE);
     return mscclppSuccess;
   }
-  if (dst->devPtr == NULL)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_TRANSPORT,
-                      "signal from rank %d to rank %d: the semaphore's memory has no device address here", c->rank,
-                      c->remoteRank);
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValue64Async(c->stream, (char*)dst->devPtr + dstOffset, value));
+  void* target = NULL;
+  MSCCLPP_RETURN_ON_ERROR(signalTarget(c, dst, dstOffset, &target));
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValue64Async(c->stream, target, value));
   c->pending = 1;
   return mscclppSuccess;
 }
@@ -121,15 +130,13 @@ static mscclppResult_t ipcWriteInline(struct mscclppConnection* c, struct mscclp
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcMemcpyAsync(c->stream, (char*)dst->ptr + dstOffset, &v, size));
   }
   c->pending = 1;
-  if (sigDst != NULL && sigDst->devPtr != NULL) {
-    w[n].dst = (char*)sigDst->devPtr + sigOffset;
+  if (sigDst != NULL) {
+    MSCCLPP_RETURN_ON_ERROR(signalTarget(c, sigDst, sigOffset, &w[n].dst));
     w[n].value = sigValue;
     w[n].bytes = 8;
     n++;
-    sigDst = NULL;
   }
-  if (n > 0) MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcWriteValuesAsync(c->stream, w, n));
-  return sigDst != NULL ? ipcSignal(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
+  return n > 0 ? mscclppGpuIpcWriteValuesAsync(c->stream, w, n) : mscclppSuccess;
 }
 
 static mscclppResult_t ipcFlush(struct mscclppConnection* c) { return drain(c); }
