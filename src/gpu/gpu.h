@@ -73,8 +73,10 @@ mscclppResult_t mscclppGpuSetDevice(int device);
 
 /* ---- streams ------------------------------------------------------------------
  * A non-blocking stream of one device (it never waits for the legacy default
- * stream). On the host backend a stream is a token and every operation on it
- * completes before it returns. */
+ * stream): the library's one stream of the device (gpu_ipc.h), shared by
+ * every such object, so work on it is in order with all the library's
+ * other stream work. On the host backend a stream is a token and every
+ * operation on it completes before it returns. */
 typedef struct mscclppGpuStream* mscclppGpuStream_t;
 
 mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream);

@@ -100,6 +100,16 @@ mscclppResult_t mscclppGpuCuMemImportFd(int fd, size_t allocSize, void** ptr);
 mscclppResult_t mscclppGpuIpcHostRegister(void* ptr, size_t size, void** devPtr);
 mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr);
 
+/* Devices per process the library's streams cover. */
+#define MSCCLPP_GPU_MAX_DEVICES 64
+
+/* The library's one stream on the current device (a cudaStream_t in
+ * *stream): non-blocking, highest priority, made at first use and kept for
+ * the process's life; every stream the library uses is this one, so that
+ * whatever it does it takes one of the device's hardware queues
+ * (gpu_mem_ipc.c says why). */
+mscclppResult_t mscclppGpuIpcProcessStream(void** stream);
+
 /* ---- the transport's stream ---------------------------------------------------
  * A non-blocking stream of the current device. Operations are enqueued in
  * order; nothing here waits except mscclppGpuIpcStreamQuery's check. */

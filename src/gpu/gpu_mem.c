@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -104,16 +105,14 @@ mscclppResult_t mscclppGpuDeviceAlloc(int device, size_t bytes, void** ptr) {
   void* p = NULL;
   cudaError_t err = cudaMalloc(&p, bytes);
   if (err == cudaSuccess) {
-    /* Zero it on a private non-blocking stream and wait for that alone: never
-     * behind kernels that may be running (and waiting for this thread). */
-    cudaStream_t s;
-    err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (err == cudaSuccess) {
-      err = cudaMemsetAsync(p, 0, bytes, s);
-      if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-      cudaStreamDestroy(s);
+    /* Zero it on the library's non-blocking stream and wait for that alone:
+     * never behind kernels that may be running (and waiting for this thread). */
+    mscclppResult_t zeroed = mscclppGpuIpcZero(p, bytes); /* logs its failure */
+    if (zeroed != mscclppSuccess) {
+      cudaFree(p);
+      leaveDevice(prev);
+      return zeroed;
     }
-    if (err != cudaSuccess) cudaFree(p);
   }
   leaveDevice(prev);
   if (err != cudaSuccess) return cudaFail(err, "cudaMalloc", device, bytes);
@@ -197,12 +196,14 @@ mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream) {
       free(s);
       return res;
     }
-    cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    void* sp = NULL;
+    res = mscclppGpuIpcProcessStream(&sp); /* the library's one stream (gpu_ipc.h) */
     leaveDevice(prev);
-    if (err != cudaSuccess) {
+    if (res != mscclppSuccess) {
       free(s);
-      return cudaFail(err, "cudaStreamCreateWithFlags", device, 0);
+      return res;
     }
+    s->stream = (cudaStream_t)sp;
 #else
     free(s);
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
@@ -216,7 +217,7 @@ mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream) {
 void mscclppGpuStreamDestroy(mscclppGpuStream_t stream) {
   if (stream == NULL) return;
 #ifdef MSCCLPP_HAVE_CUDA
-  if (stream->device >= 0) cudaStreamDestroy(stream->stream);
+  /* its cudaStream_t is the library's, kept for the process's life */
 #endif
   free(stream);
 }

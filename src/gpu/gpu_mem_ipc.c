@@ -90,6 +90,10 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr) {
   (void)ptr;
   return noCuda("cudaHostUnregister");
 }
+mscclppResult_t mscclppGpuIpcProcessStream(void** stream) {
+  (void)stream;
+  return noCuda("a CUDA stream");
+}
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   (void)stream;
   return noCuda("a CUDA stream");
@@ -309,19 +313,60 @@ mscclppResult_t mscclppGpuIpcQueryPointer(const void* ptr, struct mscclppGpuPtrI
 
 /* ---- cudaMalloc memory ------------------------------------------------------ */
 
-/* Zero memory no one else sees yet, on a private non-blocking stream: legal
- * while a stream of this thread is being captured into a CUDA graph (in
- * relaxed mode; a collective's first call, which allocates its state, may
- * be captured), unlike cudaMemset on the legacy stream or
+/* ---- the process's stream ----------------------------------------------------
+ * Every stream the library needs on a device is this one, made at first use
+ * and kept for the process's life. A GPU has a few hardware work queues per
+ * process (CUDA_DEVICE_MAX_CONNECTIONS, fewer under MPS); streams are dealt
+ * onto them round-robin as they are created, and work on a stream that
+ * shares a queue with a kernel spinning on a semaphore waits for that
+ * kernel to end (seen with a stream per connection: see the transport's
+ * stream below). Each stream the library created (one per allocation to
+ * zero, per FIFO, per transport) moved the round-robin on, so a later
+ * transport copy could land on the queue of an application's kernel that
+ * waits for it. One stream, made once, keeps the library's work on one
+ * queue whatever it does later. */
+static pthread_mutex_t procLock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t procStream[MSCCLPP_GPU_MAX_DEVICES];
+
+mscclppResult_t mscclppGpuIpcProcessStream(void** stream) {
+  int device = -1;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&device));
+  if (device < 0 || device >= MSCCLPP_GPU_MAX_DEVICES)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", device,
+                      MSCCLPP_GPU_MAX_DEVICES);
+  pthread_mutex_lock(&procLock);
+  if (procStream[device] == NULL) {
+    /* the highest priority: the proxy's copies and stream writes are on
+     * kernels' critical paths (a peer waits for them) */
+    int prioLow = 0, prioHigh = 0;
+    if (cudaDeviceGetStreamPriorityRange(&prioLow, &prioHigh) != cudaSuccess) {
+      (void)cudaGetLastError();
+      prioHigh = 0;
+    }
+    cudaError_t err = cudaStreamCreateWithPriority(&procStream[device], cudaStreamNonBlocking, prioHigh);
+    if (err != cudaSuccess) {
+      procStream[device] = NULL;
+      pthread_mutex_unlock(&procLock);
+      return rtFail(err, "cudaStreamCreateWithPriority");
+    }
+    MSCCLPP_INFO(MSCCLPP_LOG_GPU, "the library's stream on device %d (kept for the process's life)", device);
+  }
+  *stream = (void*)procStream[device];
+  pthread_mutex_unlock(&procLock);
+  return mscclppSuccess;
+}
+
+/* Zero memory no one else sees yet, on the process's non-blocking stream:
+ * legal while a stream of this thread is being captured into a CUDA graph
+ * (in relaxed mode; a collective's first call, which allocates its state,
+ * may be captured), unlike cudaMemset on the legacy stream or
  * cudaDeviceSynchronize. */
 static cudaError_t zeroNew(void* p, size_t n) {
-  cudaStream_t s;
-  cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (err != cudaSuccess) return err;
-  err = cudaMemsetAsync(p, 0, n, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  cudaError_t destroyed = cudaStreamDestroy(s);
-  return err != cudaSuccess ? err : destroyed;
+  void* sp = NULL;
+  if (mscclppGpuIpcProcessStream(&sp) != mscclppSuccess) return cudaErrorInvalidResourceHandle;
+  cudaError_t err = cudaMemsetAsync(p, 0, n, (cudaStream_t)sp);
+  if (err == cudaSuccess) err = cudaStreamSynchronize((cudaStream_t)sp);
+  return err;
 }
 
 int mscclppGpuIpcCaptureRelax(void) {
@@ -567,16 +612,12 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr) {
 
 /* ---- the transport's stream --------------------------------------------------- */
 
-/* One stream per device and process, shared by every CudaIpc connection
- * (reference-counted). Under MPS the clients of a GPU share one pool of
- * hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS); once a process has
- * more streams than it gets queues, streams alias onto the same queue, and a
- * copy or stream write queued behind a kernel that spins on a semaphore
- * (in another stream aliased to that queue) waits for that kernel to end:
- * a deadlock until the timeout. A stream per connection (3 with 4 ranks,
- * plus the application's) made that likely; one stream per process keeps
- * the proxy's work on as few queues as possible. The copies of different
- * connections are serialized on it, as the copy engine would mostly do. */
+/* The transport's stream: the process's stream (mscclppGpuIpcProcessStream),
+ * shared by every connection of the device (reference-counted object; the
+ * copies of different connections are serialized on it, as the copy engine
+ * would mostly do). A stream per connection (3 with 4 ranks, plus the
+ * application's) once put a copy behind a spinning kernel on a shared
+ * hardware queue (see mscclppGpuIpcProcessStream). */
 struct mscclppGpuIpcStream {
   cudaStream_t stream;
   int device;
@@ -584,9 +625,8 @@ struct mscclppGpuIpcStream {
   int refs;            /* guarded by sharedLock */
 };
 
-#define MAX_SHARED_STREAMS 64
 static pthread_mutex_t sharedLock = PTHREAD_MUTEX_INITIALIZER;
-static struct mscclppGpuIpcStream* shared[MAX_SHARED_STREAMS];
+static struct mscclppGpuIpcStream* shared[MSCCLPP_GPU_MAX_DEVICES];
 
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   const struct driverApi* d;
@@ -594,9 +634,9 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   MSCCLPP_RETURN_ON_ERROR(ensureContext());
   int device = -1;
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&device));
-  if (device < 0 || device >= MAX_SHARED_STREAMS)
+  if (device < 0 || device >= MSCCLPP_GPU_MAX_DEVICES)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", device,
-                      MAX_SHARED_STREAMS);
+                      MSCCLPP_GPU_MAX_DEVICES);
   pthread_mutex_lock(&sharedLock);
   struct mscclppGpuIpcStream* s = shared[device];
   if (s != NULL) {
@@ -617,18 +657,10 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
       d->deviceGetAttribute(&s->canWriteValue64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, cuDev) !=
           CUDA_SUCCESS)
     s->canWriteValue64 = 0;
-  /* the highest priority: the proxy's copies and stream writes are on
-   * kernels' critical paths (a peer waits for them) */
-  int prioLow = 0, prioHigh = 0;
-  if (cudaDeviceGetStreamPriorityRange(&prioLow, &prioHigh) != cudaSuccess) {
-    (void)cudaGetLastError();
-    prioHigh = 0;
-  }
-  cudaError_t err = cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, prioHigh);
-  if (err != cudaSuccess) {
-    res = rtFail(err, "cudaStreamCreateWithPriority");
-    goto fail_free;
-  }
+  void* sp = NULL;
+  res = mscclppGpuIpcProcessStream(&sp);
+  if (res != mscclppSuccess) goto fail_free;
+  s->stream = (cudaStream_t)sp;
   s->refs = 1;
   shared[device] = s;
   pthread_mutex_unlock(&sharedLock);
@@ -650,9 +682,7 @@ void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream) {
   if (last) shared[stream->device] = NULL;
   pthread_mutex_unlock(&sharedLock);
   if (!last) return;
-  cudaError_t err = cudaStreamDestroy(stream->stream);
-  if (err != cudaSuccess) MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaStreamDestroy: %s", cudaGetErrorString(err));
-  free(stream);
+  free(stream); /* its cudaStream_t is the process's, kept */
 }
 
 mscclppResult_t mscclppGpuIpcMemcpyAsync(struct mscclppGpuIpcStream* stream, void* dst, const void* src, size_t size) {
