@@ -600,8 +600,13 @@ static void testGpuCopies(void) {
   /* Signals: into device memory (stream-ordered) and pinned host memory (a CPU store). */
   CHECK_RES(mscclppConnWrite(c, dst, 0, src, 0, n - 64), mscclppSuccess);
   CHECK_RES(mscclppConnSignal(c, dst, n - 64, 0x1122334455667788ull), mscclppSuccess);
+  /* behind the pending copy the pinned signal is a stream write too (after
+   * the copy); with nothing pending it is a CPU store, visible at once */
   CHECK_RES(mscclppConnSignal(c, pinDst, 8, 77), mscclppSuccess);
-  CHECK(__atomic_load_n((uint64_t*)pin + 1, __ATOMIC_ACQUIRE) == 77); /* the copy completed before the store */
+  CHECK_RES(mscclppConnFlush(c), mscclppSuccess);
+  CHECK(__atomic_load_n((uint64_t*)pin + 1, __ATOMIC_ACQUIRE) == 77);
+  CHECK_RES(mscclppConnSignal(c, pinDst, 8, 78), mscclppSuccess);
+  CHECK(__atomic_load_n((uint64_t*)pin + 1, __ATOMIC_ACQUIRE) == 78);
   CHECK_RES(mscclppConnFlush(c), mscclppSuccess);
   int idle = 0;
   CHECK_RES(mscclppConnQuery(c, &idle), mscclppSuccess);
