@@ -80,6 +80,12 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   for n in 2 4; do
     have coll_gpu_worker && step "coll_gpu_$n" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((64 << 20)) graph
   done
+  # the two-phase packet allreduce forced at every size it takes (by default
+  # it serves 3-4 ranks above 256 KiB, to 512 KiB)
+  for n in 2 3; do
+    have coll_gpu_worker && step "coll_gpu_${n}_packet2" 300 env MSCCLPP_ALGO=allreduce=packet2 mscclpp-run -n $n --timeout 290 -- \
+      "$BIN/coll_gpu_worker" $((2 << 20)) graph=100
+  done
   have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
 fi

@@ -20,7 +20,7 @@ static const char* const kindNames[MSCCLPP_COLL_KINDS] = {"allreduce", "allgathe
  * and allreduce's two ways across hosts, chosen here: "hier" (coll_hier.c)
  * and "flat" (the backend's own, over all ranks). */
 static const char* const algoNames[MSCCLPP_COLL_KINDS] = {
-    "packet,rsag,hier,flat,port", "packet,direct,port", "packet,direct,port", "packet,direct,port",
+    "packet,packet2,rsag,hier,flat,port", "packet,direct,port", "packet,direct,port", "packet,direct,port",
     "packet,direct,port",         "direct,port",        "direct,port"};
 
 const char* mscclppCollKindName(mscclppCollKind kind) {

@@ -109,7 +109,7 @@ struct mscclppCollGpu {
   /* scratch and channels */
   void* scratch;
   size_t scratchBytes;
-  uint64_t llSlotBytes, p2pSlotBytes;
+  uint64_t llSlotBytes, p2pSlotBytes, ll2SlotBytes;
   mscclppRegisteredMemory_t scratchMem;
   mscclppConnection_t conn[MAXR];
   mscclppMemoryChannel_t chan[MAXR];
@@ -195,8 +195,10 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   per = per / 64 * 64;
   g->p2pSlotBytes = per;
   g->llSlotBytes = per / 4 / 16 * 16;
+  /* a share of the largest two-phase message, as packets (twice its bytes) */
+  g->ll2SlotBytes = ((MSCCLPP_COLL_GPU_LL2_MAX_BYTES / 8 + g->nranks - 1) / g->nranks * 16 + 63) / 64 * 64;
   g->scratchBytes = MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)g->nranks * g->llSlotBytes +
-                    (uint64_t)g->nranks * g->p2pSlotBytes;
+                    (uint64_t)g->nranks * g->p2pSlotBytes + 4 * (uint64_t)g->nranks * g->ll2SlotBytes;
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->scratchBytes, &g->scratch));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));
@@ -376,6 +378,25 @@ static uint64_t packetMaxBytes(int nranks) {
   return nranks <= 2 ? (512u << 10) : nranks <= 4 ? (256u << 10) : (64u << 10);
 }
 
+/* The allreduce algorithm for `bytes` per rank on k ranks (MSCCLPP_ALGO's
+ * choice when it names one that applies): one-shot packets, two-phase
+ * packets (3-4 ranks, from the one-shot's reach to PACKET2_MAX_BYTES), else
+ * rsag. H200, 4 ranks, graph us (bench_coll's algorithm table,
+ * bench/RESULTS.md): 512 KiB packet 13.1 / packet2 9.0 / rsag 10.5;
+ * 256 KiB 6.9 / 7.9 / 10.2; 1 MiB 22.4 / 13.7 / 11.1. Two ranks: packet2
+ * never wins; more than 4: not measured. */
+#define PACKET2_MAX_BYTES ((uint64_t)512 << 10)
+_Static_assert(PACKET2_MAX_BYTES <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES, "the two-phase slots hold the message");
+static int allreduceAlgo(const char* forced, int k, uint64_t bytes) {
+  if (forced != NULL && strcmp(forced, "packet") == 0) return MSCCLPP_COLL_GPU_ALGO_PACKET;
+  if (forced != NULL && strcmp(forced, "packet2") == 0 && bytes <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES)
+    return MSCCLPP_COLL_GPU_ALGO_PACKET2;
+  if (forced != NULL && strcmp(forced, "rsag") == 0) return MSCCLPP_COLL_GPU_ALGO_DIRECT;
+  if (bytes <= packetMaxBytes(k)) return MSCCLPP_COLL_GPU_ALGO_PACKET;
+  if (k > 2 && k <= 4 && bytes <= PACKET2_MAX_BYTES) return MSCCLPP_COLL_GPU_ALGO_PACKET2;
+  return MSCCLPP_COLL_GPU_ALGO_DIRECT;
+}
+
 static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L) {
   L->rank = g->rank;
   L->nranks = g->nranks;
@@ -385,6 +406,7 @@ static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L)
   L->scopeGpu = g->scopeGpu;
   L->llSlotBytes = g->llSlotBytes;
   L->p2pSlotBytes = g->p2pSlotBytes;
+  L->ll2SlotBytes = g->ll2SlotBytes;
 }
 
 /* Blocks for `bytes` of work per rank: about one per `unit` bytes, at most
@@ -448,9 +470,22 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     L.op = (int)a->op;
     L.root = a->root;
     L.count = a->count;
-    int packet = a->kind == MSCCLPP_COLL_ALLREDUCE &&
-                 (a->algo != NULL ? strcmp(a->algo, "packet") == 0 : inBytes <= packetMaxBytes(k));
-    if (packet) {
+    int algo = a->kind == MSCCLPP_COLL_ALLREDUCE ? allreduceAlgo(a->algo, k, inBytes) : MSCCLPP_COLL_GPU_ALGO_DIRECT;
+    if (algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) {
+      /* no rendezvous: only my own buffers are used; one grid for every
+       * call (the kernel's per-block call counters stay equal) */
+      L.algo = algo;
+      L.send[g->rank] = send;
+      L.recv[g->rank] = recv;
+      L.vec16 = (((uintptr_t)send | (uintptr_t)recv) & 7) == 0;
+      L.nthreads = MSCCLPP_COLL_GPU_PACKET_THREADS;
+      L.nblocks = g->packetBlocks;
+      const char* why = NULL;
+      res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
+      if (res != mscclppSuccess) res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the allreduce kernel: %s", why);
+      goto restore;
+    }
+    if (algo == MSCCLPP_COLL_GPU_ALGO_PACKET) {
       /* no rendezvous: only my own buffers are used */
       L.algo = MSCCLPP_COLL_GPU_ALGO_PACKET;
       L.send[g->rank] = send;

@@ -7,7 +7,9 @@
  *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
  *           p2p counters    ready[rank], ack[rank]
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
- *   p2p     MAX_RANKS slots (slot q: data from rank q), two halves each
+ *   p2p     nranks slots (slot q: data from rank q), two halves each
+ *   ll2     LL16 packets of the two-phase allreduce: two parities x two
+ *           phases x nranks slots (slot q: from rank q)
  * Counters only grow (epochs, rounds, chunk numbers), so nothing is reset
  * between calls; their running values live in mscclppCollGpuDevState in
  * device memory, so a CUDA graph replays correctly.
@@ -17,6 +19,11 @@
  *   allreduce/packet   one kernel, LL16 packets: every rank writes its input
  *                      into every peer's scratch, then reduces its own copy;
  *                      chunked through the LL slots for any size
+ *   allreduce/packet2  two phases of LL16 packets: rank r sends share q of its
+ *                      input to rank q; rank q reduces its share and sends the
+ *                      result to every peer (each rank moves 2(k-1)/k of the
+ *                      data as packets, against k-1 times for packet); the
+ *                      whole message fits the ll2 slots (no chunks)
  *   allreduce/rsag     rank r reduces chunk r of all inputs and writes it into
  *                      every output (reduce-scatter and allgather fused:
  *                      each byte read once and written once)
@@ -73,11 +80,15 @@ struct mscclppCollGpuDevState {
   uint64_t llRound[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* LL rounds used so far, kept by each block: every
                                                     packet kernel of a communicator has the same grid,
                                                     so the copies stay equal, with no atomics */
+  uint64_t ll2Round[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* calls of the two-phase packet kernel, per block (one grid) */
   uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks sent to each rank */
   uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks received from each rank */
 };
 
-enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1 };
+enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1, MSCCLPP_COLL_GPU_ALGO_PACKET2 = 2 };
+/* The largest message (bytes per rank) of the two-phase packet allreduce:
+ * its slots hold the whole message (4 x this much scratch per rank). */
+#define MSCCLPP_COLL_GPU_LL2_MAX_BYTES ((uint64_t)2 << 20)
 enum { MSCCLPP_COLL_GPU_LL_SMALL = 0, MSCCLPP_COLL_GPU_LL_MID = 1, MSCCLPP_COLL_GPU_LL_BIG = 2 };
 
 struct mscclppCollGpuP2p {
@@ -109,6 +120,7 @@ struct mscclppCollGpuLaunch {
   uint32_t llGrid;       /* packet kernel: MSCCLPP_COLL_GPU_LL_SMALL, _MID or _BIG (its slots and counters) */
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
+  uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
 };
 
 /* The operations of one send/recv launch (a second kernel parameter, so

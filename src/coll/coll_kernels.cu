@@ -244,47 +244,67 @@ static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint6
  * from 5.1-5.9 to 4.4-4.7 us, bench/RESULTS.md). */
 #define LL_POLL_TOGETHER 4
 
-/* Word i of this round from every rank, reduced in rank order (this
- * rank's own word is `mine`) into *acc, once the peers' packets have
- * arrived in my slots. 0 when the wait failed (recorded by collWaitStep). */
-template <typename T>
-static __device__ __forceinline__ int llReduceArrived(const Launch& L, int parity, uint64_t i, uint32_t flag,
-                                                      uint64_t mine, uint64_t* acc) {
-  const int k = L.nranks, me = L.rank;
-  if (k > 2 && k <= LL_POLL_TOGETHER) {
-    /* Poll every peer's packet at once: each pass issues the loads of all
-     * missing packets before checking any (one L2 round trip per pass, not
-     * one per peer). */
-    uint64_t got[LL_POLL_TOGETHER];
-    uint32_t missing = 0;
+/* Poll the packets at index i of the slots of the ranks in `missing` (a
+ * bit per rank; rank q's slot starts at slot0 + q * stride) until each has
+ * this round's flag; got[q] receives rank q's data. Every pass issues the
+ * loads of all missing packets before checking any: one L2 round trip per
+ * pass, not one per peer. Ranks < LL_POLL_TOGETHER only. 0 when the wait
+ * failed (recorded by collWaitStep). */
+static __device__ __forceinline__ int llPollTogether(const Launch& L, const mscclppLLPacket16* slot0, uint64_t stride,
+                                                     uint64_t i, uint32_t flag, uint32_t missing, uint64_t* got) {
+  CollWait w = {0, 0};
+  for (;;) {
+    mscclppLL16Raw raw[LL_POLL_TOGETHER];
 #pragma unroll
     for (int q = 0; q < LL_POLL_TOGETHER; q++)
-      if (q < k && q != me) missing |= 1u << q;
-    CollWait w = {0, 0};
-    for (;;) {
-      mscclppLL16Raw raw[LL_POLL_TOGETHER];
+      if (missing & (1u << q)) raw[q] = mscclppLL16Load(slot0 + q * stride + i);
 #pragma unroll
-      for (int q = 0; q < LL_POLL_TOGETHER; q++)
-        if (missing & (1u << q)) raw[q] = mscclppLL16Load(llSlot(L, me, parity, q) + i);
+    for (int q = 0; q < LL_POLL_TOGETHER; q++)
+      if ((missing & (1u << q)) && mscclppLL16Check(raw[q], flag, &got[q])) missing &= ~(1u << q);
+    if (missing == 0) return 1;
+    if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+  }
+}
+
+/* One packet, polled until it has this round's flag. */
+static __device__ __forceinline__ int llPollOne(const Launch& L, const mscclppLLPacket16* p, uint32_t flag,
+                                                uint64_t* v) {
+  CollWait w = {0, 0};
+  while (!mscclppLL16Check(mscclppLL16Load(p), flag, v))
+    if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+  return 1;
+}
+
+/* The ranks other than me below k, as a mask for llPollTogether. */
+static __device__ __forceinline__ uint32_t llPeers(int k, int me) {
+  uint32_t m = 0;
 #pragma unroll
-      for (int q = 0; q < LL_POLL_TOGETHER; q++)
-        if ((missing & (1u << q)) && mscclppLL16Check(raw[q], flag, &got[q])) missing &= ~(1u << q);
-      if (missing == 0) break;
-      if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
-    }
+  for (int q = 0; q < LL_POLL_TOGETHER; q++)
+    if (q < k && q != me) m |= 1u << q;
+  return m;
+}
+
+/* Word i of this round from every rank, reduced in rank order (this
+ * rank's own word is `mine`; rank q's packet is slot0[q * stride + i]) into
+ * *acc, once the peers' packets have arrived. 0 when the wait failed. */
+template <typename T>
+static __device__ __forceinline__ int llReduceArrived(const Launch& L, const mscclppLLPacket16* slot0, uint64_t stride,
+                                                      uint64_t i, uint32_t flag, uint64_t mine, uint64_t* acc) {
+  const int k = L.nranks, me = L.rank;
+  if (k > 2 && k <= LL_POLL_TOGETHER) { /* all peers at once */
+    uint64_t got[LL_POLL_TOGETHER];
+    if (!llPollTogether(L, slot0, stride, i, flag, llPeers(k, me), got)) return 0;
     *acc = me == 0 ? mine : got[0];
 #pragma unroll
     for (int q = 1; q < LL_POLL_TOGETHER; q++)
       if (q < k) wordApply<T, uint64_t>(*acc, q == me ? mine : got[q], L.op);
     return 1;
   }
-  /* one peer, or more than fit the registers: one peer at a time */
+  /* one peer (faster than the loop above with 2 ranks), or more than fit
+   * the registers: one peer at a time */
   for (int q = 0; q < k; q++) {
     uint64_t v = mine;
-    CollWait w = {0, 0};
-    if (q != me)
-      while (!mscclppLL16Check(mscclppLL16Load(llSlot(L, me, parity, q) + i), flag, &v))
-        if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+    if (q != me && !llPollOne(L, slot0 + q * stride + i, flag, &v)) return 0;
     if (q == 0)
       *acc = v;
     else
@@ -329,7 +349,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
     for (uint64_t i = tid; i < n && !failed; i += nth) {
       const uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
       uint64_t acc = 0;
-      if (!llReduceArrived<T>(L, parity, i, flag, mine, &acc)) {
+      if (!llReduceArrived<T>(L, llSlot(L, me, parity, 0), llSlotSize(L) / 16, i, flag, mine, &acc)) {
         failed = 1;
         break;
       }
@@ -340,6 +360,100 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
   /* Each block advances its own copy of the round counter (coll_gpu.h). */
   if (__syncthreads_or(failed)) return;
   if (threadIdx.x == 0) *counter = base + nchunks;
+}
+
+/* ---- LL packet allreduce in two phases ------------------------------------------- */
+
+/* My slot for packets from rank `from` in rank `owner`'s ll2 region (coll_gpu.h):
+ * phase 0 carries inputs to their share's owner, phase 1 reduced shares. */
+static __device__ __forceinline__ mscclppLLPacket16* ll2Slot(const Launch& L, int owner, int parity, int phase,
+                                                             int from) {
+  uint8_t* base = L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)L.nranks * L.llSlotBytes +
+                  (uint64_t)L.nranks * L.p2pSlotBytes;
+  return (mscclppLLPacket16*)(base + ((uint64_t)(parity * 2 + phase) * L.nranks + from) * L.ll2SlotBytes);
+}
+
+/* Words (8 bytes) of the message are cut into nranks shares; share q is
+ * reduced by rank q. Phase 0: my words of share q go to rank q as packets.
+ * Phase 1: I reduce my share (in rank order: bitwise the same result on
+ * every rank) into my output and send it to every peer as packets. Phase 2:
+ * the peers' reduced shares into my output. A call's packets all fit the
+ * slots, so a slot is written once per call; the two parities alternate
+ * between calls, and a rank's call c+2 writes only after its call c+1 has
+ * received every peer's packets, which the peers send after their call c
+ * ended (stream order): nothing of call c is still unread. Flags are call
+ * numbers (every block of every rank counts the same calls). */
+template <typename T>
+__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
+    packet2AllReduceKernel(const __grid_constant__ Launch L) {
+  const int k = L.nranks, me = L.rank;
+  const uint64_t bytes = L.count * sizeof(T);
+  const uint64_t npk = (bytes + 7) / 8;
+  const uint64_t share = (npk + k - 1) / k;
+  const uint64_t stride = L.ll2SlotBytes / 16;
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  uint64_t* counter = &L.state->ll2Round[blockIdx.x];
+  const uint64_t round = *counter + 1;
+  const uint32_t flag = (uint32_t)round;
+  const int parity = (int)(round & 1);
+  const uint8_t* in = L.send[me];
+  uint8_t* out = L.recv[me];
+  const uint64_t mine0 = (uint64_t)me * share;
+  const uint64_t myLen = mine0 >= npk ? 0 : npk - mine0 < share ? npk - mine0 : share;
+  int failed = 0;
+  /* phase 0 */
+  for (uint64_t i = tid; i < share; i += nth)
+    for (int q = 0; q < k; q++) {
+      const uint64_t w = (uint64_t)q * share + i;
+      if (q == me || w >= npk) continue;
+      const uint64_t v = loadWord(in, w * 8, bytes, L.vec16);
+      mscclppLL16Write(ll2Slot(L, q, parity, 0, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
+    }
+  /* phase 1 */
+  const mscclppLLPacket16* in0 = ll2Slot(L, me, parity, 0, 0);
+  for (uint64_t i = tid; i < myLen; i += nth) {
+    const uint64_t w = mine0 + i;
+    uint64_t acc = 0;
+    if (!llReduceArrived<T>(L, in0, stride, i, flag, loadWord(in, w * 8, bytes, L.vec16), &acc)) {
+      failed = 1;
+      break;
+    }
+    if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
+    storeWord(out, w * 8, bytes, acc, L.vec16);
+    for (int q = 0; q < k; q++)
+      if (q != me) mscclppLL16Write(ll2Slot(L, q, parity, 1, me) + i, (uint32_t)acc, (uint32_t)(acc >> 32), flag);
+  }
+  /* phase 2 */
+  const mscclppLLPacket16* res0 = ll2Slot(L, me, parity, 1, 0);
+  for (uint64_t i = tid; i < share && !failed; i += nth) {
+    if (k > 2 && k <= LL_POLL_TOGETHER) { /* every peer's share at once */
+      uint32_t peers = 0;
+#pragma unroll
+      for (int q = 0; q < LL_POLL_TOGETHER; q++)
+        if (q < k && q != me && (uint64_t)q * share + i < npk) peers |= 1u << q;
+      uint64_t got[LL_POLL_TOGETHER];
+      if (!llPollTogether(L, res0, stride, i, flag, peers, got)) {
+        failed = 1;
+        break;
+      }
+#pragma unroll
+      for (int q = 0; q < LL_POLL_TOGETHER; q++)
+        if (peers & (1u << q)) storeWord(out, ((uint64_t)q * share + i) * 8, bytes, got[q], L.vec16);
+      continue;
+    }
+    for (int q = 0; q < k && !failed; q++) {
+      const uint64_t w = (uint64_t)q * share + i;
+      uint64_t v = 0;
+      if (q == me || w >= npk) continue;
+      if (!llPollOne(L, res0 + q * stride + i, flag, &v))
+        failed = 1;
+      else
+        storeWord(out, w * 8, bytes, v, L.vec16);
+    }
+  }
+  if (__syncthreads_or(failed)) return;
+  if (threadIdx.x == 0) *counter = round;
 }
 
 /* ---- send/recv --------------------------------------------------------------------- */
@@ -421,6 +535,7 @@ typedef void (*KernelFn)(const Launch);
 
 static const KernelFn directKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(directKernel);
 static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
+static const KernelFn packet2Kernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packet2AllReduceKernel);
 
 extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                                  const struct mscclppCollGpuP2pList* p2p, void* stream,
@@ -428,8 +543,9 @@ extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaun
   if (p2p != NULL) {
     p2pKernel<<<launch->nblocks, launch->nthreads, 0, (cudaStream_t)stream>>>(*launch, *p2p);
   } else {
-    KernelFn fn = launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET ? packetKernels[launch->type]
-                                                               : directKernels[launch->type];
+    KernelFn fn = launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET    ? packetKernels[launch->type]
+                  : launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET2 ? packet2Kernels[launch->type]
+                                                                  : directKernels[launch->type];
     fn<<<launch->nblocks, launch->nthreads, 0, (cudaStream_t)stream>>>(*launch);
   }
   cudaError_t err = cudaGetLastError();
