@@ -2,7 +2,21 @@
  * The network transport against raw libfabric, side by side in one run
  * (2 ranks on one host; host backend):
  *
- *   mscclpp-run -n 2 -- env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo bench_net [iters]
+ *   mscclpp-run -n 2 -- env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
+ *       bench_net [iters] [rounds] [blocks]
+ *
+ *   iters  round trips of each latency measurement (default 20000),
+ *   rounds 64 MiB rounds of each stream measurement (default 20),
+ *   blocks how many raw/ours pairs of each (default 7).
+ *
+ * Raw and ours are measured in the same process, alternating: `blocks`
+ * blocks, each raw then ours, with the same warm-up (100 round trips, one
+ * stream round) and on the same (main) thread. While raw runs, our proxy
+ * thread is stopped (mscclppCommProxyStop), so raw runs with no thread of
+ * ours beside it, as it would alone. Each block's pair gives one ratio; the
+ * goal figure is the MEDIAN of the per-block ratios, which drift between
+ * blocks (machine load, frequency) does not move the way it moves one pair
+ * measured once. Means are printed too.
  *
  *   latency   raw: fi_inject_write of 8 bytes, ping-pong (each side polls
  *             the word the other writes, reading its CQ for progress);
@@ -10,21 +24,21 @@
  *             transport Net (kernel thread -> FIFO -> proxy -> RMA; the
  *             peer's proxy reads its CQ, its kernel thread waits): the
  *             bytes inside the trigger, written with the signal as ONE
- *             message (remote CQ data), and, measured first, the same put
- *             as a copy (the handle's INLINE flag cleared: an RMA write
- *             and an 8-byte signal write, two messages).
- *             Half round trip; goal: ours <= 1.2x raw. A third figure
- *             runs the raw ping-pong with a yielding sibling thread per rank
- *             (the host backend has two threads per rank: its kernel thread
- *             and the proxy); a fourth posts the message ours posts (an
- *             injected 8-byte fi_writemsg with remote CQ data and a local
- *             completion) raw, each side still polling the word: what the
- *             message kind costs, apart from the threads.
+ *             message (remote CQ data). Half round trip; goal: median
+ *             ours/raw <= 1.2x.
  *   bandwidth raw: fi_write of 1 MiB, 16 in flight, then an 8-byte flag the
  *             receiver acknowledges; ours: 1 MiB puts, a signal after the
- *             last, the receiver signals back. Goal: ours >= 90% of raw.
+ *             last, the receiver signals back. Goal: median ours/raw >= 90%.
  *
- * Rank 0 prints both figures and the ratios.
+ * Measured once, for reference (not in the blocks): the same put as a copy
+ * (the handle's INLINE flag cleared: an RMA write and an 8-byte signal
+ * write, two messages; first of all, while the signal's word is not in the
+ * signal table yet); raw with a yielding sibling thread per rank (the host
+ * backend has two threads per rank: its kernel thread and the proxy); raw
+ * posting the message ours posts (an injected 8-byte fi_writemsg with remote
+ * CQ data and a local completion), each side still polling the word.
+ *
+ * Rank 0 prints every block's pair, the medians and the means.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -324,9 +338,48 @@ static double ourBandwidth(const mscclppPortChannelDeviceHandle* h, int rounds) 
   return (double)STREAM_BYTES * rounds / (now() - t0) / 1e9;
 }
 
+#define MAX_BLOCKS 64
+
+static int cmpDouble(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(const double* v, int n) {
+  double s[MAX_BLOCKS];
+  memcpy(s, v, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof(double), cmpDouble);
+  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static double mean(const double* v, int n) {
+  double t = 0;
+  for (int i = 0; i < n; i++) t += v[i];
+  return t / n;
+}
+
+/* One figure's blocks: raw[b], ours[b], and ratio[b] = ours / raw. */
+struct blocks {
+  double raw[MAX_BLOCKS], ours[MAX_BLOCKS], ratio[MAX_BLOCKS];
+};
+
+/* percent != 0: ratios as percentages */
+static void printBlocks(const char* what, const char* unit, const struct blocks* s, int n, int percent) {
+  printf("  %s, per block raw / ours (%s):", what, unit);
+  for (int b = 0; b < n; b++)
+    printf(percent ? "%s %.2f / %.2f = %.0f%%" : "%s %.2f / %.2f = %.2fx", b ? "," : "", s->raw[b], s->ours[b],
+           s->ratio[b] * (percent ? 100 : 1));
+  printf("\n");
+}
+
 int main(int argc, char** argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 20000;
   int rounds = argc > 2 ? atoi(argv[2]) : 20;
+  int nBlocks = argc > 3 ? atoi(argv[3]) : 7;
+  if (iters < 1 || rounds < 1 || nBlocks < 1 || nBlocks > MAX_BLOCKS) {
+    fprintf(stderr, "usage: bench_net [iters >= 1] [rounds >= 1] [blocks 1..%d]\n", MAX_BLOCKS);
+    return 2;
+  }
   setenv("CUDA_VISIBLE_DEVICES", "", 1);
   if (!mscclppNetLibAvailable()) {
     printf("SKIP: %s\n", mscclppNetLibError());
@@ -341,17 +394,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   peer = 1 - rank;
-  double rawLat = 0, rawBw = 0, rawSibLat = 0, rawCqLat = 0;
-#ifdef MSCCLPP_HAVE_LIBFABRIC
-  struct raw r;
-  memset(&r, 0, sizeof(r));
-  rawSetup(&r);
-  rawLat = rawLatency(&r, iters, 0);
-  rawSibLat = rawLatencyWithSibling(&r, iters);
-  rawCqLat = rawLatency(&r, iters, 1);
-  rawBw = rawBandwidth(&r, rounds);
-  rawClose(&r);
-#endif
   void* p = NULL;
   OK(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096 + STREAM_BYTES, &p));
   mscclppConnection_t conn;
@@ -368,26 +410,68 @@ int main(int argc, char** argv) {
   mscclppPortChannelDeviceHandle copyHandle = h;
   copyHandle.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
   double copyLat = ourLatency(&copyHandle, iters); /* first: the signal's word is not in the signal table yet */
-  double ourLat = ourLatency(&h, iters);
-  double ourBw = ourBandwidth(&h, rounds);
+
+  struct blocks lat, bw;
+  memset(&lat, 0, sizeof(lat));
+  memset(&bw, 0, sizeof(bw));
+  double rawSibLat = 0, rawCqLat = 0;
+#ifdef MSCCLPP_HAVE_LIBFABRIC
+  struct raw r;
+  memset(&r, 0, sizeof(r));
+  rawSetup(&r);
+  /* raw runs with our proxy thread stopped; ours with it running */
+  for (int b = 0; b < nBlocks; b++) {
+    OK(mscclppCommProxyStop(comm));
+    lat.raw[b] = rawLatency(&r, iters, 0);
+    OK(mscclppCommProxyStart(comm));
+    lat.ours[b] = ourLatency(&h, iters);
+    lat.ratio[b] = lat.ours[b] / lat.raw[b];
+  }
+  for (int b = 0; b < nBlocks; b++) {
+    OK(mscclppCommProxyStop(comm));
+    bw.raw[b] = rawBandwidth(&r, rounds);
+    OK(mscclppCommProxyStart(comm));
+    bw.ours[b] = ourBandwidth(&h, rounds);
+    bw.ratio[b] = bw.ours[b] / bw.raw[b];
+  }
+  OK(mscclppCommProxyStop(comm));
+  rawSibLat = rawLatencyWithSibling(&r, iters);
+  rawCqLat = rawLatency(&r, iters, 1);
+  OK(mscclppCommProxyStart(comm));
+  rawClose(&r);
+#else
+  for (int b = 0; b < nBlocks; b++) {
+    lat.ours[b] = ourLatency(&h, iters);
+    bw.ours[b] = ourBandwidth(&h, rounds);
+  }
+#endif
   if (rank == 0) {
-    printf("bench_net (%s, %s)\n", getenv("MSCCLPP_NET_PROVIDER") ? getenv("MSCCLPP_NET_PROVIDER") : "default",
-           getenv("MSCCLPP_NET_IFNAME") ? getenv("MSCCLPP_NET_IFNAME") : "");
-    printf("  8 B ping-pong, half round trip: raw fi_inject_write %.2f us | port channel putWithSignal %.2f us%s | "
-           "ratio %.2fx (goal <= 1.2x)\n",
-           rawLat, ourLat, (h.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? " (inline)" : " (copy: no inline on Net)",
-           rawLat > 0 ? ourLat / rawLat : 0);
-    printf("  8 B ping-pong, port channel putWithSignal as a copy (write + signal, two messages): %.2f us | ratio "
-           "%.2fx\n",
-           copyLat, rawLat > 0 ? copyLat / rawLat : 0);
+    printf("bench_net (%s, %s): %d blocks, each raw then ours; %d round trips / %d x 64 MiB each\n",
+           getenv("MSCCLPP_NET_PROVIDER") ? getenv("MSCCLPP_NET_PROVIDER") : "default",
+           getenv("MSCCLPP_NET_IFNAME") ? getenv("MSCCLPP_NET_IFNAME") : "", nBlocks, iters, rounds);
+    printBlocks("8 B ping-pong half round trip", "us", &lat, nBlocks, 0);
+    double ourLat = median(lat.ours, nBlocks);
+    printf("  8 B ping-pong, half round trip: raw fi_inject_write %.2f us | port channel putWithSignal %.2f us%s "
+           "(medians) | MEDIAN ratio %.2fx (goal <= 1.2x) | means %.2f / %.2f us = %.2fx\n",
+           median(lat.raw, nBlocks), ourLat,
+           (h.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? " (inline)" : " (copy: no inline on Net)",
+           median(lat.ratio, nBlocks), mean(lat.raw, nBlocks), mean(lat.ours, nBlocks),
+           mean(lat.raw, nBlocks) > 0 ? mean(lat.ours, nBlocks) / mean(lat.raw, nBlocks) : 0);
+    printBlocks("1 MiB stream", "GB/s", &bw, nBlocks, 1);
+    printf("  1 MiB stream: raw fi_write %.2f GB/s | port channel put %.2f GB/s (medians) | MEDIAN %.0f%% of raw "
+           "(goal >= 90%%) | means %.2f / %.2f GB/s = %.0f%%\n",
+           median(bw.raw, nBlocks), median(bw.ours, nBlocks), 100 * median(bw.ratio, nBlocks), mean(bw.raw, nBlocks),
+           mean(bw.ours, nBlocks),
+           mean(bw.raw, nBlocks) > 0 ? 100 * mean(bw.ours, nBlocks) / mean(bw.raw, nBlocks) : 0);
+    printf("  measured once, against the median of ours above:\n");
+    printf("  8 B ping-pong, port channel putWithSignal as a copy (write + signal, two messages): %.2f us\n",
+           copyLat);
     printf("  8 B ping-pong, raw fi_inject_write with a yielding sibling thread per rank (the host backend's 4 "
            "threads on this machine's cores): %.2f us | ours / that %.2fx\n",
            rawSibLat, rawSibLat > 0 ? ourLat / rawSibLat : 0);
     printf("  8 B ping-pong, raw fi_writemsg with remote CQ data (the message ours sends; the word polled): %.2f us "
            "| ours / that %.2fx\n",
            rawCqLat, rawCqLat > 0 ? ourLat / rawCqLat : 0);
-    printf("  1 MiB stream: raw fi_write %.2f GB/s | port channel put %.2f GB/s | %.0f%% of raw (goal >= 90%%)\n", rawBw,
-           ourBw, rawBw > 0 ? 100 * ourBw / rawBw : 0);
   }
   OK(mscclppBootstrapBarrier(comm));
   OK(mscclppPortChannelDestroy(ch));

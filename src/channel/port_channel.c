@@ -80,6 +80,7 @@ struct mscclppPortExecutor {
   struct portConn conns[MAX_SEMS];
   int anyDirty; /* proxy thread */
   int anyProgress; /* a connection needs progress (set while the thread is stopped) */
+  int connEnd;     /* conns[connEnd..] are free (set while the thread is stopped): the proxy's passes stop there */
 };
 
 /* ---- the proxy thread's side ---------------------------------------------------------- */
@@ -102,7 +103,7 @@ static mscclppProxyHandlerResult failf(struct mscclppPortExecutor* e, mscclppRes
 
 /* Drain every connection with work in flight. */
 static mscclppResult_t drainAll(struct mscclppPortExecutor* e) {
-  for (int i = 0; i < MAX_SEMS; i++) {
+  for (int i = 0; i < e->connEnd; i++) {
     struct portConn* c = &e->conns[i];
     if (!c->dirty) continue;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnFlush(c->conn));
@@ -184,7 +185,7 @@ static mscclppResult_t execProgress(void* arg, int* allDone) {
    * raises the communicator's abort with that status. */
   if (!e->anyDirty && !e->anyProgress) return mscclppSuccess;
   int still = 0;
-  for (int i = 0; i < MAX_SEMS; i++) {
+  for (int i = 0; i < e->connEnd; i++) {
     struct portConn* c = &e->conns[i];
     if (c->dirty) {
       int idle = 0;
@@ -330,6 +331,7 @@ static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclp
     e->conns[connSlot].proxyWrote = 0;
     e->conns[connSlot].needsProgress = mscclppConnNeedsProgress(conn);
     if (e->conns[connSlot].needsProgress) e->anyProgress = 1;
+    if (connSlot >= e->connEnd) e->connEnd = connSlot + 1;
   }
   e->conns[connSlot].refs++;
   struct portSem* s = &e->sems[semSlot];
@@ -352,6 +354,7 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
     c->needsProgress = 0;
     e->anyProgress = 0;
     for (int i = 0; i < MAX_SEMS; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
+    while (e->connEnd > 0 && e->conns[e->connEnd - 1].conn == NULL) e->connEnd--;
   }
   memset(s, 0, sizeof(*s));
 }

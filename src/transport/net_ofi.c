@@ -134,6 +134,10 @@ void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op) {
   (void)net;
   (void)op;
 }
+mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc) {
+  (void)nc;
+  NET_STUB();
+}
 mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn* nc, int* idle) {
   (void)net;
   (void)nc;
@@ -272,6 +276,7 @@ struct mscclppNet {
   enum mscclppNetSignalMode signalMode;
   size_t injectSize, maxMsg, txDepth, iovLimit, cqDataSize;
   size_t inflight;
+  uint64_t cqReads; /* progress rounds (completion-queue reads) of mscclppNetProgress */
   struct mscclppNetOp* freeOps;
   struct mscclppNetConn* conns[MSCCLPP_NET_MAX_CONNS];
   uint32_t connEnd; /* ids below are in use or free */
@@ -935,8 +940,6 @@ void mscclppNetKickLocked(struct mscclppNet* net, struct mscclppNetConn* nc) {
   }
 }
 
-static mscclppResult_t reportLocked(struct mscclppNetConn* nc);
-
 void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   struct mscclppNetConn* nc = o->nc;
   o->seq = nc->submitted++;
@@ -952,7 +955,7 @@ mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* o)
   struct mscclppNetConn* nc = o->nc;
   pthread_mutex_lock(&net->lock);
   mscclppNetSubmitLocked(net, o);
-  mscclppResult_t err = reportLocked(nc);
+  mscclppResult_t err = mscclppNetReportLocked(nc);
   pthread_mutex_unlock(&net->lock);
   return err;
 }
@@ -1020,7 +1023,7 @@ static void readCqLocked(struct mscclppNet* net) {
   }
 }
 
-static mscclppResult_t reportLocked(struct mscclppNetConn* nc) {
+mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc) {
   if (nc->error == mscclppSuccess) return mscclppSuccess;
   if (!nc->errReported) {
     nc->errReported = 1;
@@ -1041,11 +1044,21 @@ static void progressLocked(struct mscclppNet* net) {
 
 mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn* nc, int* idle) {
   pthread_mutex_lock(&net->lock);
-  progressLocked(net);
+  /* One completion-queue read per round over the endpoint's connections
+   * (the proxy progresses each of its connections on every pass): read
+   * unless the queue was read since nc's last call, by a call for another
+   * connection. So between two calls for one connection the queue is
+   * always read at least once, and a pass over K connections reads it once,
+   * not K times. */
+  if (nc == NULL || nc->progressSeen == net->cqReads) {
+    progressLocked(net);
+    net->cqReads++;
+  }
   mscclppResult_t res = mscclppSuccess;
   if (nc != NULL) {
+    nc->progressSeen = net->cqReads;
     if (idle) *idle = nc->completed == nc->submitted && nc->creditsInFlight == 0;
-    res = reportLocked(nc);
+    res = mscclppNetReportLocked(nc);
   }
   pthread_mutex_unlock(&net->lock);
   return res;

@@ -145,6 +145,7 @@ struct mscclppNetConn {
   struct mscclppNetOp *qHead, *qTail; /* waiting: provider queue full, -FI_EAGAIN, fence, credit */
   int queued;
   mscclppResult_t error; /* first completion error (sticky) */
+  uint64_t progressSeen; /* the endpoint's progress round at this connection's last mscclppNetProgress */
   char errText[320];
   int errReported;
   /* control block of this side (registered): the peer writes into it */
@@ -241,13 +242,19 @@ void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg);
  * earlier ones. Returns the connection's sticky error, if any. */
 mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* op);
 void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op);
+/* With net->lock held: nc's sticky error (logged the first time it is
+ * returned), or mscclppSuccess. */
+mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc);
 /* An operation from the endpoint's pool (NULL: mscclppSystemError logged). */
 struct mscclppNetOp* mscclppNetOpGet(struct mscclppNet* net);
 struct mscclppNetOp* mscclppNetOpGetLocked(struct mscclppNet* net);
 
 /* Read the completion queue and post queued operations; never waits.
  * With nc: *idle = nothing of nc is queued or in flight, and nc's sticky
- * error is returned (once logged). */
+ * error is returned (once logged); the queue is read only if it has not
+ * been read since the previous call for nc (by a call for another
+ * connection of the endpoint), so one pass over an endpoint's connections
+ * reads it once. */
 mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn* nc, int* idle);
 /* Wait (bounded by the timeout, abortable) until nc is idle. `what` names
  * the wait in messages. */

@@ -427,14 +427,14 @@ static void cqSignalOp(struct mscclppNetOp* o, struct mscclppNetConn* nc, int in
   o->fence = mscclppNetSignalModeOf(nc->net) == MSCCLPP_NET_SIGNAL_FENCED;
 }
 
-/* Put `addr` into the peer's signal table (a free entry; -1 when full or
- * the provider has no remote CQ data). The entry's write is submitted
- * before any signal that names it, and ordered before them as signals are
- * (fenced providers: those wait for its delivery). */
-static mscclppResult_t sigAdd(struct mscclppNetConn* nc, uint64_t addr, int* index) {
+/* With net->lock held: put `addr` into the peer's signal table (a free
+ * entry; -1 when full or the provider has no remote CQ data). The entry's
+ * write is submitted before any signal that names it, and ordered before
+ * them as signals are (fenced providers: those wait for its delivery). */
+static mscclppResult_t sigAddLocked(struct mscclppNetConn* nc, uint64_t addr, int* index) {
   *index = -1;
   if (!mscclppNetHasCqSignals(nc->net) || nc->nSigs >= MSCCLPP_NET_SIG_SLOTS) return mscclppSuccess;
-  struct mscclppNetOp* o = mscclppNetOpGet(nc->net);
+  struct mscclppNetOp* o = mscclppNetOpGetLocked(nc->net);
   if (o == NULL) return mscclppSystemError;
   uint32_t i = nc->nSigs++;
   nc->sigAddrs[i] = addr;
@@ -446,23 +446,24 @@ static mscclppResult_t sigAdd(struct mscclppNetConn* nc, uint64_t addr, int* ind
   o->raddr = nc->peerCtrlAddr + offsetof(struct mscclppNetCtrl, sigAddr) + (uint64_t)i * sizeof(uint64_t);
   o->rkey = nc->peerCtrlKey;
   *index = (int)i;
-  return mscclppNetSubmit(nc->net, o);
+  mscclppNetSubmitLocked(nc->net, o);
+  return mscclppNetReportLocked(nc);
 }
 
 static int hostKind(mscclppMemKind_t k) { return k != mscclppMemKindDevice && k != mscclppMemKindDeviceCuMem; }
 
-static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
-                                 uint64_t value) {
+/* With net->lock held (one acquisition per signal or inline put). */
+static mscclppResult_t signalLocked(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                    uint64_t dstOffset, uint64_t value) {
   struct mscclppNetConn* nc = c->net;
   struct mscclppNet* net = nc->net;
-  MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "signal destination"));
   const int staged = (dst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || nc->stagedSinceSignal || ringBusy(nc);
   if (staged && !nc->peerHasRing)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
                       "signal to memory %llu of rank %d needs staging, but rank %d keeps no staging ring",
                       (unsigned long long)dst->record.memId, dst->ownerRank, c->remoteRank);
   int index = staged ? -1 : sigFind(nc, sigAddrOf(dst, dstOffset));
-  struct mscclppNetOp* o = mscclppNetOpGet(net);
+  struct mscclppNetOp* o = mscclppNetOpGetLocked(net);
   if (o == NULL) return mscclppSystemError;
   o->nc = nc;
   if (staged) {
@@ -485,16 +486,27 @@ static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegi
     o->rkey = dst->record.net.key;
     o->value = value;
   }
-  return mscclppNetSubmit(net, o);
+  mscclppNetSubmitLocked(net, o);
+  return mscclppNetReportLocked(nc);
 }
 
-static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
-                                      uint64_t dstOffset, const void* bytes, uint32_t size,
-                                      struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
+                                 uint64_t value) {
+  MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "signal destination"));
+  pthread_mutex_t* lock = mscclppNetLock(c->net->net);
+  pthread_mutex_lock(lock);
+  mscclppResult_t res = signalLocked(c, dst, dstOffset, value);
+  pthread_mutex_unlock(lock);
+  return res;
+}
+
+/* With net->lock held. */
+static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                         uint64_t dstOffset, const void* bytes, uint32_t size,
+                                         struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset,
+                                         uint64_t sigValue) {
   struct mscclppNetConn* nc = c->net;
   struct mscclppNet* net = nc->net;
-  MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "destination"));
-  if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(needNet(c, sigDst, "signal destination"));
   const int sigStaged =
       sigDst != NULL && ((sigDst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || nc->stagedSinceSignal || ringBusy(nc));
   if ((dst->record.net.flags & MSCCLPP_MEM_NET_STAGED) || sigStaged) {
@@ -503,7 +515,7 @@ static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclp
       return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
                         "inline write to memory %llu of rank %d needs staging, but rank %d keeps no staging ring",
                         (unsigned long long)dst->record.memId, dst->ownerRank, c->remoteRank);
-    struct mscclppNetOp* o = mscclppNetOpGet(net);
+    struct mscclppNetOp* o = mscclppNetOpGetLocked(net);
     if (o == NULL) return mscclppSystemError;
     o->nc = nc;
     o->kind = MSCCLPP_NET_OP_STAGE;
@@ -513,14 +525,15 @@ static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclp
     memcpy(o->hdr + MSCCLPP_NET_STAGE_INLINE_BYTES, bytes, size);
     nc->stagedSinceSignal = sigDst == NULL;
     nc->stageSubmitted++;
-    return mscclppNetSubmit(net, o);
+    mscclppNetSubmitLocked(net, o);
+    return mscclppNetReportLocked(nc);
   }
   int index = -1;
   if (sigDst != NULL && hostKind(sigDst->kind)) {
     index = sigFind(nc, sigAddrOf(sigDst, sigOffset));
-    if (index < 0) MSCCLPP_RETURN_ON_ERROR(sigAdd(nc, sigAddrOf(sigDst, sigOffset), &index));
+    if (index < 0) MSCCLPP_RETURN_ON_ERROR(sigAddLocked(nc, sigAddrOf(sigDst, sigOffset), &index));
   }
-  struct mscclppNetOp* o = mscclppNetOpGet(net);
+  struct mscclppNetOp* o = mscclppNetOpGetLocked(net);
   if (o == NULL) return mscclppSystemError;
   o->nc = nc;
   if (index >= 0) cqSignalOp(o, nc, index, sigValue);
@@ -529,9 +542,23 @@ static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclp
   memcpy(&o->value, bytes, size);
   o->raddr = dst->record.net.addr + dstOffset;
   o->rkey = dst->record.net.key;
-  MSCCLPP_RETURN_ON_ERROR(mscclppNetSubmit(net, o));
+  mscclppNetSubmitLocked(net, o);
+  MSCCLPP_RETURN_ON_ERROR(mscclppNetReportLocked(nc));
   /* no table entry (no remote CQ data, table full, a GPU semaphore): an ordinary signal behind the bytes */
-  return sigDst != NULL && index < 0 ? netSignal(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
+  return sigDst != NULL && index < 0 ? signalLocked(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
+}
+
+/* The bytes and the signal under one acquisition of the endpoint's lock. */
+static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
+                                      uint64_t dstOffset, const void* bytes, uint32_t size,
+                                      struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
+  MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "destination"));
+  if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(needNet(c, sigDst, "signal destination"));
+  pthread_mutex_t* lock = mscclppNetLock(c->net->net);
+  pthread_mutex_lock(lock);
+  mscclppResult_t res = writeInlineLocked(c, dst, dstOffset, bytes, size, sigDst, sigOffset, sigValue);
+  pthread_mutex_unlock(lock);
+  return res;
 }
 
 static mscclppResult_t netFlush(struct mscclppConnection* c) { return mscclppNetWaitIdle(c->net->net, c->net, "flush"); }
