@@ -67,6 +67,7 @@ __device__ unsigned long long gFifoStats[4];
 #include "mscclpp/semaphore.h"
 #include "mscclpp/semaphore_device.h"
 #include "proxy/proxy.h"
+#include "bench_stats.h"
 
 static_assert(MSCCLPP_FIFO_STAT_COUNT == 4 && MSCCLPP_FIFO_STAT_CLAIM == 3, "gFifoStats layout");
 
@@ -552,16 +553,6 @@ static const char* policyName(uint32_t p) {
                                                 : "claim, poll (old)";
 }
 
-/* Median of n values (sorts them). */
-static double median(double* v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* The CPU with the fastest raw echo (1) among the allowed ones, printing
  * the scan; -1 when fewer than two CPUs are allowed (the main thread could
@@ -818,7 +809,7 @@ int main(int argc, char** argv) {
   double med[NG];
   for (int k = 0; k < NG; k++) {
     for (int b = 0; b < blocks; b++) tmp[b] = g[b * NG + k];
-    med[k] = median(tmp, blocks);
+    med[k] = benchSortMedian(tmp, blocks);
   }
   struct {
     const char* label;
@@ -835,7 +826,7 @@ int main(int argc, char** argv) {
   const int nGr = (int)(sizeof(gr) / sizeof(gr[0]));
   for (int q = 0; q < nGr; q++) {
     for (int b = 0; b < blocks; b++) tmp[b] = g[b * NG + gr[q].num] / g[b * NG + gr[q].den];
-    gr[q].med = median(tmp, blocks); /* sorted: tmp[0] is the least, tmp[blocks - 1] the most */
+    gr[q].med = benchSortMedian(tmp, blocks); /* sorted: tmp[0] is the least, tmp[blocks - 1] the most */
     gr[q].lo = tmp[0];
     gr[q].hi = tmp[blocks - 1];
   }

@@ -41,6 +41,7 @@
 #include "mscclpp/semaphore_device.h"
 #include "proxy/fifo.h"
 #include "proxy/proxy.h"
+#include "bench_stats.h"
 
 #define MK(expr)                                                                                          \
   do {                                                                                                    \
@@ -220,16 +221,6 @@ static double throughput(const mscclppFifoDeviceHandle* fifo, uint32_t triggers)
   return triggers / ((mscclppTimeNs() - t0) / 1e9);
 }
 
-/* Median of n values (sorts them). */
-static double median(double* v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static double min2(double a, double b) { return a < b ? a : b; }
 
@@ -357,7 +348,7 @@ int main(int argc, char** argv) {
   double med[NG];
   for (int k = 0; k < NG; k++) {
     for (int b = 0; b < blocks; b++) tmp[b] = g[b * NG + k];
-    med[k] = median(tmp, blocks);
+    med[k] = benchSortMedian(tmp, blocks);
   }
   double goal[3], lo[3], hi[3]; /* (2)/raw, (2m)/raw, (2)/(2m) */
   for (int q = 0; q < 3; q++) {
@@ -366,7 +357,7 @@ int main(int argc, char** argv) {
       double rawB = min2(r[G_PAUSE], r[G_SPIN]);
       tmp[b] = q == 0 ? r[G_OURS] / rawB : q == 1 ? r[G_MIN] / rawB : r[G_OURS] / r[G_MIN];
     }
-    goal[q] = median(tmp, blocks);
+    goal[q] = benchSortMedian(tmp, blocks);
     lo[q] = tmp[0];
     hi[q] = tmp[blocks - 1];
   }

@@ -53,6 +53,7 @@
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
 #include "transport/net_ofi.h"
+#include "bench_stats.h"
 
 #ifdef MSCCLPP_HAVE_LIBFABRIC
 #include <rdma/fabric.h>
@@ -340,16 +341,11 @@ static double ourBandwidth(const mscclppPortChannelDeviceHandle* h, int rounds) 
 
 #define MAX_BLOCKS 64
 
-static int cmpDouble(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
 
 static double median(const double* v, int n) {
   double s[MAX_BLOCKS];
   memcpy(s, v, sizeof(double) * (size_t)n);
-  qsort(s, (size_t)n, sizeof(double), cmpDouble);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  return benchSortMedian(s, n);
 }
 
 static double mean(const double* v, int n) {

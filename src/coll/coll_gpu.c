@@ -471,30 +471,18 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     L.root = a->root;
     L.count = a->count;
     int algo = a->kind == MSCCLPP_COLL_ALLREDUCE ? allreduceAlgo(a->algo, k, inBytes) : MSCCLPP_COLL_GPU_ALGO_DIRECT;
-    if (algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) {
-      /* no rendezvous: only my own buffers are used; one grid for every
-       * call (the kernel's per-block call counters stay equal) */
+    if (algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) {
+      /* packets: no rendezvous, only my own buffers are used */
       L.algo = algo;
       L.send[g->rank] = send;
       L.recv[g->rank] = recv;
       L.vec16 = (((uintptr_t)send | (uintptr_t)recv) & 7) == 0;
+      /* the same grid for every packet kernel of a kind (see the kernels):
+       * blocks without packets only advance their counters */
       L.nthreads = MSCCLPP_COLL_GPU_PACKET_THREADS;
-      L.nblocks = g->packetBlocks;
-      const char* why = NULL;
-      res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
-      if (res != mscclppSuccess) res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the allreduce kernel: %s", why);
-      goto restore;
-    }
-    if (algo == MSCCLPP_COLL_GPU_ALGO_PACKET) {
-      /* no rendezvous: only my own buffers are used */
-      L.algo = MSCCLPP_COLL_GPU_ALGO_PACKET;
-      L.send[g->rank] = send;
-      L.recv[g->rank] = recv;
-      L.vec16 = (((uintptr_t)send | (uintptr_t)recv) & 7) == 0;
-      /* the same grid for every packet kernel of the communicator (see the
-       * kernel): blocks without packets only advance their round counter */
-      L.nthreads = MSCCLPP_COLL_GPU_PACKET_THREADS;
-      if (inBytes <= PACKET_SMALL_BYTES) { /* the three grids (coll_gpu.h) */
+      if (algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) {
+        L.nblocks = g->packetBlocks;
+      } else if (inBytes <= PACKET_SMALL_BYTES) { /* the three grids (coll_gpu.h) */
         L.nblocks = 1;
         L.llGrid = MSCCLPP_COLL_GPU_LL_SMALL;
       } else if (inBytes <= PACKET_MID_BYTES) {

@@ -325,15 +325,21 @@ mscclppResult_t mscclppGpuIpcQueryPointer(const void* ptr, struct mscclppGpuPtrI
  * transport copy could land on the queue of an application's kernel that
  * waits for it. One stream, made once, keeps the library's work on one
  * queue whatever it does later. */
+/* The current device, as an index of the per-device tables below. */
+static mscclppResult_t currentDeviceIndex(int* device) {
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(device));
+  if (*device < 0 || *device >= MSCCLPP_GPU_MAX_DEVICES)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", *device,
+                      MSCCLPP_GPU_MAX_DEVICES);
+  return mscclppSuccess;
+}
+
 static pthread_mutex_t procLock = PTHREAD_MUTEX_INITIALIZER;
 static cudaStream_t procStream[MSCCLPP_GPU_MAX_DEVICES];
 
 mscclppResult_t mscclppGpuIpcProcessStream(void** stream) {
   int device = -1;
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&device));
-  if (device < 0 || device >= MSCCLPP_GPU_MAX_DEVICES)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", device,
-                      MSCCLPP_GPU_MAX_DEVICES);
+  MSCCLPP_RETURN_ON_ERROR(currentDeviceIndex(&device));
   pthread_mutex_lock(&procLock);
   if (procStream[device] == NULL) {
     /* the highest priority: the proxy's copies and stream writes are on
@@ -633,10 +639,7 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   MSCCLPP_RETURN_ON_ERROR(driverGet(&d));
   MSCCLPP_RETURN_ON_ERROR(ensureContext());
   int device = -1;
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&device));
-  if (device < 0 || device >= MSCCLPP_GPU_MAX_DEVICES)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d: at most %d devices per process", device,
-                      MSCCLPP_GPU_MAX_DEVICES);
+  MSCCLPP_RETURN_ON_ERROR(currentDeviceIndex(&device));
   pthread_mutex_lock(&sharedLock);
   struct mscclppGpuIpcStream* s = shared[device];
   if (s != NULL) {
