@@ -130,12 +130,9 @@ struct mscclppNetOp* mscclppNetOpGetLocked(struct mscclppNet* net) {
   (void)net;
   return NULL;
 }
-void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op) {
+mscclppResult_t mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op) {
   (void)net;
   (void)op;
-}
-mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc) {
-  (void)nc;
   NET_STUB();
 }
 mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn* nc, int* idle) {
@@ -940,7 +937,9 @@ void mscclppNetKickLocked(struct mscclppNet* net, struct mscclppNetConn* nc) {
   }
 }
 
-void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
+static mscclppResult_t reportLocked(struct mscclppNetConn* nc);
+
+mscclppResult_t mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   struct mscclppNetConn* nc = o->nc;
   o->seq = nc->submitted++;
   o->next = NULL;
@@ -949,13 +948,12 @@ void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   nc->qTail = o;
   nc->queued++;
   mscclppNetKickLocked(net, nc);
+  return reportLocked(nc);
 }
 
 mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* o) {
-  struct mscclppNetConn* nc = o->nc;
   pthread_mutex_lock(&net->lock);
-  mscclppNetSubmitLocked(net, o);
-  mscclppResult_t err = mscclppNetReportLocked(nc);
+  mscclppResult_t err = mscclppNetSubmitLocked(net, o);
   pthread_mutex_unlock(&net->lock);
   return err;
 }
@@ -1023,7 +1021,7 @@ static void readCqLocked(struct mscclppNet* net) {
   }
 }
 
-mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc) {
+static mscclppResult_t reportLocked(struct mscclppNetConn* nc) {
   if (nc->error == mscclppSuccess) return mscclppSuccess;
   if (!nc->errReported) {
     nc->errReported = 1;
@@ -1058,7 +1056,7 @@ mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn
   if (nc != NULL) {
     nc->progressSeen = net->cqReads;
     if (idle) *idle = nc->completed == nc->submitted && nc->creditsInFlight == 0;
-    res = mscclppNetReportLocked(nc);
+    res = reportLocked(nc);
   }
   pthread_mutex_unlock(&net->lock);
   return res;

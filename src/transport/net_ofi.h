@@ -241,10 +241,8 @@ void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg);
  * the provider takes it, otherwise queued in order behind the connection's
  * earlier ones. Returns the connection's sticky error, if any. */
 mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* op);
-void mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op);
-/* With net->lock held: nc's sticky error (logged the first time it is
- * returned), or mscclppSuccess. */
-mscclppResult_t mscclppNetReportLocked(struct mscclppNetConn* nc);
+/* The same with net->lock held. */
+mscclppResult_t mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op);
 /* An operation from the endpoint's pool (NULL: mscclppSystemError logged). */
 struct mscclppNetOp* mscclppNetOpGet(struct mscclppNet* net);
 struct mscclppNetOp* mscclppNetOpGetLocked(struct mscclppNet* net);

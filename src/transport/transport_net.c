@@ -446,8 +446,7 @@ static mscclppResult_t sigAddLocked(struct mscclppNetConn* nc, uint64_t addr, in
   o->raddr = nc->peerCtrlAddr + offsetof(struct mscclppNetCtrl, sigAddr) + (uint64_t)i * sizeof(uint64_t);
   o->rkey = nc->peerCtrlKey;
   *index = (int)i;
-  mscclppNetSubmitLocked(nc->net, o);
-  return mscclppNetReportLocked(nc);
+  return mscclppNetSubmitLocked(nc->net, o);
 }
 
 static int hostKind(mscclppMemKind_t k) { return k != mscclppMemKindDevice && k != mscclppMemKindDeviceCuMem; }
@@ -486,8 +485,7 @@ static mscclppResult_t signalLocked(struct mscclppConnection* c, struct mscclppR
     o->rkey = dst->record.net.key;
     o->value = value;
   }
-  mscclppNetSubmitLocked(net, o);
-  return mscclppNetReportLocked(nc);
+  return mscclppNetSubmitLocked(net, o);
 }
 
 static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
@@ -525,8 +523,7 @@ static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct msc
     memcpy(o->hdr + MSCCLPP_NET_STAGE_INLINE_BYTES, bytes, size);
     nc->stagedSinceSignal = sigDst == NULL;
     nc->stageSubmitted++;
-    mscclppNetSubmitLocked(net, o);
-    return mscclppNetReportLocked(nc);
+    return mscclppNetSubmitLocked(net, o);
   }
   int index = -1;
   if (sigDst != NULL && hostKind(sigDst->kind)) {
@@ -542,8 +539,7 @@ static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct msc
   memcpy(&o->value, bytes, size);
   o->raddr = dst->record.net.addr + dstOffset;
   o->rkey = dst->record.net.key;
-  mscclppNetSubmitLocked(net, o);
-  MSCCLPP_RETURN_ON_ERROR(mscclppNetReportLocked(nc));
+  MSCCLPP_RETURN_ON_ERROR(mscclppNetSubmitLocked(net, o));
   /* no table entry (no remote CQ data, table full, a GPU semaphore): an ordinary signal behind the bytes */
   return sigDst != NULL && index < 0 ? signalLocked(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
 }
