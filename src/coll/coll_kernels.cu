@@ -320,8 +320,7 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
  * packet index in every round of every call, which is what makes two
  * parities enough (packet.h). */
 template <typename T>
-__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
-    packetAllReduceKernel(const __grid_constant__ Launch L) {
+__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllReduceKernel(const __grid_constant__ Launch L) {
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;

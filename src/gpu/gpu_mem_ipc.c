@@ -4,12 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "core/log.h"
-#include "core/params.h"
-#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 
@@ -369,32 +366,13 @@ mscclppResult_t mscclppGpuIpcProcessStream(void** stream) {
  * legal while a stream of this thread is being captured into a CUDA graph
  * (in relaxed mode; a collective's first call, which allocates its state,
  * may be captured), unlike cudaMemset on the legacy stream or
- * cudaDeviceSynchronize. The stream is shared with the transports' copies,
- * so the wait for the memset (an event behind it) is bounded by
- * MSCCLPP_TIMEOUT. Logs its failure. */
-static mscclppResult_t zeroNew(void* p, size_t n, const char* what) {
+ * cudaDeviceSynchronize. */
+static cudaError_t zeroNew(void* p, size_t n) {
   void* sp = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcProcessStream(&sp));
-  struct mscclppParams params;
-  MSCCLPP_RETURN_ON_ERROR(mscclppParamsLoad(&params));
-  cudaEvent_t ev;
-  cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (err != cudaSuccess) return rtFail(err, what);
-  err = cudaMemsetAsync(p, 0, n, (cudaStream_t)sp);
-  if (err == cudaSuccess) err = cudaEventRecord(ev, (cudaStream_t)sp);
-  mscclppDeadline deadline = mscclppDeadlineIn(params.timeout);
-  while (err == cudaSuccess && (err = cudaEventQuery(ev)) == cudaErrorNotReady) {
-    if (mscclppDeadlinePassed(deadline)) {
-      (void)cudaGetLastError();
-      (void)cudaEventDestroy(ev);
-      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_GPU,
-                        "%s: %zu bytes not zeroed within %g s (the library's stream is busy)", what, n, params.timeout);
-    }
-    struct timespec ts = {0, 1000};
-    nanosleep(&ts, NULL);
-  }
-  (void)cudaEventDestroy(ev);
-  return err == cudaSuccess ? mscclppSuccess : rtFail(err, what);
+  if (mscclppGpuIpcProcessStream(&sp) != mscclppSuccess) return cudaErrorInvalidResourceHandle;
+  cudaError_t err = cudaMemsetAsync(p, 0, n, (cudaStream_t)sp);
+  if (err == cudaSuccess) err = cudaStreamSynchronize((cudaStream_t)sp);
+  return err;
 }
 
 int mscclppGpuIpcCaptureRelax(void) {
@@ -413,7 +391,9 @@ void mscclppGpuIpcCaptureRestore(int mode) {
 }
 
 mscclppResult_t mscclppGpuIpcZero(void* ptr, size_t size) {
-  return zeroNew(ptr, size, "zeroing new device memory");
+  cudaError_t err = zeroNew(ptr, size);
+  if (err != cudaSuccess) return rtFail(err, "zeroing new device memory");
+  return mscclppSuccess;
 }
 
 mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
@@ -425,10 +405,10 @@ mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
     return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaMalloc(%zu bytes): %s", size,
                       cudaGetErrorString(err));
   }
-  mscclppResult_t res = zeroNew(p, size, "cudaMemset of new device memory");
-  if (res != mscclppSuccess) {
+  err = zeroNew(p, size);
+  if (err != cudaSuccess) {
     cudaFree(p);
-    return res;
+    return rtFail(err, "cudaMemset of new device memory");
   }
   *ptr = p;
   return mscclppSuccess;
@@ -554,10 +534,10 @@ mscclppResult_t mscclppGpuCuMemAlloc(size_t size, void** ptr, size_t* allocSize)
   }
   void* p = NULL;
   MSCCLPP_RETURN_ON_ERROR(cuMemMapHandle(d, h, device, rounded, gran, &p));
-  mscclppResult_t res = zeroNew(p, rounded, "cudaMemset of new cuMem memory");
-  if (res != mscclppSuccess) {
+  cudaError_t err = zeroNew(p, rounded);
+  if (err != cudaSuccess) {
     (void)mscclppGpuCuMemUnmap(p, rounded);
-    return res;
+    return rtFail(err, "cudaMemset of new cuMem memory");
   }
   *ptr = p;
   *allocSize = rounded;
