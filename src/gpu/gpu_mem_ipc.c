@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/params.h"
+#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 
@@ -366,13 +369,38 @@ mscclppResult_t mscclppGpuIpcProcessStream(void** stream) {
  * legal while a stream of this thread is being captured into a CUDA graph
  * (in relaxed mode; a collective's first call, which allocates its state,
  * may be captured), unlike cudaMemset on the legacy stream or
- * cudaDeviceSynchronize. */
-static cudaError_t zeroNew(void* p, size_t n) {
+ * cudaDeviceSynchronize. That stream also carries the transports' copies,
+ * so the wait is for an event behind the memset only, and bounded by
+ * MSCCLPP_TIMEOUT. cudaEventQuery's "not ready" is cleared from the
+ * runtime's last error each time (it would otherwise be reported by the
+ * caller's next cudaGetLastError). Logs its failure. */
+static mscclppResult_t zeroNew(void* p, size_t n, const char* what) {
   void* sp = NULL;
-  if (mscclppGpuIpcProcessStream(&sp) != mscclppSuccess) return cudaErrorInvalidResourceHandle;
-  cudaError_t err = cudaMemsetAsync(p, 0, n, (cudaStream_t)sp);
-  if (err == cudaSuccess) err = cudaStreamSynchronize((cudaStream_t)sp);
-  return err;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcProcessStream(&sp));
+  struct mscclppParams params;
+  MSCCLPP_RETURN_ON_ERROR(mscclppParamsLoad(&params));
+  cudaEvent_t ev;
+  cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err != cudaSuccess) return rtFail(err, what);
+  err = cudaMemsetAsync(p, 0, n, (cudaStream_t)sp);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, (cudaStream_t)sp);
+  mscclppDeadline deadline = mscclppDeadlineIn(params.timeout);
+  while (err == cudaSuccess) {
+    err = cudaEventQuery(ev);
+    if (err != cudaErrorNotReady) break;
+    (void)cudaGetLastError();
+    err = cudaSuccess;
+    if (mscclppDeadlinePassed(deadline)) {
+      (void)cudaEventDestroy(ev);
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_GPU,
+                        "%s: %zu bytes not zeroed within MSCCLPP_TIMEOUT=%g s (the library's stream is stuck)", what,
+                        n, params.timeout);
+    }
+    struct timespec ts = {0, 2000};
+    nanosleep(&ts, NULL);
+  }
+  (void)cudaEventDestroy(ev);
+  return err == cudaSuccess ? mscclppSuccess : rtFail(err, what);
 }
 
 int mscclppGpuIpcCaptureRelax(void) {
@@ -391,9 +419,7 @@ void mscclppGpuIpcCaptureRestore(int mode) {
 }
 
 mscclppResult_t mscclppGpuIpcZero(void* ptr, size_t size) {
-  cudaError_t err = zeroNew(ptr, size);
-  if (err != cudaSuccess) return rtFail(err, "zeroing new device memory");
-  return mscclppSuccess;
+  return zeroNew(ptr, size, "zeroing new device memory");
 }
 
 mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
@@ -405,10 +431,10 @@ mscclppResult_t mscclppGpuIpcMalloc(size_t size, void** ptr) {
     return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaMalloc(%zu bytes): %s", size,
                       cudaGetErrorString(err));
   }
-  err = zeroNew(p, size);
-  if (err != cudaSuccess) {
+  mscclppResult_t res = zeroNew(p, size, "cudaMemset of new device memory");
+  if (res != mscclppSuccess) {
     cudaFree(p);
-    return rtFail(err, "cudaMemset of new device memory");
+    return res;
   }
   *ptr = p;
   return mscclppSuccess;
@@ -534,10 +560,10 @@ mscclppResult_t mscclppGpuCuMemAlloc(size_t size, void** ptr, size_t* allocSize)
   }
   void* p = NULL;
   MSCCLPP_RETURN_ON_ERROR(cuMemMapHandle(d, h, device, rounded, gran, &p));
-  cudaError_t err = zeroNew(p, rounded);
-  if (err != cudaSuccess) {
+  mscclppResult_t res = zeroNew(p, rounded, "cudaMemset of new cuMem memory");
+  if (res != mscclppSuccess) {
     (void)mscclppGpuCuMemUnmap(p, rounded);
-    return rtFail(err, "cudaMemset of new cuMem memory");
+    return res;
   }
   *ptr = p;
   *allocSize = rounded;
