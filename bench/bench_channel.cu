@@ -21,7 +21,9 @@
  *      what channels used before the same-device check), (2) the scope the
  *      channel chose (gpu when both ranks share the device), (2c) that scope
  *      with the counters in registers (the *Counted calls), (2d) counters
- *      in registers at system scope.
+ *      in registers at system scope. (2o)/(2p): the raw ORDERED ping-pong
+ *      (a release store, an acquiring spin; nothing else) at gpu / system
+ *      scope -- the floor for a signal/wait that orders data.
  *  (3) put bandwidth, rank 0 -> rank 1's buffer, 1 MiB .. 1 GiB (64 MiB in
  *      quick mode): cudaMemcpyAsync D2D into the peer's mapping (the raw
  *      copy, `iters` of them back to back in a stream), memory channel put
@@ -182,6 +184,37 @@ __global__ void rawPingPong(volatile uint64_t* peerFlag, volatile uint64_t* myFl
   results[0] = ok ? 0 : (uint64_t)mscclppTimeout;
 }
 
+/* The raw ORDERED ping-pong: the same loop with a release store
+ * (st.release) and an acquiring spin (ld.acquire), at gpu scope (sys == 0)
+ * or system scope -- no counters, no abort checks, no semaphore: what the
+ * memory model's release/acquire alone costs on this GPU, the floor for
+ * any signal/wait that orders data. */
+__global__ void rawOrderedPingPong(uint64_t* peerFlag, uint64_t* myFlag, int iters, int warmup, int initiator,
+                                   int sys, uint64_t* results) {
+  uint64_t t0 = 0;
+  int ok = 1;
+  for (int i = 1; i <= warmup + iters && ok; i++) {
+    if (i == warmup + 1) t0 = mscclppClockNs();
+    uint64_t spins = 0;
+    if (initiator) {
+      if (sys)
+        mscclppStoreReleaseSys64(peerFlag, (uint64_t)i);
+      else
+        mscclppStoreReleaseGpu64(peerFlag, (uint64_t)i);
+    }
+    while ((sys ? mscclppLoadAcquireSys64(myFlag) : mscclppLoadAcquireGpu64(myFlag)) < (uint64_t)i)
+      if (++spins > (1ull << 32)) ok = 0;
+    if (!initiator) {
+      if (sys)
+        mscclppStoreReleaseSys64(peerFlag, (uint64_t)i);
+      else
+        mscclppStoreReleaseGpu64(peerFlag, (uint64_t)i);
+    }
+  }
+  results[1] = mscclppClockNs() - t0;
+  results[0] = ok ? 0 : (uint64_t)mscclppTimeout;
+}
+
 __global__ void memPut(mscclppMemoryChannelDeviceHandle h, uint64_t dstOff, uint64_t srcOff, uint64_t bytes) {
   mscclppMemoryChannelDevicePut(&h, dstOff, srcOff, bytes, blockIdx.x * blockDim.x + threadIdx.x,
                                 gridDim.x * blockDim.x);
@@ -298,6 +331,15 @@ int main(int argc, char** argv) {
   rawPingPong<<<1, 1, 0, s>>>((volatile uint64_t*)(mh.dst + flagOff), (volatile uint64_t*)(mh.src + flagOff), mpIters,
                               1000, rank == 0, dRes);
   double rawNs = finish(comm, s, "raw ping-pong") / mpIters;
+  double rawOrdNs[2];
+  for (int sys = 0; sys < 2; sys++) {
+    CUDA_OK(cudaMemset((char*)buf + flagOff, 0, 4096));
+    CUDA_OK(cudaDeviceSynchronize());
+    MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+    rawOrderedPingPong<<<1, 1, 0, s>>>((uint64_t*)(mh.dst + flagOff), (uint64_t*)(mh.src + flagOff), mpIters, 1000,
+                                       rank == 0, sys, dRes);
+    rawOrdNs[sys] = finish(comm, s, "raw ordered ping-pong") / mpIters;
+  }
   /* [0] plain calls, system scope (what every channel used before the scope
    *     check); [1] plain calls, the channel's scope; [2] counters in
    *     registers, the channel's scope; [3] counters in registers, system
@@ -325,6 +367,10 @@ int main(int argc, char** argv) {
     printf("%-64s %9.2f us   (channel flags 0x%x)\n", "     (1a) one way", portNs[0] / 2e3, ph.flags);
     printf("%-64s %9.3f us %11.2fx\n", "(2r) raw flag ping-pong through the CUDA IPC mapping (round trip)", rawNs / 1e3,
            1.0);
+    printf("%-64s %9.3f us %11.2fx\n", "(2o) raw ordered ping-pong (st.release/ld.acquire), gpu scope",
+           rawOrdNs[0] / 1e3, rawOrdNs[0] / rawNs);
+    printf("%-64s %9.3f us %11.2fx\n", "(2p) raw ordered ping-pong (st.release/ld.acquire), system scope",
+           rawOrdNs[1] / 1e3, rawOrdNs[1] / rawNs);
     char label[128];
     printf("%-64s %9.3f us %11.2fx\n", "(2a) memory channel signal/wait ping-pong, system scope", memVar[0] / 1e3,
            memVar[0] / rawNs);
@@ -344,6 +390,8 @@ int main(int argc, char** argv) {
            portNs[0] <= 10e3 ? "met" : "NOT met", portNs[0] / 1e3);
     printf("goal (2) <= 1.0 us (plain calls, row (2)): %s; with counters in registers (2c): %s\n",
            memNs <= 1e3 ? "met" : "NOT met", memVar[2] <= 1e3 ? "met" : "NOT met");
+    printf("     (2c) against the raw ordered floor (2o): %.2fx; relaxed (2f) against raw (2r): %.2fx\n",
+           memVar[2] / rawOrdNs[0], memVar[5] / rawNs);
     printf("\n(3) put bandwidth rank 0 -> rank 1, GB/s (1e9 B/s)\n%12s %14s %20s %20s\n", "size", "cudaMemcpyAsync",
            "memory put (ratio)", "port put (ratio)");
   }

@@ -6,13 +6,19 @@
  *    (bytes read + written per second);
  * 2. allreduce and allgather, fp32 sum, 1 KiB .. maxBytes (256 MiB default)
  *    per rank, out of place: time per call from CUDA events around 20 calls
- *    launched one by one ("stream"), and around one CUDA-graph replay of 20
- *    captured calls ("graph": the kernels' own time, without the host's
- *    launch cost); the host launch cost per call is printed apart. The
+ *    launched one by one ("stream"), and around 15 back-to-back replays of
+ *    a CUDA graph of 20 captured calls ("graph": the kernels' own time,
+ *    without the host's launch cost; 300 calls, as MSCCL++'s
+ *    allreduce_test_perf times them, so that the ranks' skew in starting
+ *    the replay is spread over as many calls as in its figures); the host
+ *    launch cost per call is printed apart. The
  *    roofline time for k ranks sharing one GPU: allreduce 2·k·S / B,
  *    allgather (k+1)·S / B, with S the bytes of each rank's output
  *    (allgather) or input (allreduce) and B the copy's bytes per second.
- *    algbw = S / time, as nccl-tests.
+ *    algbw = S / time, as nccl-tests. Allgather also shows the raw
+ *    fan-out copy (bench_coll_kernels.cu): one process, one kernel reading
+ *    S and writing k*S bytes -- the best an SM copy does with the
+ *    allgather's mix of reads and writes -- and the allgather against it.
  * 3. allreduce by algorithm (packet, packet2 to 2 MiB, rsag) at 1 KiB .. 8 MiB, graph times,
  *    which is what the size rule in coll_gpu.c is set from.
  * Every rank times itself; rank 0 prints the slowest rank's figures.
@@ -71,6 +77,39 @@ static double maxOver(double v) {
   return m;
 }
 
+/* bench_coll_kernels.cu */
+cudaError_t benchCollFanout(const void* src, void* dst, int k, size_t bytes, int blocks, cudaStream_t s);
+cudaError_t benchCollFanoutBulk(const void* src, void* dst, int k, size_t bytes, int blocks, cudaStream_t s);
+cudaError_t benchCollFanoutCheck(const void* src, const void* dst, int k, size_t bytes, unsigned long long* bad);
+
+/* The raw fan-out of `bytes` of output per rank for k ranks (rank 0 alone;
+ * the others wait), us per copy; 0 elsewhere. */
+static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int blocks, cudaStream_t s,
+                       cudaEvent_t e0, cudaEvent_t e1) {
+  double us = 0;
+  if (rank_ == 0) {
+    const int reps = bytes >= (64u << 20) ? 5 : 20;
+    cudaError_t (*fan)(const void*, void*, int, size_t, int, cudaStream_t) = bulk ? benchCollFanoutBulk : benchCollFanout;
+    CUDA_OK(cudaMemset(dst, 0, bytes * (size_t)nranks_));
+    CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    unsigned long long bad = 0;
+    CUDA_OK(benchCollFanoutCheck(src, dst, nranks_, bytes, &bad));
+    if (bad != 0) {
+      fprintf(stderr, "the raw fan-out%s copied %llu bytes wrong at %zu bytes\n", bulk ? " (bulk)" : "", bad, bytes);
+      exit(1);
+    }
+    CUDA_OK(cudaEventRecord(e0, s));
+    for (int i = 0; i < reps; i++) CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    us = ms * 1e3 / reps;
+  }
+  return maxOver(us);
+}
+
 static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s) {
   if (ag)
     RES_OK(mscclppAllGather(in, out, bytes / (size_t)nranks_ / 4, mscclppFloat32, comm, s));
@@ -78,7 +117,11 @@ static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s
     RES_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
 }
 
-/* Time per call of `iters` calls captured in one CUDA graph. */
+/* Replays of the graph per measurement (MSCCL++'s cudaGraphLaunches). */
+#define GRAPH_REPLAYS 15
+
+/* Time per call of `iters` calls captured in one CUDA graph, replayed
+ * GRAPH_REPLAYS times back to back. */
 static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1,
                           int iters) {
   cudaGraph_t g;
@@ -91,14 +134,14 @@ static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_
   CUDA_OK(cudaStreamSynchronize(s));
   RES_OK(mscclppBootstrapBarrier(comm));
   CUDA_OK(cudaEventRecord(e0, s));
-  CUDA_OK(cudaGraphLaunch(ge, s));
+  for (int r = 0; r < GRAPH_REPLAYS; r++) CUDA_OK(cudaGraphLaunch(ge, s));
   CUDA_OK(cudaEventRecord(e1, s));
   CUDA_OK(cudaEventSynchronize(e1));
   float ms;
   CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
   CUDA_OK(cudaGraphExecDestroy(ge));
   CUDA_OK(cudaGraphDestroy(g));
-  return maxOver(ms * 1e3 / iters);
+  return maxOver(ms * 1e3 / iters / GRAPH_REPLAYS);
 }
 
 int main(int argc, char** argv) {
@@ -146,12 +189,36 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&in, allocIn));
   CUDA_OK(cudaMalloc(&out, allocOut));
   CUDA_OK(cudaMemset(in, 0, allocIn));
+  /* the raw fan-out's buffers (rank 0): one output's worth of inputs, k outputs */
+  void *fanSrc = NULL, *fanDst = NULL;
+  int fanBlocks = 0, fanBulkBlocks = 0;
+  if (rank_ == 0) {
+    CUDA_OK(cudaMalloc(&fanSrc, maxBytes));
+    CUDA_OK(cudaMalloc(&fanDst, maxBytes * (size_t)nranks_));
+    /* pseudo-random bytes: a misplaced chunk shows */
+    uint32_t* h = malloc(maxBytes);
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < maxBytes / 4; i++) {
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      h[i] = x;
+    }
+    CUDA_OK(cudaMemcpy(fanSrc, h, maxBytes, cudaMemcpyHostToDevice));
+    free(h);
+    int dev, nsm;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
+    fanBlocks = nsm * 4;
+    fanBulkBlocks = nsm * 3; /* 64 KiB of stages each: three per SM */
+  }
   const int iters = 20;
   for (int ag = 0; ag < 2; ag++) {
     if (rank_ == 0)
-      printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s\n",
-             ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)",
-             nranks_, "bytes", "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.");
+      printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s%s\n",
+             ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)", nranks_, "bytes",
+             "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.",
+             ag ? "  fan-out us  of roofl.  ours/fan-out     bulk us  of roofl." : "");
     for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 2) {
       /* warm-up (first call of a size maps the buffers) */
       for (int i = 0; i < 3; i++) call(ag, in, out, bytes, s);
@@ -179,9 +246,16 @@ int main(int argc, char** argv) {
       double roof = ag ? (k + 1) * bytes / copyBps * 1e6 : 2 * k * bytes / copyBps * 1e6;
       double best = graphUs < streamUs ? graphUs : streamUs;
       double algbw = bytes / (best * 1e-6) / 1e9;
-      if (rank_ == 0)
-        printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%\n", bytes, streamUs, graphUs, launchUs, algbw, roof,
+      double fan = ag ? fanoutUs(0, fanSrc, fanDst, bytes, fanBlocks, s, e0, e1) : 0;
+      double fanBulk = ag ? fanoutUs(1, fanSrc, fanDst, bytes, fanBulkBlocks, s, e0, e1) : 0;
+      if (rank_ == 0) {
+        printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%", bytes, streamUs, graphUs, launchUs, algbw, roof,
                100.0 * roof / best);
+        if (ag)
+          printf(" %11.2f %9.0f%% %13.2f %11.2f %9.0f%%", fan, 100.0 * roof / fan, best / fan, fanBulk,
+                 100.0 * roof / fanBulk);
+        printf("\n");
+      }
     }
   }
   /* 3. algorithms side by side (packet2 up to the size its slots hold) */
@@ -210,6 +284,8 @@ int main(int argc, char** argv) {
   memcpy(c->params.algo, saved, sizeof(saved));
   CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
+  if (fanSrc) CUDA_OK(cudaFree(fanSrc));
+  if (fanDst) CUDA_OK(cudaFree(fanDst));
   RES_OK(mscclppCommDestroy(comm));
   return 0;
 }
