@@ -43,22 +43,8 @@
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/port_channel.h"
 
-#define CUDA_OK(expr)                                                                                    \
-  do {                                                                                                   \
-    cudaError_t e_ = (expr);                                                                             \
-    if (e_ != cudaSuccess) {                                                                             \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      exit(1);                                                                                           \
-    }                                                                                                    \
-  } while (0)
-#define MSCCLPP_OK(expr)                                                                                 \
-  do {                                                                                                   \
-    mscclppResult_t r_ = (expr);                                                                         \
-    if (r_ != mscclppSuccess) {                                                                          \
-      fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #expr, mscclppGetErrorString(r_), mscclppGetLastError()); \
-      exit(1);                                                                                           \
-    }                                                                                                    \
-  } while (0)
+#include "bench_check.h"
+
 
 static int rank = -1;
 
@@ -160,56 +146,37 @@ __global__ void memPingPong(mscclppMemoryChannelDeviceHandle h, int iters, int w
   results[0] = (uint64_t)r;
 }
 
-/* The raw operation: a volatile store of the round number into the peer's
- * flag through the IPC mapping, a spin on a volatile load of the own flag
- * (no fences, no bookkeeping; bounded so a broken peer cannot hang it). */
-__global__ void rawPingPong(volatile uint64_t* peerFlag, volatile uint64_t* myFlag, int iters, int warmup,
-                            int initiator, uint64_t* results) {
-  uint64_t t0 = 0;
-  int ok = 1;
-  for (int i = 1; i <= warmup + iters && ok; i++) {
-    if (i == warmup + 1) t0 = mscclppClockNs();
-    uint64_t spins = 0;
-    if (initiator) {
-      *peerFlag = (uint64_t)i;
-      while (*myFlag < (uint64_t)i)
-        if (++spins > (1ull << 32)) ok = 0;
-    } else {
-      while (*myFlag < (uint64_t)i)
-        if (++spins > (1ull << 32)) ok = 0;
-      *peerFlag = (uint64_t)i;
-    }
-  }
-  results[1] = mscclppClockNs() - t0;
-  results[0] = ok ? 0 : (uint64_t)mscclppTimeout;
+/* The raw operations: the round number stored into the peer's flag
+ * through the IPC mapping, a spin on the own flag; no counters, no abort
+ * checks (bounded so a broken peer cannot hang it). mode 0: volatile store
+ * and spin (no ordering: the raw limit); 1 / 2: a release store and an
+ * acquiring spin at gpu / system scope -- what the memory model's
+ * release/acquire alone costs on this GPU, the floor for any signal/wait
+ * that orders data. */
+static __device__ __forceinline__ void rawStore(uint64_t* p, uint64_t v, int mode) {
+  if (mode == 0)
+    *(volatile uint64_t*)p = v;
+  else if (mode == 1)
+    mscclppStoreReleaseGpu64(p, v);
+  else
+    mscclppStoreReleaseSys64(p, v);
 }
 
-/* The raw ORDERED ping-pong: the same loop with a release store
- * (st.release) and an acquiring spin (ld.acquire), at gpu scope (sys == 0)
- * or system scope -- no counters, no abort checks, no semaphore: what the
- * memory model's release/acquire alone costs on this GPU, the floor for
- * any signal/wait that orders data. */
-__global__ void rawOrderedPingPong(uint64_t* peerFlag, uint64_t* myFlag, int iters, int warmup, int initiator,
-                                   int sys, uint64_t* results) {
+static __device__ __forceinline__ uint64_t rawLoad(const uint64_t* p, int mode) {
+  return mode == 0 ? *(const volatile uint64_t*)p : mode == 1 ? mscclppLoadAcquireGpu64(p) : mscclppLoadAcquireSys64(p);
+}
+
+__global__ void rawPingPong(uint64_t* peerFlag, uint64_t* myFlag, int iters, int warmup, int initiator, int mode,
+                            uint64_t* results) {
   uint64_t t0 = 0;
   int ok = 1;
   for (int i = 1; i <= warmup + iters && ok; i++) {
     if (i == warmup + 1) t0 = mscclppClockNs();
     uint64_t spins = 0;
-    if (initiator) {
-      if (sys)
-        mscclppStoreReleaseSys64(peerFlag, (uint64_t)i);
-      else
-        mscclppStoreReleaseGpu64(peerFlag, (uint64_t)i);
-    }
-    while ((sys ? mscclppLoadAcquireSys64(myFlag) : mscclppLoadAcquireGpu64(myFlag)) < (uint64_t)i)
+    if (initiator) rawStore(peerFlag, (uint64_t)i, mode);
+    while (rawLoad(myFlag, mode) < (uint64_t)i)
       if (++spins > (1ull << 32)) ok = 0;
-    if (!initiator) {
-      if (sys)
-        mscclppStoreReleaseSys64(peerFlag, (uint64_t)i);
-      else
-        mscclppStoreReleaseGpu64(peerFlag, (uint64_t)i);
-    }
+    if (!initiator) rawStore(peerFlag, (uint64_t)i, mode);
   }
   results[1] = mscclppClockNs() - t0;
   results[0] = ok ? 0 : (uint64_t)mscclppTimeout;
@@ -325,21 +292,16 @@ int main(int argc, char** argv) {
   }
   /* (2) memory channel vs raw */
   const int mpIters = quick ? 20000 : 200000;
-  CUDA_OK(cudaMemset((char*)buf + flagOff, 0, 4096));
-  CUDA_OK(cudaDeviceSynchronize()); /* the memset is asynchronous: done before the peer's first store */
-  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  rawPingPong<<<1, 1, 0, s>>>((volatile uint64_t*)(mh.dst + flagOff), (volatile uint64_t*)(mh.src + flagOff), mpIters,
-                              1000, rank == 0, dRes);
-  double rawNs = finish(comm, s, "raw ping-pong") / mpIters;
-  double rawOrdNs[2];
-  for (int sys = 0; sys < 2; sys++) {
+  double rawModeNs[3]; /* volatile, ordered gpu scope, ordered system scope */
+  for (int mode = 0; mode < 3; mode++) {
     CUDA_OK(cudaMemset((char*)buf + flagOff, 0, 4096));
-    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaDeviceSynchronize()); /* the memset is asynchronous: done before the peer's first store */
     MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-    rawOrderedPingPong<<<1, 1, 0, s>>>((uint64_t*)(mh.dst + flagOff), (uint64_t*)(mh.src + flagOff), mpIters, 1000,
-                                       rank == 0, sys, dRes);
-    rawOrdNs[sys] = finish(comm, s, "raw ordered ping-pong") / mpIters;
+    rawPingPong<<<1, 1, 0, s>>>((uint64_t*)(mh.dst + flagOff), (uint64_t*)(mh.src + flagOff), mpIters, 1000,
+                                rank == 0, mode, dRes);
+    rawModeNs[mode] = finish(comm, s, "raw ping-pong") / mpIters;
   }
+  const double rawNs = rawModeNs[0], *rawOrdNs = rawModeNs + 1;
   /* [0] plain calls, system scope (what every channel used before the scope
    *     check); [1] plain calls, the channel's scope; [2] counters in
    *     registers, the channel's scope; [3] counters in registers, system

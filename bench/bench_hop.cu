@@ -25,25 +25,11 @@
 #include "mscclpp/memory.h"
 #include "mscclpp/memory_channel.h"
 
+#include "bench_check.h"
+
 #define MAXR 8
 static int rank = -1;
 
-#define CUDA_OK(expr)                                                                                    \
-  do {                                                                                                   \
-    cudaError_t e_ = (expr);                                                                             \
-    if (e_ != cudaSuccess) {                                                                             \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      exit(1);                                                                                           \
-    }                                                                                                    \
-  } while (0)
-#define MSCCLPP_OK(expr)                                                                                 \
-  do {                                                                                                   \
-    mscclppResult_t r_ = (expr);                                                                         \
-    if (r_ != mscclppSuccess) {                                                                          \
-      fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #expr, mscclppGetErrorString(r_), mscclppGetLastError()); \
-      exit(1);                                                                                           \
-    }                                                                                                    \
-  } while (0)
 
 struct Handles {
   mscclppMemoryChannelDeviceHandle h[MAXR];
