@@ -9,7 +9,9 @@
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
  *   p2p     nranks slots (slot q: data from rank q), two halves each
  *   ll2     LL16 packets of the two-phase allreduce: two parities x two
- *           phases x nranks slots (slot q: from rank q)
+ *           phases x nranks slots (slot q: from rank q); a parity's half
+ *           holds the largest slots, a call packs its slots at the start
+ *           of its half (slots as large as its share)
  * Counters only grow (epochs, rounds, chunk numbers), so nothing is reset
  * between calls; their running values live in mscclppCollGpuDevState in
  * device memory, so a CUDA graph replays correctly.

@@ -365,12 +365,20 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
 /* ---- LL packet allreduce in two phases ------------------------------------------- */
 
 /* My slot for packets from rank `from` in rank `owner`'s ll2 region (coll_gpu.h):
- * phase 0 carries inputs to their share's owner, phase 1 reduced shares. */
-static __device__ __forceinline__ mscclppLLPacket16* ll2Slot(const Launch& L, int owner, int parity, int phase,
-                                                             int from) {
+ * phase 0 carries inputs to their share's owner, phase 1 reduced shares.
+ * Each parity has its own half of the region (2 * nranks largest slots);
+ * inside it, slots are `slotBytes` apart -- the call's share of packets,
+ * not the largest slot -- so that a small call touches a few pages of each
+ * rank's scratch, not slots a MiB apart. Every rank computes the same size
+ * from the same count. A call of another size lays out its parity's half
+ * differently, which is harmless: the last call to use that half (two
+ * calls before) has ended on every rank (see the kernel), and the halves
+ * never overlap. */
+static __device__ __forceinline__ mscclppLLPacket16* ll2Slot(const Launch& L, uint64_t slotBytes, int owner,
+                                                             int parity, int phase, int from) {
   uint8_t* base = L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)L.nranks * L.llSlotBytes +
-                  (uint64_t)L.nranks * L.p2pSlotBytes;
-  return (mscclppLLPacket16*)(base + ((uint64_t)(parity * 2 + phase) * L.nranks + from) * L.ll2SlotBytes);
+                  (uint64_t)L.nranks * L.p2pSlotBytes + (uint64_t)parity * 2 * L.nranks * L.ll2SlotBytes;
+  return (mscclppLLPacket16*)(base + ((uint64_t)phase * L.nranks + from) * slotBytes);
 }
 
 /* Words (8 bytes) of the message are cut into nranks shares; share q is
@@ -390,7 +398,9 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
   const uint64_t share = (npk + k - 1) / k;
-  const uint64_t stride = L.ll2SlotBytes / 16;
+  /* <= L.ll2SlotBytes: a share of a message of at most LL2_MAX_BYTES */
+  const uint64_t slotBytes = (share * 16 + 63) / 64 * 64;
+  const uint64_t stride = slotBytes / 16;
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
   uint64_t* counter = &L.state->ll2Round[blockIdx.x];
@@ -408,10 +418,10 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
       const uint64_t w = (uint64_t)q * share + i;
       if (q == me || w >= npk) continue;
       const uint64_t v = loadWord(in, w * 8, bytes, L.vec16);
-      mscclppLL16Write(ll2Slot(L, q, parity, 0, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
+      mscclppLL16Write(ll2Slot(L, slotBytes, q, parity, 0, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
     }
   /* phase 1 */
-  const mscclppLLPacket16* in0 = ll2Slot(L, me, parity, 0, 0);
+  const mscclppLLPacket16* in0 = ll2Slot(L, slotBytes, me, parity, 0, 0);
   for (uint64_t i = tid; i < myLen; i += nth) {
     const uint64_t w = mine0 + i;
     uint64_t acc = 0;
@@ -422,10 +432,11 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
     if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
     storeWord(out, w * 8, bytes, acc, L.vec16);
     for (int q = 0; q < k; q++)
-      if (q != me) mscclppLL16Write(ll2Slot(L, q, parity, 1, me) + i, (uint32_t)acc, (uint32_t)(acc >> 32), flag);
+      if (q != me)
+        mscclppLL16Write(ll2Slot(L, slotBytes, q, parity, 1, me) + i, (uint32_t)acc, (uint32_t)(acc >> 32), flag);
   }
   /* phase 2 */
-  const mscclppLLPacket16* res0 = ll2Slot(L, me, parity, 1, 0);
+  const mscclppLLPacket16* res0 = ll2Slot(L, slotBytes, me, parity, 1, 0);
   for (uint64_t i = tid; i < share && !failed; i += nth) {
     if (k > 2 && k <= LL_POLL_TOGETHER) { /* every peer's share at once */
       uint32_t peers = 0;
