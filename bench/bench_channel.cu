@@ -45,9 +45,6 @@
 
 #include "bench_check.h"
 
-
-static int rank = -1;
-
 /* results[0]: status, results[1]: elapsed ns */
 
 /* signalOnly: signal instead of putWithSignal (what the data costs on top). */
@@ -213,23 +210,15 @@ static double finish(mscclppComm_t comm, cudaStream_t s, const char* what) {
 
 int main(int argc, char** argv) {
   int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("SKIPPED: needs a GPU\n");
-    return 77;
-  }
   mscclppComm_t comm = NULL;
-  MSCCLPP_OK(mscclppCommInitFromEnv(&comm));
-  int nranks = 0, localRank = 0;
-  mscclppCommRank(comm, &rank);
-  mscclppCommSize(comm, &nranks);
-  mscclppCommLocalRank(comm, &localRank);
+  int nranks = 0, dev = 0, ndev = 0;
+  int joined = benchGpuJoin(&comm, &nranks, &dev);
+  if (joined != 0) return joined;
   if (nranks != 2) {
     fprintf(stderr, "bench_channel: run with 2 ranks (mscclpp-run -n 2 --mps -- bench_channel)\n");
     return 2;
   }
-  CUDA_OK(cudaSetDevice(localRank % ndev));
-  int dev = localRank % ndev;
+  CUDA_OK(cudaGetDeviceCount(&ndev));
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, dev));
   const int peer = 1 - rank;

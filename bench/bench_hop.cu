@@ -28,7 +28,6 @@
 #include "bench_check.h"
 
 #define MAXR 8
-static int rank = -1;
 
 
 struct Handles {
@@ -66,22 +65,14 @@ __global__ void hopRounds(const __grid_constant__ Handles H, int npeers, int ite
 }
 
 int main(void) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("SKIPPED: needs a GPU\n");
-    return 77;
-  }
   mscclppComm_t comm = NULL;
-  MSCCLPP_OK(mscclppCommInitFromEnv(&comm));
-  int nranks = 0, localRank = 0;
-  mscclppCommRank(comm, &rank);
-  mscclppCommSize(comm, &nranks);
-  mscclppCommLocalRank(comm, &localRank);
+  int nranks = 0, dev = 0;
+  int joined = benchGpuJoin(&comm, &nranks, &dev);
+  if (joined != 0) return joined;
   if (nranks < 2 || nranks > MAXR || (nranks & (nranks - 1)) != 0) {
     fprintf(stderr, "bench_hop: run with 2, 4 or 8 ranks\n");
     return 2;
   }
-  CUDA_OK(cudaSetDevice(localRank % ndev));
   void* buf = NULL;
   mscclppRegisteredMemory_t mem;
   MSCCLPP_OK(mscclppMemAlloc(comm, mscclppMemKindDevice, 4096, &buf));
