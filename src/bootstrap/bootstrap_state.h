@@ -66,6 +66,15 @@ struct mscclppBsQueue {
   struct mscclppBsMsg* tail;
 };
 
+/* Append m to q (m->next is NULL). Call with the bootstrap's lock held. */
+static inline void mscclppBsQueuePushLocked(struct mscclppBsQueue* q, struct mscclppBsMsg* m) {
+  if (q->tail)
+    q->tail->next = m;
+  else
+    q->head = m;
+  q->tail = m;
+}
+
 struct mscclppBsConn {
   int kind; /* EV_CONN */
   int fd;   /* -1 once closed */

@@ -159,12 +159,7 @@ static mscclppResult_t enqueueSelf(struct mscclppBootstrap* bs, uint8_t flags, i
   m->data = (uint8_t*)(m + 1);
   if (size > 0) memcpy(m->data, data, size);
   pthread_mutex_lock(&bs->lock);
-  struct mscclppBsQueue* q = &bs->queues[bs->rank];
-  if (q->tail)
-    q->tail->next = m;
-  else
-    q->head = m;
-  q->tail = m;
+  mscclppBsQueuePushLocked(&bs->queues[bs->rank], m);
   pthread_cond_broadcast(&bs->cond);
   pthread_mutex_unlock(&bs->lock);
   return mscclppSuccess;

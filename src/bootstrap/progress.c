@@ -189,12 +189,7 @@ static void connDeliver(struct mscclppBootstrap* bs, struct mscclppBsConn* c) {
     struct mscclppBsMsg* m = c->msg;
     c->msg = NULL;
     pthread_mutex_lock(&bs->lock);
-    struct mscclppBsQueue* q = &bs->queues[c->peer];
-    if (q->tail)
-      q->tail->next = m;
-    else
-      q->head = m;
-    q->tail = m;
+    mscclppBsQueuePushLocked(&bs->queues[c->peer], m);
     pthread_cond_broadcast(&bs->cond);
     pthread_mutex_unlock(&bs->lock);
   } else if (h->type == MSCCLPP_BS_MSG_GOODBYE) {

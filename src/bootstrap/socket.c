@@ -416,6 +416,19 @@ int mscclppSocketAccept(int listenFd, int* fd, union mscclppSocketAddr* peer) {
   return 1;
 }
 
+/* Wait until fd is ready for `events` or the deadline passes (mscclppTimeout,
+ * errno ETIMEDOUT); EINTR counts as ready (the caller tries again). */
+static mscclppResult_t waitFd(int fd, short events, mscclppDeadline deadline) {
+  struct pollfd pf = {fd, events, 0};
+  int left = mscclppDeadlineRemainingMs(deadline);
+  if (left <= 0) {
+    errno = ETIMEDOUT;
+    return mscclppTimeout;
+  }
+  if (poll(&pf, 1, left) < 0 && errno != EINTR) return mscclppSystemError;
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppSocketReadAll(int fd, void* buf, size_t n, mscclppDeadline deadline, int* eof) {
   uint8_t* p = (uint8_t*)buf;
   if (eof) *eof = 0;
@@ -433,13 +446,8 @@ mscclppResult_t mscclppSocketReadAll(int fd, void* buf, size_t n, mscclppDeadlin
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return mscclppRemoteError;
-    struct pollfd pf = {fd, POLLIN, 0};
-    int left = mscclppDeadlineRemainingMs(deadline);
-    if (left <= 0) {
-      errno = ETIMEDOUT;
-      return mscclppTimeout;
-    }
-    if (poll(&pf, 1, left) < 0 && errno != EINTR) return mscclppSystemError;
+    mscclppResult_t r = waitFd(fd, POLLIN, deadline);
+    if (r != mscclppSuccess) return r;
   }
   return mscclppSuccess;
 }
@@ -455,13 +463,8 @@ mscclppResult_t mscclppSocketWriteAll(int fd, const void* buf, size_t n, mscclpp
     }
     if (put < 0 && errno == EINTR) continue;
     if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return mscclppRemoteError;
-    struct pollfd pf = {fd, POLLOUT, 0};
-    int left = mscclppDeadlineRemainingMs(deadline);
-    if (left <= 0) {
-      errno = ETIMEDOUT;
-      return mscclppTimeout;
-    }
-    if (poll(&pf, 1, left) < 0 && errno != EINTR) return mscclppSystemError;
+    mscclppResult_t r = waitFd(fd, POLLOUT, deadline);
+    if (r != mscclppSuccess) return r;
   }
   return mscclppSuccess;
 }
