@@ -102,6 +102,7 @@ struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
   uint32_t packetBlocks;
   uint32_t directBlocksMax; /* MSCCLPP_COLL_DIRECT_BLOCKS, 0: no limit */
+  int packet2FallbackTold;  /* MSCCLPP_ALGO=allreduce=packet2 beyond its slots: said once */
   int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
   mscclppWaitContext wait;
@@ -387,10 +388,18 @@ static uint64_t packetMaxBytes(int nranks) {
  * never wins; more than 4: not measured. */
 #define PACKET2_MAX_BYTES ((uint64_t)512 << 10)
 _Static_assert(PACKET2_MAX_BYTES <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES, "the two-phase slots hold the message");
-static int allreduceAlgo(const char* forced, int k, uint64_t bytes) {
+static int allreduceAlgo(struct mscclppCollGpu* g, const char* forced, int k, uint64_t bytes) {
   if (forced != NULL && strcmp(forced, "packet") == 0) return MSCCLPP_COLL_GPU_ALGO_PACKET;
-  if (forced != NULL && strcmp(forced, "packet2") == 0 && bytes <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES)
-    return MSCCLPP_COLL_GPU_ALGO_PACKET2;
+  if (forced != NULL && strcmp(forced, "packet2") == 0) {
+    if (bytes <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES) return MSCCLPP_COLL_GPU_ALGO_PACKET2;
+    if (!g->packet2FallbackTold) {
+      g->packet2FallbackTold = 1;
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+                   "rank %d: MSCCLPP_ALGO=allreduce=packet2 serves up to %llu bytes per rank; a call of %llu bytes "
+                   "takes the size rule's algorithm (said once)",
+                   g->rank, (unsigned long long)MSCCLPP_COLL_GPU_LL2_MAX_BYTES, (unsigned long long)bytes);
+    }
+  }
   if (forced != NULL && strcmp(forced, "rsag") == 0) return MSCCLPP_COLL_GPU_ALGO_DIRECT;
   if (bytes <= packetMaxBytes(k)) return MSCCLPP_COLL_GPU_ALGO_PACKET;
   if (k > 2 && k <= 4 && bytes <= PACKET2_MAX_BYTES) return MSCCLPP_COLL_GPU_ALGO_PACKET2;
@@ -470,7 +479,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     L.op = (int)a->op;
     L.root = a->root;
     L.count = a->count;
-    int algo = a->kind == MSCCLPP_COLL_ALLREDUCE ? allreduceAlgo(a->algo, k, inBytes) : MSCCLPP_COLL_GPU_ALGO_DIRECT;
+    int algo = a->kind == MSCCLPP_COLL_ALLREDUCE ? allreduceAlgo(g, a->algo, k, inBytes) : MSCCLPP_COLL_GPU_ALGO_DIRECT;
     if (algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) {
       /* packets: no rendezvous, only my own buffers are used */
       L.algo = algo;
