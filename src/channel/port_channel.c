@@ -352,9 +352,9 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
     c->dirty = 0;
     c->proxyWrote = 0;
     c->needsProgress = 0;
-    e->anyProgress = 0;
-    for (int i = 0; i < MAX_SEMS; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
     while (e->connEnd > 0 && e->conns[e->connEnd - 1].conn == NULL) e->connEnd--;
+    e->anyProgress = 0;
+    for (int i = 0; i < e->connEnd; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
   }
   memset(s, 0, sizeof(*s));
 }

@@ -198,8 +198,7 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   g->llSlotBytes = per / 4 / 16 * 16;
   /* a share of the largest two-phase message, as packets (twice its bytes) */
   g->ll2SlotBytes = ((MSCCLPP_COLL_GPU_LL2_MAX_BYTES / 8 + g->nranks - 1) / g->nranks * 16 + 63) / 64 * 64;
-  g->scratchBytes = MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)g->nranks * g->llSlotBytes +
-                    (uint64_t)g->nranks * g->p2pSlotBytes + 4 * (uint64_t)g->nranks * g->ll2SlotBytes;
+  g->scratchBytes = MSCCLPP_COLL_GPU_SCRATCH_BYTES(g->nranks, g->llSlotBytes, g->p2pSlotBytes, g->ll2SlotBytes);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->scratchBytes, &g->scratch));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));

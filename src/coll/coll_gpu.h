@@ -73,6 +73,13 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_LLMID_SLOT 131072
 #define MSCCLPP_COLL_GPU_LL_OFF \
   (MSCCLPP_COLL_GPU_LLMID_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLMID_SLOT)
+/* The regions after the big grid's LL slots, for k ranks and the slot sizes
+ * of mscclppCollGpuLaunch: p2p (k slots), then ll2 (4k slots), then the end
+ * of the scratch. */
+#define MSCCLPP_COLL_GPU_P2P_OFF(k, llSlot) (MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)(k) * (llSlot))
+#define MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) (MSCCLPP_COLL_GPU_P2P_OFF(k, llSlot) + (uint64_t)(k) * (p2pSlot))
+#define MSCCLPP_COLL_GPU_SCRATCH_BYTES(k, llSlot, p2pSlot, ll2Slot) \
+  (MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) + 4 * (uint64_t)(k) * (ll2Slot))
 
 /* Device-resident counters of one communicator. */
 struct mscclppCollGpuDevState {

@@ -376,8 +376,8 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
  * never overlap. */
 static __device__ __forceinline__ mscclppLLPacket16* ll2Slot(const Launch& L, uint64_t slotBytes, int owner,
                                                              int parity, int phase, int from) {
-  uint8_t* base = L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)L.nranks * L.llSlotBytes +
-                  (uint64_t)L.nranks * L.p2pSlotBytes + (uint64_t)parity * 2 * L.nranks * L.ll2SlotBytes;
+  uint8_t* base = L.scratch[owner] + MSCCLPP_COLL_GPU_LL2_OFF(L.nranks, L.llSlotBytes, L.p2pSlotBytes) +
+                  (uint64_t)parity * 2 * L.nranks * L.ll2SlotBytes;
   return (mscclppLLPacket16*)(base + ((uint64_t)phase * L.nranks + from) * slotBytes);
 }
 
@@ -470,8 +470,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
 /* ---- send/recv --------------------------------------------------------------------- */
 
 static __device__ __forceinline__ uint8_t* p2pSlot(const Launch& L, int owner, int from) {
-  return L.scratch[owner] + MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)L.nranks * L.llSlotBytes +
-         (uint64_t)from * L.p2pSlotBytes;
+  return L.scratch[owner] + MSCCLPP_COLL_GPU_P2P_OFF(L.nranks, L.llSlotBytes) + (uint64_t)from * L.p2pSlotBytes;
 }
 
 /* Block b serves the b-th distinct (direction, peer) of the op list, its ops
