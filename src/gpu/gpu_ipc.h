@@ -115,6 +115,8 @@ mscclppResult_t mscclppGpuIpcProcessStream(void** stream);
  * order; nothing here waits except mscclppGpuIpcStreamQuery's check. */
 struct mscclppGpuIpcStream;
 
+/* The current device's transport stream (one object per device, kept for
+ * the process's life: Destroy releases nothing, it pairs with Create). */
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream);
 void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream);
 /* Enqueue a copy (any direction, unified addressing). */

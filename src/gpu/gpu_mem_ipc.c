@@ -644,21 +644,21 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr) {
 
 /* ---- the transport's stream --------------------------------------------------- */
 
-/* The transport's stream: the process's stream (mscclppGpuIpcProcessStream),
- * shared by every connection of the device (reference-counted object; the
- * copies of different connections are serialized on it, as the copy engine
- * would mostly do). A stream per connection (3 with 4 ranks, plus the
+/* The transport's stream: the process's stream (mscclppGpuIpcProcessStream)
+ * and what the device can do on it, one object per device, made at first
+ * use and kept for the process's life like the stream itself (the copies of
+ * different connections are serialized on it, as the copy engine would
+ * mostly do). A stream per connection (3 with 4 ranks, plus the
  * application's) once put a copy behind a spinning kernel on a shared
  * hardware queue (see mscclppGpuIpcProcessStream). */
 struct mscclppGpuIpcStream {
-  cudaStream_t stream;
+  cudaStream_t stream; /* NULL until made */
   int device;
   int canWriteValue64; /* cuStreamWriteValue64 usable on this device */
-  int refs;            /* guarded by sharedLock */
 };
 
-static pthread_mutex_t sharedLock = PTHREAD_MUTEX_INITIALIZER;
-static struct mscclppGpuIpcStream* shared[MSCCLPP_GPU_MAX_DEVICES];
+static pthread_mutex_t transportLock = PTHREAD_MUTEX_INITIALIZER;
+static struct mscclppGpuIpcStream transportStream[MSCCLPP_GPU_MAX_DEVICES];
 
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   const struct driverApi* d;
@@ -666,53 +666,33 @@ mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream) {
   MSCCLPP_RETURN_ON_ERROR(ensureContext());
   int device = -1;
   MSCCLPP_RETURN_ON_ERROR(currentDeviceIndex(&device));
-  pthread_mutex_lock(&sharedLock);
-  struct mscclppGpuIpcStream* s = shared[device];
-  if (s != NULL) {
-    s->refs++;
-    pthread_mutex_unlock(&sharedLock);
-    *stream = s;
-    return mscclppSuccess;
+  pthread_mutex_lock(&transportLock);
+  struct mscclppGpuIpcStream* s = &transportStream[device];
+  if (s->stream == NULL) {
+    void* sp = NULL;
+    mscclppResult_t res = mscclppGpuIpcProcessStream(&sp);
+    if (res != mscclppSuccess) {
+      pthread_mutex_unlock(&transportLock);
+      return res;
+    }
+    s->device = device;
+    CUdevice cuDev;
+    if (d->deviceGet(&cuDev, device) != CUDA_SUCCESS ||
+        d->deviceGetAttribute(&s->canWriteValue64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, cuDev) !=
+            CUDA_SUCCESS)
+      s->canWriteValue64 = 0;
+    s->stream = (cudaStream_t)sp;
+    MSCCLPP_INFO(MSCCLPP_LOG_GPU,
+                 "transport stream on device %d (shared by its connections), stream writes of 64-bit values %s",
+                 device, s->canWriteValue64 ? "supported" : "not supported (staged copies instead)");
   }
-  mscclppResult_t res = mscclppSuccess;
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate a stream object");
-    goto fail_unlock;
-  }
-  s->device = device;
-  CUdevice cuDev;
-  if (d->deviceGet(&cuDev, s->device) == CUDA_SUCCESS &&
-      d->deviceGetAttribute(&s->canWriteValue64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, cuDev) !=
-          CUDA_SUCCESS)
-    s->canWriteValue64 = 0;
-  void* sp = NULL;
-  res = mscclppGpuIpcProcessStream(&sp);
-  if (res != mscclppSuccess) goto fail_free;
-  s->stream = (cudaStream_t)sp;
-  s->refs = 1;
-  shared[device] = s;
-  pthread_mutex_unlock(&sharedLock);
-  MSCCLPP_INFO(MSCCLPP_LOG_GPU, "transport stream on device %d (shared by its connections), stream writes of 64-bit values %s",
-               s->device, s->canWriteValue64 ? "supported" : "not supported (staged copies instead)");
+  pthread_mutex_unlock(&transportLock);
   *stream = s;
   return mscclppSuccess;
-fail_free:
-  free(s);
-fail_unlock:
-  pthread_mutex_unlock(&sharedLock);
-  return res;
 }
 
-void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream) {
-  if (stream == NULL) return;
-  pthread_mutex_lock(&sharedLock);
-  int last = --stream->refs == 0;
-  if (last) shared[stream->device] = NULL;
-  pthread_mutex_unlock(&sharedLock);
-  if (!last) return;
-  free(stream); /* its cudaStream_t is the process's, kept */
-}
+/* The object is the device's, kept (see above): nothing to release. */
+void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream) { (void)stream; }
 
 mscclppResult_t mscclppGpuIpcMemcpyAsync(struct mscclppGpuIpcStream* stream, void* dst, const void* src, size_t size) {
   if (size == 0) return mscclppSuccess;
