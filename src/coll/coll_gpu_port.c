@@ -61,9 +61,11 @@ struct mscclppCollPort {
   int rank, nranks;
   int ready; /* 0: the setup failed part way (kept for mscclppCollPortRelease) */
   uint64_t slotBytes;
-  void* scratch;
+  void* scratch; /* device memory: the slots for peers on this host */
   size_t scratchBytes;
   mscclppRegisteredMemory_t scratchMem;
+  void* hostScratch; /* pinned host memory: the slots for peers over the network (NULL: none) */
+  mscclppRegisteredMemory_t hostScratchMem;
   mscclppConnection_t conn[MAXR];
   mscclppPortChannel_t data[MAXR];
   mscclppPortChannel_t credit[MAXR];
@@ -111,6 +113,8 @@ void mscclppCollPortRelease(struct mscclppComm* comm) {
   (void)mscclppBootstrapBarrier(comm);
   if (p->scratchMem != NULL) (void)mscclppDeregisterMemory(p->scratchMem);
   if (p->scratch != NULL) (void)mscclppMemFree(comm, p->scratch);
+  if (p->hostScratchMem != NULL) (void)mscclppDeregisterMemory(p->hostScratchMem);
+  if (p->hostScratch != NULL) (void)mscclppMemFree(comm, p->hostScratch);
   if (p->peers != NULL) (void)cudaFree(p->peers);
   if (p->state != NULL) (void)cudaFree(p->state);
   free(p);
@@ -159,20 +163,29 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
   p->rank = comm->rank;
   p->nranks = comm->nranks;
   MSCCLPP_RETURN_ON_ERROR(agreeSlotBytes(comm, &p->slotBytes));
-  /* connections first: the scratch's registration then covers Net when one
-   * of them crosses hosts */
-  int nets = 0;
+  /* connections first: the regions' registrations then cover their transports */
+  int nets = 0, isNet[MAXR] = {0};
   for (int r = 0; r < p->nranks; r++) {
     if (r == p->rank) continue;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, r, TAG_BASE, mscclppTransportAuto, &p->conn[r]));
     mscclppTransport_t t;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnectionTransport(p->conn[r], &t));
-    nets += t == mscclppTransportNet;
+    isNet[r] = t == mscclppTransportNet;
+    nets += isNet[r];
   }
+  /* the two regions (coll_port.h): device memory for the peers on this
+   * host, pinned host memory for those over the network */
   p->scratchBytes = (size_t)(2 * MSCCLPP_COLL_PORT_NBUF * (uint64_t)p->nranks * p->slotBytes);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, p->scratchBytes, &p->scratch));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, p->scratch, p->scratchBytes, mscclppTransportAuto, &p->scratchMem));
+  void* hostDev = NULL;
+  if (nets > 0) {
+    MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostPinned, p->scratchBytes, &p->hostScratch));
+    MSCCLPP_RETURN_ON_ERROR(
+        mscclppRegisterMemory(comm, p->hostScratch, p->scratchBytes, mscclppTransportNet, &p->hostScratchMem));
+    MSCCLPP_RETURN_ON_ERROR(mscclppMemoryDevicePtr(p->hostScratchMem, &hostDev));
+  }
   size_t peersBytes = sizeof(struct mscclppCollPortPeer) * (size_t)p->nranks;
   struct mscclppCollPortPeer* hostPeers = (struct mscclppCollPortPeer*)calloc(1, peersBytes);
   if (hostPeers == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
@@ -180,7 +193,8 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
   for (int r = 0; r < p->nranks && res == mscclppSuccess; r++) {
     if (r == p->rank) continue;
     mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
-    pc.local = p->scratchMem;
+    pc.local = isNet[r] ? p->hostScratchMem : p->scratchMem;
+    hostPeers[r].base = (uint8_t*)(isNet[r] ? hostDev : p->scratch);
     pc.tag = TAG_BASE + 1;
     res = mscclppPortChannelCreate(comm, p->conn[r], &pc, &p->data[r]);
     pc.tag = TAG_BASE + 2;
@@ -204,8 +218,9 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcZero(p->state, sizeof(*p->state))); /* the first call may be captured */
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d: GPU collectives over port channels to %d peers (%d over the network), slots of %llu bytes, "
-               "scratch %zu bytes",
-               p->rank, p->nranks - 1, nets, (unsigned long long)p->slotBytes, p->scratchBytes);
+               "scratch %zu bytes of device memory%s",
+               p->rank, p->nranks - 1, nets, (unsigned long long)p->slotBytes, p->scratchBytes,
+               nets > 0 ? " and as much pinned host memory (the network's slots)" : "");
   p->ready = 1;
   *out = p;
   return mscclppSuccess;
@@ -214,7 +229,6 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
 static void fillCommon(const struct mscclppCollPort* p, struct mscclppCollPortLaunch* L) {
   L->rank = p->rank;
   L->nranks = p->nranks;
-  L->scratch = (uint8_t*)p->scratch;
   L->slotBytes = p->slotBytes;
   L->peers = p->peers;
   L->state = p->state;

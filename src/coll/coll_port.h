@@ -4,11 +4,19 @@
  * coll_gpu_port.c, kernels coll_port_kernels.cu). coll_gpu.c hands a call
  * here when the communicator spans hosts or MSCCLPP_ALGO names "port".
  *
- * Each rank owns one scratch allocation of device memory, registered for
- * every transport its connections use (CUDA IPC on the host, Net between
- * hosts), cut into slots of `slotBytes`:
+ * Each rank owns two regions of the same layout, cut into slots of
+ * `slotBytes`:
  *   inbox  [from rank p][slot s]  at ((p * NBUF) + s) * slotBytes
  *   outbox [to rank q][slot s]    at ((nranks + q) * NBUF + s) * slotBytes
+ * the slots for a peer on this host are in device memory (CUDA IPC: the
+ * proxy's copy engine moves them); those for a peer over the network are in
+ * pinned host memory (made only when such a peer exists), which the kernel
+ * writes and reads over PCIe: the proxy then posts the network write from
+ * the outbox itself and the data lands in the inbox, with no CUDA copy or
+ * stream on the way. A copy the proxy queues while the application's
+ * kernels spin can wait behind them (the hierarchical allreduce's
+ * cross-host step did, bench/RESULTS.md), and staging through a bounce
+ * buffer would cost a device copy per chunk anyway.
  * Rank a's chunks to rank b form one stream: chunk c is written by a's
  * kernel into outbox[b][c % NBUF], put (with a signal) by a's proxy into
  * b's inbox[a][c % NBUF]; b's kernel waits for the signal on the data
@@ -56,6 +64,7 @@ extern "C" {
 struct mscclppCollPortPeer {
   mscclppPortChannelDeviceHandle data;   /* puts into the peer's inbox, each with a signal */
   mscclppPortChannelDeviceHandle credit; /* signals only: a slot of the peer's stream is free again */
+  uint8_t* base; /* the region holding this rank's inbox and outbox slots for the peer (the layout above) */
 };
 
 /* Device-resident counters of one communicator. */
@@ -76,7 +85,6 @@ struct mscclppCollPortLaunch {
   uint64_t count; /* elements (the API's count) */
   const uint8_t* send;
   uint8_t* recv;
-  uint8_t* scratch;   /* this rank's */
   uint64_t slotBytes; /* a multiple of 64, the same on every rank */
   const struct mscclppCollPortPeer* peers;
   struct mscclppCollPortDevState* state;

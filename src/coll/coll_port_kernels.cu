@@ -45,10 +45,10 @@ static __device__ __forceinline__ uint64_t outboxOff(const PortLaunch& L, int to
 }
 /* Where the next chunk to q is written, and where the next from p is read. */
 static __device__ __forceinline__ uint8_t* outSlot(const PortLaunch& L, const Streams& s, int q) {
-  return L.scratch + outboxOff(L, q, s.sent[q]);
+  return L.peers[q].base + outboxOff(L, q, s.sent[q]);
 }
 static __device__ __forceinline__ const uint8_t* inSlot(const PortLaunch& L, const Streams& s, int p) {
-  return L.scratch + inboxOff(L, p, s.recvd[p]);
+  return L.peers[p].base + inboxOff(L, p, s.recvd[p]);
 }
 
 /* Thread 0: wait until the slot of the next chunk to q is free (the credit

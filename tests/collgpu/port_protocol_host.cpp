@@ -68,9 +68,14 @@ static int64_t reduced(int op, uint64_t i) {
   return op == mscclppAvg ? acc / nranks_ : acc;
 }
 
+/* Two regions of the slot layout, as the library keeps (device memory for
+ * peers on the host, pinned host memory for peers over the network): here
+ * the link between ranks a and b uses region (a + b) % 2 on both sides, so
+ * a kernel that took the wrong region for a peer would read or write the
+ * wrong slots and fail the checks. */
 struct Port {
-  mscclppRegisteredMemory_t mem;
-  void* scratch;
+  mscclppRegisteredMemory_t mem[2];
+  void* scratch[2];
   mscclppConnection_t conn[MAXR];
   mscclppPortChannel_t data[MAXR], credit[MAXR];
   struct mscclppCollPortPeer peers[MAXR];
@@ -82,12 +87,16 @@ static void setup(mscclppComm_t comm, Port* p, PortLaunch* L) {
   for (int r = 0; r < nranks_; r++)
     if (r != rank_) CHECK_RES(mscclppConnectionCreate(comm, r, TAG, mscclppTransportAuto, &p->conn[r]), mscclppSuccess);
   size_t bytes = (size_t)2 * NBUF * nranks_ * SLOT;
-  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &p->scratch), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, p->scratch, bytes, mscclppTransportAuto, &p->mem), mscclppSuccess);
+  for (int i = 0; i < 2; i++) {
+    CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &p->scratch[i]), mscclppSuccess);
+    CHECK_RES(mscclppRegisterMemory(comm, p->scratch[i], bytes, mscclppTransportAuto, &p->mem[i]), mscclppSuccess);
+  }
   for (int r = 0; r < nranks_; r++) {
     if (r == rank_) continue;
+    const int region = (rank_ + r) % 2;
     mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
-    pc.local = p->mem;
+    pc.local = p->mem[region];
+    p->peers[r].base = (uint8_t*)p->scratch[region];
     pc.tag = TAG + 1;
     CHECK_RES(mscclppPortChannelCreate(comm, p->conn[r], &pc, &p->data[r]), mscclppSuccess);
     pc.tag = TAG + 2;
@@ -98,7 +107,6 @@ static void setup(mscclppComm_t comm, Port* p, PortLaunch* L) {
   memset(L, 0, sizeof(*L));
   L->rank = rank_;
   L->nranks = nranks_;
-  L->scratch = (uint8_t*)p->scratch;
   L->slotBytes = SLOT;
   L->peers = p->peers;
   L->state = &p->state;
@@ -113,8 +121,10 @@ static void teardown(mscclppComm_t comm, Port* p) {
   for (int r = 0; r < nranks_; r++)
     if (p->conn[r] != NULL) CHECK_RES(mscclppConnectionDestroy(p->conn[r]), mscclppSuccess);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(p->mem), mscclppSuccess);
-  CHECK_RES(mscclppMemFree(comm, p->scratch), mscclppSuccess);
+  for (int i = 0; i < 2; i++) {
+    CHECK_RES(mscclppDeregisterMemory(p->mem[i]), mscclppSuccess);
+    CHECK_RES(mscclppMemFree(comm, p->scratch[i]), mscclppSuccess);
+  }
 }
 
 template <typename T>
