@@ -18,7 +18,10 @@
  *    algbw = S / time, as nccl-tests. Allgather also shows the raw
  *    fan-out copy (bench_coll_kernels.cu): one process, one kernel reading
  *    S and writing k*S bytes -- the best an SM copy does with the
- *    allgather's mix of reads and writes -- and the allgather against it.
+ *    allgather's mix of reads and writes -- and the allgather against it;
+ *    then the allgather in place (graph), as MSCCL++'s allgather_test_perf
+ *    runs it for the anchor figures, against both the roofline above and
+ *    its own least traffic k·S (the input is already in the output).
  * 3. allreduce by algorithm (packet, packet2 to 2 MiB, rsag) at 1 KiB .. 8 MiB, graph times,
  *    which is what the size rule in coll_gpu.c is set from.
  * Every rank times itself; rank 0 prints the slowest rank's figures.
@@ -110,9 +113,14 @@ static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int b
   return maxOver(us);
 }
 
+/* ag: 0 allreduce, 1 allgather, 2 allgather in place (this rank's input is
+ * its block of the output, as MSCCL++'s allgather_test_perf runs it). */
 static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s) {
-  if (ag)
-    RES_OK(mscclppAllGather(in, out, bytes / (size_t)nranks_ / 4, mscclppFloat32, comm, s));
+  const size_t count = bytes / (size_t)nranks_ / 4;
+  if (ag == 2)
+    RES_OK(mscclppAllGather((const float*)out + (size_t)rank_ * count, out, count, mscclppFloat32, comm, s));
+  else if (ag)
+    RES_OK(mscclppAllGather(in, out, count, mscclppFloat32, comm, s));
   else
     RES_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
 }
@@ -218,7 +226,7 @@ int main(int argc, char** argv) {
       printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s%s\n",
              ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)", nranks_, "bytes",
              "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.",
-             ag ? "  fan-out us  of roofl.  ours/fan-out     bulk us  of roofl." : "");
+             ag ? "  fan-out us  of roofl.  ours/fan-out     bulk us  of roofl.  in-place us  of roofl.  of k*S" : "");
     for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 2) {
       /* warm-up (first call of a size maps the buffers) */
       for (int i = 0; i < 3; i++) call(ag, in, out, bytes, s);
@@ -248,12 +256,20 @@ int main(int argc, char** argv) {
       double algbw = bytes / (best * 1e-6) / 1e9;
       double fan = ag ? fanoutUs(0, fanSrc, fanDst, bytes, fanBlocks, s, e0, e1) : 0;
       double fanBulk = ag ? fanoutUs(1, fanSrc, fanDst, bytes, fanBulkBlocks, s, e0, e1) : 0;
+      /* in place: the input is already in the output, so k*S bytes is the
+       * least it moves; also shown against the out-of-place roofline */
+      double inPlace = 0;
+      if (ag) {
+        for (int i = 0; i < 3; i++) call(2, in, out, bytes, s);
+        inPlace = graphTimeUs(2, in, out, bytes, s, e0, e1, iters);
+      }
       if (rank_ == 0) {
         printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%", bytes, streamUs, graphUs, launchUs, algbw, roof,
                100.0 * roof / best);
         if (ag)
-          printf(" %11.2f %9.0f%% %13.2f %11.2f %9.0f%%", fan, 100.0 * roof / fan, best / fan, fanBulk,
-                 100.0 * roof / fanBulk);
+          printf(" %11.2f %9.0f%% %13.2f %11.2f %9.0f%% %12.2f %9.0f%% %7.0f%%", fan, 100.0 * roof / fan, best / fan,
+                 fanBulk, 100.0 * roof / fanBulk, inPlace, 100.0 * roof / inPlace,
+                 100.0 * roof * k / (k + 1) / inPlace);
         printf("\n");
       }
     }
