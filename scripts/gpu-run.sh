@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|tune|collport]   (default all; collport: the collectives over port channels, not in all; tune: ping-pongs and collectives under the tuning parameters)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|tune|collport]   (default all; collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -89,23 +89,26 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
 fi
-if [ "$what" = collport ]; then
+if [ "$what" = collport ] || [ "$what" = tests ] || [ "$what" = all ]; then
   # The GPU collectives over port channels (coll/coll_gpu_port.c), checked
   # exactly by coll_gpu_worker: forced by MSCCLPP_ALGO on one host (port
   # channels over CUDA IPC), and 4 ranks as 2 pretend hosts of 2
   # (MSCCLPP_HOSTID, tests/collgpu/hosts.sh): CUDA IPC inside a "host", the
-  # network transport (tcp;ofi_rxm over loopback, GPU memory staged) between.
+  # network transport (tcp;ofi_rxm over loopback; the slots for network peers
+  # are pinned host memory) between.
   if have coll_gpu_worker; then
     port=allreduce=port,allgather=port,reducescatter=port,broadcast=port,reduce=port,alltoall=port,sendrecv=port
     step coll_port_ipc_2 150 env MSCCLPP_ALGO=$port mscclpp-run -n 2 --timeout 140 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
+    # allreduce is hierarchical there by default; the flat path forced
     step coll_port_hosts_2x2 280 env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo mscclpp-run -n 4 --timeout 270 -- \
       bash "$BIN/hosts.sh" 2 "$BIN/coll_gpu_worker" $((2 << 20)) graph=20
-    step coll_port_ipc_4 150 env MSCCLPP_ALGO=$port mscclpp-run -n 4 --timeout 140 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
-    # allreduce forced hierarchical on the 2x2 layout (on GPUs the default is
-    # flat: this step still fails, 2026-12-03, bench/RESULTS.md)
-    step coll_port_hosts_2x2_hier 200 env MSCCLPP_ALGO=allreduce=hier MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
+    step coll_port_hosts_2x2_flat 200 env MSCCLPP_ALGO=allreduce=flat MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
       mscclpp-run -n 4 --timeout 190 -- bash "$BIN/hosts.sh" 2 "$BIN/coll_gpu_worker" $((2 << 20)) graph=20
+    step coll_port_ipc_4 150 env MSCCLPP_ALGO=$port mscclpp-run -n 4 --timeout 140 -- "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
   fi
+  # the hierarchy with calls queued back to back (no wait between them), checked
+  have mscclpp-perf && step perf_hosts_2x2_hier 200 env MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
+    mscclpp-run -n 4 --timeout 190 -- bash "$BIN/hosts.sh" 2 "$BIN/mscclpp-perf" allreduce -b 1K -e 16M -f 8 -c 1 -n 20 -w 5
 fi
 if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = coll ]; then
   for n in 2 4; do

@@ -115,13 +115,12 @@ static void collRelease(struct mscclppComm* comm) {
 
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
   if (comm->collRelease == NULL) comm->collRelease = collRelease;
-  /* Hierarchical allreduce across hosts: the default on the host backend;
-   * on GPUs only when MSCCLPP_ALGO=allreduce=hier asks for it - its cross
-   * step failed on the H200 (pretend hosts, staged GPU memory: the child
-   * communicator's first staged write was refused with EIO), while the flat
-   * port path passed; see the 2026-12-03 notes. */
-  const int hierWanted = !useGpu(comm) || (a->algo != NULL && strcmp(a->algo, "hier") == 0);
-  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks && hierWanted) {
+  /* Hierarchical allreduce across hosts, on both backends, unless
+   * MSCCLPP_ALGO names another algorithm (coll_hier.c falls back to the
+   * flat path where the hierarchy does not apply). On the H200 with 4 ranks
+   * as 2 pretend hosts it took half the flat path's time (bench/RESULTS.md,
+   * 2026-12-03, seventh session). */
+  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks) {
     int ran = 0;
     /* the first hierarchical call makes the child communicators, maybe
      * while the caller's stream is being captured */

@@ -222,6 +222,9 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
     else
       g->scopeGpu = 0;
   }
+  /* A parent that knows of more ranks on this GPU than this communicator
+   * sees (a hierarchical allreduce's child) says so. */
+  if (comm->deviceShare > g->sharing) g->sharing = comm->deviceShare;
   /* The packet grid: an SM's worth per block, as many as stay resident with
    * every rank's blocks (16 blocks: 512 KiB took 11.5 us with 2 ranks; 64:
    * 5.4 us; no change at 8-64 KiB), or MSCCLPP_COLL_PACKET_BLOCKS. */

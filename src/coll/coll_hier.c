@@ -41,9 +41,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
 
 #define TAG_ID_LOCAL 0x7c000010
 #define TAG_ID_CROSS 0x7c000011
@@ -161,17 +164,70 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
   return mscclppSuccess;
 }
 
+/* FNV-1a over a string, continuing from h. */
+static uint64_t hashStr(uint64_t h, const char* s) {
+  for (; *s != '\0'; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* How many of the parent's ranks run on this rank's GPU: the machine (host
+ * name and boot id, whatever MSCCLPP_HOSTID pretends) and the device's PCI
+ * bus id, gathered over the parent's bootstrap. Ranks of different hosts
+ * share a GPU only when hosts are pretended on one machine (the tests), but
+ * then each child would size its kernels for its own ranks alone and
+ * together they would ask for more resident blocks than the GPU holds
+ * (their kernels wait for each other: a hang). 1 without a GPU. */
+static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
+  struct ident {
+    uint64_t machine;
+    char bus[24];
+  } me;
+  memset(&me, 0, sizeof(me));
+  char host[256] = "unknown-host", boot[64] = "";
+  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown-host");
+  host[sizeof(host) - 1] = '\0';
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (fgets(boot, sizeof(boot), f) == NULL) boot[0] = '\0';
+    fclose(f);
+  }
+  me.machine = hashStr(hashStr(14695981039346656037ull, host), boot);
+  int dev = -1;
+  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess)
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuPciBusId(dev, me.bus, sizeof(me.bus)));
+  struct ident* all = (struct ident*)calloc((size_t)comm->nranks, sizeof(*all));
+  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  all[comm->rank] = me;
+  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(*all));
+  int n = 0;
+  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
+    n += all[r].machine == me.machine && strcmp(all[r].bus, me.bus) == 0;
+  free(all);
+  MSCCLPP_RETURN_ON_ERROR(res);
+  *share = me.bus[0] != '\0' && n > 0 ? n : 1;
+  return mscclppSuccess;
+}
+
 static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppCollHier* s) {
   if (s->makeFailed != mscclppSuccess)
     return mscclppErr(s->makeFailed, MSCCLPP_LOG_COLL,
                       "allreduce on rank %d: the hierarchy's child communicators could not be made at an earlier "
                       "call",
                       comm->rank);
-  mscclppResult_t res =
-      makeChild(comm, s->localMembers, s->perHost, s->localIndex, TAG_ID_LOCAL, "host-local", &s->local);
+  int share = 1;
+  mscclppResult_t res = deviceShare(comm, &share);
+  if (res == mscclppSuccess)
+    res = makeChild(comm, s->localMembers, s->perHost, s->localIndex, TAG_ID_LOCAL, "host-local", &s->local);
   if (res == mscclppSuccess)
     res = makeChild(comm, s->crossMembers, s->hosts, s->hostIndex, TAG_ID_CROSS, "cross-host", &s->cross);
-  if (res == mscclppSuccess) return mscclppSuccess;
+  if (res == mscclppSuccess) {
+    s->local->deviceShare = share;
+    s->cross->deviceShare = share;
+    if (share > 1)
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %d ranks of the job share this GPU: the children's kernels are sized for them",
+                   comm->rank, share);
+    return mscclppSuccess;
+  }
   s->makeFailed = res;
   if (s->local != NULL) (void)mscclppCommDestroy(s->local);
   s->local = NULL;
