@@ -26,7 +26,7 @@
  *             bytes inside the trigger, written with the signal as ONE
  *             message (remote CQ data). Half round trip; goal: median
  *             ours/raw <= 1.2x.
- *   bandwidth raw: fi_write of 1 MiB, 16 in flight, then an 8-byte flag the
+ *   bandwidth raw: RMA writes of 1 MiB, 16 in flight, then an 8-byte flag the
  *             receiver acknowledges; ours: 1 MiB puts, a signal after the
  *             last, the receiver signals back. Goal: median ours/raw >= 90%.
  *
@@ -36,7 +36,12 @@
  * signal table yet); raw with a yielding sibling thread per rank (the host
  * backend has two threads per rank: its kernel thread and the proxy); raw
  * posting the message ours posts (an injected 8-byte fi_writemsg with remote
- * CQ data and a local completion), each side still polling the word.
+ * CQ data and a local completion), each side still polling the word; and
+ * probes of what that message costs: the same without the local completion,
+ * without the CQ data, and a payload word plus the polled word as two RMA
+ * targets of one message (a put and its signal with neither). The raw
+ * endpoint binds its CQ with FI_SELECTIVE_COMPLETION so that a post
+ * completes only when it asks to.
  *
  * Rank 0 prints every block's pair, the medians and the means.
  */
@@ -168,7 +173,9 @@ static void rawSetup(struct raw* r) {
   struct fi_av_attr av = {.type = FI_AV_TABLE, .count = 4};
   RAW(fi_av_open(r->domain, &av, &r->av, NULL));
   RAW(fi_endpoint(r->domain, r->info, &r->ep, NULL));
-  RAW(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+  /* selective: only posts flagged FI_COMPLETION complete (the probes
+   * below post with and without) */
+  RAW(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
   RAW(fi_ep_bind(r->ep, &r->av->fid, 0));
   RAW(fi_enable(r->ep));
   size_t bytes = 4096 + STREAM_BYTES;
@@ -203,25 +210,49 @@ static void rawInject(struct raw* r, uint64_t off, uint64_t v) {
   while (fi_inject_write(r->ep, &v, 8, r->peer, r->peerBase + off, r->peerKey) == -FI_EAGAIN) rawPoll(r);
 }
 
-/* The message ours sends for an 8-byte putWithSignal: an injected write
- * with remote CQ data (a made-up signal word) and a local completion. */
-static void rawInjectCq(struct raw* r, uint64_t off, uint64_t v) {
+/* An injected 8-byte fi_writemsg of v to the peer's word at `off`, with
+ * `flags` beside FI_INJECT: FI_COMPLETION (a local completion, context from
+ * the ring), FI_REMOTE_CQ_DATA (a made-up signal word). With `twoIov` the
+ * same message first writes a payload word 64 bytes further, then v: a
+ * put and its signal in one message, placed in order, with no CQ data. */
+static void rawWriteMsg(struct raw* r, uint64_t off, uint64_t v, uint64_t flags, int twoIov) {
   while (rawCtxPosted - rawCtxDone >= RAW_CTXS) rawPoll(r);
-  struct iovec iov = {&v, sizeof(v)};
+  uint64_t pair[2] = {~v, v};
+  struct iovec iov = {twoIov ? (void*)pair : (void*)&pair[1], twoIov ? sizeof(pair) : sizeof(v)};
   void* desc = NULL;
-  struct fi_rma_iov rma = {r->peerBase + off, sizeof(v), r->peerKey};
-  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = r->peer, .rma_iov = &rma,
-                           .rma_iov_count = 1, .context = &rawCtx[rawCtxPosted % RAW_CTXS],
-                           .data = 0x80000000u | (uint32_t)(v & 0xffu)};
+  struct fi_rma_iov rma[2] = {{r->peerBase + off + 64, sizeof(v), r->peerKey}, {r->peerBase + off, sizeof(v), r->peerKey}};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = r->peer,
+                           .rma_iov = twoIov ? rma : &rma[1], .rma_iov_count = twoIov ? 2 : 1,
+                           .context = &rawCtx[rawCtxPosted % RAW_CTXS], .data = 0x80000000u | (uint32_t)(v & 0xffu)};
   ssize_t rc;
-  while ((rc = fi_writemsg(r->ep, &msg, FI_INJECT | FI_COMPLETION | FI_REMOTE_CQ_DATA)) == -FI_EAGAIN) rawPoll(r);
+  while ((rc = fi_writemsg(r->ep, &msg, FI_INJECT | flags)) == -FI_EAGAIN) rawPoll(r);
   RAW(rc);
-  rawCtxPosted++;
+  if (flags & FI_COMPLETION) rawCtxPosted++;
 }
+/* The message ours sends for an 8-byte putWithSignal: an injected write
+ * with remote CQ data and a local completion. */
+static void rawInjectCq(struct raw* r, uint64_t off, uint64_t v) {
+  rawWriteMsg(r, off, v, FI_COMPLETION | FI_REMOTE_CQ_DATA, 0);
+}
+/* Probes of what that message costs: without the local completion; with
+ * it but no CQ data; the put and the signal as two targets of one message. */
+static void rawInjectCqNoComp(struct raw* r, uint64_t off, uint64_t v) {
+  rawWriteMsg(r, off, v, FI_REMOTE_CQ_DATA, 0);
+}
+static void rawInjectComp(struct raw* r, uint64_t off, uint64_t v) { rawWriteMsg(r, off, v, FI_COMPLETION, 0); }
+static void rawInjectTwo(struct raw* r, uint64_t off, uint64_t v) { rawWriteMsg(r, off, v, 0, 1); }
 
-static double rawLatency(struct raw* r, int iters, int cqData) {
+enum { RAW_INJECT = 0, RAW_CQ_COMP, RAW_CQ, RAW_COMP, RAW_TWO_IOV, RAW_MODES };
+static const char* const rawModeName[RAW_MODES] = {
+    "fi_inject_write", "fi_writemsg + CQ data + local completion (the message ours sends)",
+    "fi_writemsg + CQ data, no local completion", "fi_writemsg + local completion, no CQ data",
+    "fi_writemsg of a payload word and the polled word (2 RMA targets), nothing else"};
+
+static double rawLatency(struct raw* r, int iters, int mode) {
   volatile uint64_t* w = (volatile uint64_t*)r->buf;
-  void (*post)(struct raw*, uint64_t, uint64_t) = cqData ? rawInjectCq : rawInject;
+  void (*const posts[RAW_MODES])(struct raw*, uint64_t, uint64_t) = {rawInject, rawInjectCq, rawInjectCqNoComp,
+                                                                      rawInjectComp, rawInjectTwo};
+  void (*post)(struct raw*, uint64_t, uint64_t) = posts[mode];
   OK(mscclppBootstrapBarrier(comm));
   double t0 = 0;
   for (int i = 1; i <= iters + 100; i++) {
@@ -253,9 +284,12 @@ static double rawBandwidth(struct raw* r, int rounds) {
       for (uint64_t off = 0; off < STREAM_BYTES; off += MIB) {
         while (r->inflight >= STREAM_DEPTH) rawPoll(r);
         ssize_t rc;
-        while ((rc = fi_write(r->ep, r->buf + 4096 + off, MIB, fi_mr_desc(r->mr), r->peer, r->peerBase + 4096 + off,
-                              r->peerKey, NULL)) == -FI_EAGAIN)
-          rawPoll(r);
+        struct iovec iov = {r->buf + 4096 + off, MIB};
+        void* desc = fi_mr_desc(r->mr);
+        struct fi_rma_iov rma = {r->peerBase + 4096 + off, MIB, r->peerKey};
+        struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = r->peer, .rma_iov = &rma,
+                                 .rma_iov_count = 1, .context = NULL};
+        while ((rc = fi_writemsg(r->ep, &msg, FI_COMPLETION)) == -FI_EAGAIN) rawPoll(r);
         if (rc) exit(1);
         r->inflight++;
       }
@@ -284,7 +318,7 @@ static double rawLatencyWithSibling(struct raw* r, int iters) {
   pthread_t t;
   __atomic_store_n(&spinnerStop, 0, __ATOMIC_RELEASE);
   if (pthread_create(&t, NULL, spinner, NULL) != 0) return 0;
-  double lat = rawLatency(r, iters, 0);
+  double lat = rawLatency(r, iters, RAW_INJECT);
   __atomic_store_n(&spinnerStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
   return lat;
@@ -418,7 +452,7 @@ int main(int argc, char** argv) {
   /* raw runs with our proxy thread stopped; ours with it running */
   for (int b = 0; b < nBlocks; b++) {
     OK(mscclppCommProxyStop(comm));
-    lat.raw[b] = rawLatency(&r, iters, 0);
+    lat.raw[b] = rawLatency(&r, iters, RAW_INJECT);
     OK(mscclppCommProxyStart(comm));
     lat.ours[b] = ourLatency(&h, iters);
     lat.ratio[b] = lat.ours[b] / lat.raw[b];
@@ -432,7 +466,11 @@ int main(int argc, char** argv) {
   }
   OK(mscclppCommProxyStop(comm));
   rawSibLat = rawLatencyWithSibling(&r, iters);
-  rawCqLat = rawLatency(&r, iters, 1);
+  rawCqLat = rawLatency(&r, iters, RAW_CQ_COMP);
+  double probeLat[RAW_MODES] = {0};
+  const size_t rmaIovLimit = r.info->tx_attr->rma_iov_limit;
+  for (int m = RAW_CQ; m < RAW_MODES; m++)
+    if (m != RAW_TWO_IOV || rmaIovLimit >= 2) probeLat[m] = rawLatency(&r, iters, m);
   OK(mscclppCommProxyStart(comm));
   rawClose(&r);
 #else
@@ -468,6 +506,11 @@ int main(int argc, char** argv) {
     printf("  8 B ping-pong, raw fi_writemsg with remote CQ data (the message ours sends; the word polled): %.2f us "
            "| ours / that %.2fx\n",
            rawCqLat, rawCqLat > 0 ? ourLat / rawCqLat : 0);
+#ifdef MSCCLPP_HAVE_LIBFABRIC
+    printf("  what that message costs, raw 8 B ping-pongs (the word polled; rma_iov_limit %zu):\n", rmaIovLimit);
+    for (int m = RAW_CQ; m < RAW_MODES; m++)
+      printf("    %-80s %.2f us\n", rawModeName[m], probeLat[m]);
+#endif
   }
   OK(mscclppBootstrapBarrier(comm));
   OK(mscclppPortChannelDestroy(ch));
