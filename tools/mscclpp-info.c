@@ -179,7 +179,7 @@ static void printNetChoice(void) {
     printf("network transport: the parameters do not parse: %s\n", mscclppGetLastError());
     return;
   }
-  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, params.timeout, NULL, 0};
+  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, params.timeout, NULL, 0, params.netSignal};
   char text[1024];
   mscclppResult_t res = mscclppNetProbe(&cfg, text, sizeof(text));
   printf("network transport (MSCCLPP_NET_PROVIDER='%s', MSCCLPP_NET_IFNAME='%s'): %s%s\n", params.netProvider,

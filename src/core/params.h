@@ -44,6 +44,7 @@
   X(collDirectBlocks, "MSCCLPP_COLL_DIRECT_BLOCKS", INT, "0", "GPU backend, for tuning: most blocks of a zero-copy (direct) collective kernel (0: as many as stay resident with every rank's blocks; one per 32 KiB of work)") \
   X(netProvider,    "MSCCLPP_NET_PROVIDER",    STR,   "",     "libfabric provider for the network transport (verbs, efa, tcp;ofi_rxm, ...); empty picks the first with RMA") \
   X(netIfname,      "MSCCLPP_NET_IFNAME",      STR,   "",     "Network interfaces (domains) the network transport may use: comma list of prefixes; ^ excludes") \
+  X(netSignal,      "MSCCLPP_NET_SIGNAL",      STR,   "auto", "How a small put's signal rides with its bytes over the network: auto (one message writing the bytes, then the semaphore, where the provider orders writes and takes two targets per message; else remote CQ data) or cq (always remote CQ data)") \
   X(ncclFallback,   "MSCCLPP_NCCL_FALLBACK",   STR,   "",     "Path of a real libnccl.so.2: the NCCL-compatible library forwards what it does not implement there") \
   X(ncclFallbackOps, "MSCCLPP_NCCL_FALLBACK_OPS", STR, "",     "Comma list of NCCL operations (allreduce,allgather,...) always forwarded to MSCCLPP_NCCL_FALLBACK")
 /* clang-format on */

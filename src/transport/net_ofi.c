@@ -79,6 +79,10 @@ int mscclppNetHasCqSignals(const struct mscclppNet* net) {
   (void)net;
   return 0;
 }
+int mscclppNetHasTwoTargetSignals(const struct mscclppNet* net) {
+  (void)net;
+  return 0;
+}
 #define NET_STUB(...) \
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET, "network transport: %s", mscclppNetLibError())
 mscclppResult_t mscclppNetConnAdd(struct mscclppNet* net, struct mscclppNetConn* nc) {
@@ -272,6 +276,7 @@ struct mscclppNet {
   int hmem;
   enum mscclppNetSignalMode signalMode;
   size_t injectSize, maxMsg, txDepth, iovLimit, cqDataSize;
+  int twoTargets; /* mscclppNetHasTwoTargetSignals */
   size_t inflight;
   uint64_t cqReads; /* progress rounds (completion-queue reads) of mscclppNetProgress */
   struct mscclppNetOp* freeOps;
@@ -288,6 +293,7 @@ const char* mscclppNetDescribe(const struct mscclppNet* net) { return net->desc;
 enum mscclppNetSignalMode mscclppNetSignalModeOf(const struct mscclppNet* net) { return net->signalMode; }
 int mscclppNetHasHmem(const struct mscclppNet* net) { return net->hmem; }
 int mscclppNetHasCqSignals(const struct mscclppNet* net) { return net->cqDataSize >= 4 && net->injectSize >= 8; }
+int mscclppNetHasTwoTargetSignals(const struct mscclppNet* net) { return net->twoTargets; }
 
 static const char* provName(const struct fi_info* i) {
   return i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
@@ -432,11 +438,15 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
   net->txDepth = chosen->tx_attr->size ? chosen->tx_attr->size : 64;
   net->iovLimit = chosen->tx_attr->iov_limit;
   net->cqDataSize = chosen->domain_attr->cq_data_size;
-  snprintf(net->desc, sizeof(net->desc), "%s on %s (%s; mr_mode%s%s%s%s%s; %s signals%s)", prov, dom, fabricName,
+  net->twoTargets = net->signalMode == MSCCLPP_NET_SIGNAL_ORDERED && chosen->tx_attr->rma_iov_limit >= 2 &&
+                    net->iovLimit >= 2 && net->injectSize >= 16 &&
+                    !(cfg->signal != NULL && strcmp(cfg->signal, "cq") == 0);
+  snprintf(net->desc, sizeof(net->desc), "%s on %s (%s; mr_mode%s%s%s%s%s; %s signals%s%s)", prov, dom, fabricName,
            (net->mrMode & FI_MR_VIRT_ADDR) ? " virt_addr" : " offsets", (net->mrMode & FI_MR_PROV_KEY) ? " prov_key" : "",
            (net->mrMode & FI_MR_LOCAL) ? " local" : "", (net->mrMode & FI_MR_ENDPOINT) ? " endpoint" : "",
            (net->mrMode & FI_MR_HMEM) ? " hmem" : "",
            net->signalMode == MSCCLPP_NET_SIGNAL_ORDERED ? "ordered" : "fenced",
+           net->twoTargets ? ", a small put's in its message" : "",
            net->hmem ? ", FI_HMEM" : ", GPU memory staged");
   return mscclppSuccess;
 }
@@ -770,7 +780,9 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   struct mscclppNetConn* nc = o->nc;
   struct iovec iov[2];
   void* desc[2] = {NULL, NULL};
+  struct fi_rma_iov rmaIov[2];
   struct fi_rma_iov rma;
+  size_t nRma = 1;
   struct fi_msg_rma msg;
   memset(&msg, 0, sizeof(msg));
   uint64_t flags = FI_COMPLETION;
@@ -802,6 +814,15 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       if (o->cqData != 0) {
         msg.data = o->cqData;
         flags |= FI_REMOTE_CQ_DATA;
+      }
+      if (o->sigTarget) { /* then the semaphore's new value, placed after the bytes */
+        iov[1].iov_base = &o->sigValue;
+        iov[1].iov_len = sizeof(uint64_t);
+        n = 2;
+        rmaIov[1].addr = o->sigRaddr;
+        rmaIov[1].len = sizeof(uint64_t);
+        rmaIov[1].key = o->sigRkey;
+        nRma = 2;
       }
       if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
       break;
@@ -855,12 +876,13 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
     }
   }
   rma.key = o->rkey;
+  rmaIov[0] = rma;
   msg.msg_iov = iov;
   msg.desc = desc;
   msg.iov_count = n;
   msg.addr = (fi_addr_t)nc->fiAddr;
-  msg.rma_iov = &rma;
-  msg.rma_iov_count = 1;
+  msg.rma_iov = rmaIov;
+  msg.rma_iov_count = nRma;
   msg.context = o->fiContext;
   ssize_t rc = fi_writemsg(net->ep, &msg, flags);
   if (rc == 0 && o->kind == MSCCLPP_NET_OP_STAGE) nc->sentSlots++;

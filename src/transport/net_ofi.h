@@ -89,6 +89,7 @@ struct mscclppNetConfig {
   double timeoutSec;
   const uint32_t* abortFlag;
   int rank;
+  const char* signal; /* MSCCLPP_NET_SIGNAL: "auto" or "cq" (NULL: auto) */
 };
 
 /* The memory context's network state: attach one on first use (opens
@@ -111,6 +112,11 @@ int mscclppNetHasHmem(const struct mscclppNet* net);
 /* 1 when the provider carries 4 bytes of remote CQ data (signals with the
  * data, MSCCLPP_NET_CQ_SIGNAL). */
 int mscclppNetHasCqSignals(const struct mscclppNet* net);
+/* 1 when an injected put may carry its signal as a second write target of
+ * the same message (ordered signals, two RMA targets and two source pieces
+ * per message, 16 bytes injectable, MSCCLPP_NET_SIGNAL not "cq"): the
+ * provider places the bytes, then the semaphore's new value. */
+int mscclppNetHasTwoTargetSignals(const struct mscclppNet* net);
 
 /* Tests only: register host memory of later registrations as "staged", so
  * the GPU staging protocol runs on the host backend in CI. */
@@ -217,6 +223,8 @@ struct mscclppNetOp {
   uint64_t raddr, rkey;
   uint64_t value;  /* SIGNAL / CREDIT; INLINE: its bytes */
   uint32_t cqData; /* INLINE: remote CQ data (0: none) */
+  int sigTarget;   /* INLINE: the same message then writes sigValue to sigRaddr (mscclppNetHasTwoTargetSignals) */
+  uint64_t sigRaddr, sigRkey, sigValue;
   /* STAGE */
   uint8_t hdr[MSCCLPP_NET_STAGE_HEADER];
   int bounceFromDevice;

@@ -21,11 +21,20 @@
  *          with remote CQ data (below) once the semaphore is in the
  *          connection's signal table.
  * writeInline - 1..8 bytes a port channel's trigger carries, and a signal,
- *          in ONE message: an injected write of the bytes whose remote CQ
- *          data names the semaphore (signal table, below); without a
+ *          in ONE message: where the provider orders writes and takes two
+ *          targets per message (mscclppNetHasTwoTargetSignals: tcp;ofi_rxm;
+ *          MSCCLPP_NET_SIGNAL=cq turns it off), an injected write of the
+ *          bytes to their destination and then of the semaphore's new value
+ *          to the semaphore, which the receiver's kernel sees with no work
+ *          of its proxy (as a plain signal's 8-byte write: an absolute
+ *          value); otherwise an injected write of the bytes whose remote CQ
+ *          data names the semaphore (signal table, below). Without a
  *          signal, the injected write alone. Staged destinations, and
  *          signals while staged messages are outstanding, travel the ring
- *          as one INLINE slot (bytes and signal in the header).
+ *          as one INLINE slot (bytes and signal in the header). On the
+ *          H200 VM's CPUs the second-target form took the 8-byte
+ *          putWithSignal ping-pong from 1.55-1.60x a raw fi_inject_write
+ *          ping-pong to 1.06-1.18x (bench/RESULTS.md, 2026-12-03).
  * flush  - wait until every operation of the connection has completed
  *          locally (sources reusable); reads the completion queue while
  *          waiting; bounded and abortable.
@@ -49,7 +58,8 @@
  * network carries chunk k+1 while the GPU copies chunk k.
  *
  * Signals with remote CQ data (providers with 4 bytes of it and 8-byte
- * injects): the first time a connection signals a host semaphore word, the
+ * injects, when an inline put cannot carry its signal as a second target):
+ * the first time a connection signals a host semaphore word, the
  * sender writes the word's address (the receiver's own) into the next free
  * entry of the receiver's signal table (its control block), ordered before
  * what follows as a signal is; from then on EVERY signal to that word is a
@@ -171,7 +181,11 @@ static mscclppResult_t netOpen(struct mscclppConnection* c) {
   const struct mscclppMemConfig* mcfg = mscclppMemContextConfig(c->mctx);
   struct mscclppParams params;
   MSCCLPP_RETURN_ON_ERROR(mscclppParamsLoad(&params));
-  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, c->timeoutSec, c->abortFlag, c->rank};
+  if (strcmp(params.netSignal, "auto") != 0 && strcmp(params.netSignal, "cq") != 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_NET, "MSCCLPP_NET_SIGNAL='%s': expected auto or cq",
+                      params.netSignal);
+  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, c->timeoutSec, c->abortFlag, c->rank,
+                                 params.netSignal};
   struct mscclppNet* net = NULL;
   MSCCLPP_RETURN_ON_ERROR(mscclppNetOf(c->mctx, &cfg, &net));
   struct mscclppNetConn* nc = calloc(1, sizeof(*nc));
@@ -525,15 +539,24 @@ static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct msc
     nc->stageSubmitted++;
     return mscclppNetSubmitLocked(net, o);
   }
-  int index = -1;
+  int index = -1, twoTargets = 0;
   if (sigDst != NULL && hostKind(sigDst->kind)) {
     index = sigFind(nc, sigAddrOf(sigDst, sigOffset));
-    if (index < 0) MSCCLPP_RETURN_ON_ERROR(sigAddLocked(nc, sigAddrOf(sigDst, sigOffset), &index));
+    /* a word already counted through CQ data stays so (the receiver adds
+     * one per such signal; a second target writes the absolute value) */
+    twoTargets = index < 0 && mscclppNetHasTwoTargetSignals(net);
+    if (index < 0 && !twoTargets) MSCCLPP_RETURN_ON_ERROR(sigAddLocked(nc, sigAddrOf(sigDst, sigOffset), &index));
   }
   struct mscclppNetOp* o = mscclppNetOpGetLocked(net);
   if (o == NULL) return mscclppSystemError;
   o->nc = nc;
   if (index >= 0) cqSignalOp(o, nc, index, sigValue);
+  if (twoTargets) { /* the bytes, then the semaphore's new value, in one message */
+    o->sigTarget = 1;
+    o->sigRaddr = sigDst->record.net.addr + sigOffset;
+    o->sigRkey = sigDst->record.net.key;
+    o->sigValue = sigValue;
+  }
   o->kind = MSCCLPP_NET_OP_INLINE;
   o->len = size;
   memcpy(&o->value, bytes, size);
@@ -541,7 +564,7 @@ static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct msc
   o->rkey = dst->record.net.key;
   MSCCLPP_RETURN_ON_ERROR(mscclppNetSubmitLocked(net, o));
   /* no table entry (no remote CQ data, table full, a GPU semaphore): an ordinary signal behind the bytes */
-  return sigDst != NULL && index < 0 ? signalLocked(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
+  return sigDst != NULL && index < 0 && !twoTargets ? signalLocked(c, sigDst, sigOffset, sigValue) : mscclppSuccess;
 }
 
 /* The bytes and the signal under one acquisition of the endpoint's lock. */

@@ -22,8 +22,8 @@
  *       as ops with transport Auto: ranks on different hosts (network
  *       namespaces) must get Net.
  *   net_worker errors
- *       no such provider and no such interface are refused with a clear
- *       message.
+ *       no such provider, no such interface and no such MSCCLPP_NET_SIGNAL
+ *       are refused with a clear message.
  *   net_worker linkdown
  *       2 ranks: rank 0 streams 16 MiB putWithSignal to rank 1, which waits
  *       and acknowledges; the script takes the link down: both must report
@@ -343,6 +343,12 @@ static void testErrors(void) {
   CHECK(strstr(mscclppGetLastError(), "no-such-if0") != NULL);
   printf("rank %d: no interface: %s\n", rank, mscclppGetLastError());
   unsetenv("MSCCLPP_NET_IFNAME");
+  /* A signal mode that does not exist. */
+  setenv("MSCCLPP_NET_SIGNAL", "sometimes", 1);
+  CHECK_RES(mscclppConnectionCreate(comm, peer, 45, mscclppTransportNet, &c), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_NET_SIGNAL='sometimes'") != NULL);
+  printf("rank %d: bad signal mode: %s\n", rank, mscclppGetLastError());
+  unsetenv("MSCCLPP_NET_SIGNAL");
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   CHECK_RES(mscclppDeregisterMemory(m), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, p), mscclppSuccess);
