@@ -48,6 +48,7 @@ void mscclppCollPortRelease(struct mscclppComm* comm) { (void)comm; }
 
 #include "coll/coll_port.h"
 #include "mscclpp/connection.h"
+#include "transport/transport.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
 
@@ -164,23 +165,24 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
   p->nranks = comm->nranks;
   MSCCLPP_RETURN_ON_ERROR(agreeSlotBytes(comm, &p->slotBytes));
   /* connections first: the regions' registrations then cover their transports */
-  int nets = 0, isNet[MAXR] = {0};
+  int nets = 0, hostSlots = 0, isHost[MAXR] = {0};
   for (int r = 0; r < p->nranks; r++) {
     if (r == p->rank) continue;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, r, TAG_BASE, mscclppTransportAuto, &p->conn[r]));
     mscclppTransport_t t;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnectionTransport(p->conn[r], &t));
-    isNet[r] = t == mscclppTransportNet;
-    nets += isNet[r];
+    nets += t == mscclppTransportNet;
+    isHost[r] = mscclppConnStagesDeviceMemory(p->conn[r]);
+    hostSlots += isHost[r];
   }
-  /* the two regions (coll_port.h): device memory for the peers on this
-   * host, pinned host memory for those over the network */
+  /* the two regions (coll_port.h): device memory, and pinned host memory
+   * for the peers over a network that would stage device memory */
   p->scratchBytes = (size_t)(2 * MSCCLPP_COLL_PORT_NBUF * (uint64_t)p->nranks * p->slotBytes);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, p->scratchBytes, &p->scratch));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, p->scratch, p->scratchBytes, mscclppTransportAuto, &p->scratchMem));
   void* hostDev = NULL;
-  if (nets > 0) {
+  if (hostSlots > 0) {
     MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostPinned, p->scratchBytes, &p->hostScratch));
     MSCCLPP_RETURN_ON_ERROR(
         mscclppRegisterMemory(comm, p->hostScratch, p->scratchBytes, mscclppTransportNet, &p->hostScratchMem));
@@ -193,8 +195,8 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
   for (int r = 0; r < p->nranks && res == mscclppSuccess; r++) {
     if (r == p->rank) continue;
     mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
-    pc.local = isNet[r] ? p->hostScratchMem : p->scratchMem;
-    hostPeers[r].base = (uint8_t*)(isNet[r] ? hostDev : p->scratch);
+    pc.local = isHost[r] ? p->hostScratchMem : p->scratchMem;
+    hostPeers[r].base = (uint8_t*)(isHost[r] ? hostDev : p->scratch);
     pc.tag = TAG_BASE + 1;
     res = mscclppPortChannelCreate(comm, p->conn[r], &pc, &p->data[r]);
     pc.tag = TAG_BASE + 2;
@@ -220,7 +222,7 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
                "rank %d: GPU collectives over port channels to %d peers (%d over the network), slots of %llu bytes, "
                "scratch %zu bytes of device memory%s",
                p->rank, p->nranks - 1, nets, (unsigned long long)p->slotBytes, p->scratchBytes,
-               nets > 0 ? " and as much pinned host memory (the network's slots)" : "");
+               hostSlots > 0 ? " and as much pinned host memory (the slots of peers over the network)" : "");
   p->ready = 1;
   *out = p;
   return mscclppSuccess;

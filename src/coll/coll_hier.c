@@ -192,9 +192,15 @@ static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
     fclose(f);
   }
   me.machine = hashStr(hashStr(14695981039346656037ull, host), boot);
+  /* every rank reaches the gather below, whatever it learns here (a rank
+   * that returned early would leave the others waiting in it) */
   int dev = -1;
-  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess)
-    MSCCLPP_RETURN_ON_ERROR(mscclppGpuPciBusId(dev, me.bus, sizeof(me.bus)));
+  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess &&
+      mscclppGpuPciBusId(dev, me.bus, sizeof(me.bus)) != mscclppSuccess) {
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the PCI bus id of device %d is unknown (%s): its kernels are sized as if "
+                 "no other rank shared it", comm->rank, dev, mscclppGetLastError());
+    me.bus[0] = '\0';
+  }
   struct ident* all = (struct ident*)calloc((size_t)comm->nranks, sizeof(*all));
   if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   all[comm->rank] = me;
@@ -224,7 +230,7 @@ static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppColl
     s->local->deviceShare = share;
     s->cross->deviceShare = share;
     if (share > 1)
-      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %d ranks of the job share this GPU: the children's kernels are sized for them",
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %d ranks of the job share this GPU: the children size their kernels so",
                    comm->rank, share);
     return mscclppSuccess;
   }

@@ -9,10 +9,12 @@
  *   inbox  [from rank p][slot s]  at ((p * NBUF) + s) * slotBytes
  *   outbox [to rank q][slot s]    at ((nranks + q) * NBUF + s) * slotBytes
  * the slots for a peer on this host are in device memory (CUDA IPC: the
- * proxy's copy engine moves them); those for a peer over the network are in
- * pinned host memory (made only when such a peer exists), which the kernel
- * writes and reads over PCIe: the proxy then posts the network write from
- * the outbox itself and the data lands in the inbox, with no CUDA copy or
+ * proxy's copy engine moves them), as are those for a peer over a network
+ * whose provider reaches GPU memory (FI_HMEM); those for a peer over a
+ * network that would stage GPU memory through host buffers are in pinned
+ * host memory (made only when such a peer exists), which the kernel writes
+ * and reads over PCIe: the proxy then posts the network write from the
+ * outbox itself and the data lands in the inbox, with no CUDA copy or
  * stream on the way. A copy the proxy queues while the application's
  * kernels spin can wait behind them (the hierarchical allreduce's
  * cross-host step did, bench/RESULTS.md), and staging through a bounce

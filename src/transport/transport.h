@@ -122,6 +122,9 @@ mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* conn, struct ms
                                        struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue);
 /* Does the transport carry out writeInline itself (not the unsupported slot)? */
 int mscclppConnCanWriteInline(const struct mscclppConnection* conn);
+/* Does conn carry GPU memory through pinned host buffers (Net with a
+ * provider without FI_HMEM: a copy per chunk on each side)? */
+int mscclppConnStagesDeviceMemory(const struct mscclppConnection* conn);
 
 /* Pick the transport for two endpoints (symmetric: both ranks get the same
  * answer). mscclppInvalidUsage with the reason logged otherwise. */

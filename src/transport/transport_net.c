@@ -588,6 +588,10 @@ static mscclppResult_t netQuery(struct mscclppConnection* c, int* idle) {
 
 static mscclppResult_t netProgress(struct mscclppConnection* c) { return mscclppNetProgress(c->net->net, c->net, NULL); }
 
+int mscclppConnStagesDeviceMemory(const struct mscclppConnection* c) {
+  return c != NULL && c->ops == &mscclppTransportNetOps && c->net != NULL && !mscclppNetHasHmem(c->net->net);
+}
+
 const struct mscclppTransportOps mscclppTransportNetOps = {
     .name = "Net",
     .transport = mscclppTransportNet,
