@@ -45,6 +45,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 
@@ -164,12 +165,6 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
   return mscclppSuccess;
 }
 
-/* FNV-1a over a string, continuing from h. */
-static uint64_t hashStr(uint64_t h, const char* s) {
-  for (; *s != '\0'; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
-
 /* How many of the parent's ranks run on this rank's GPU: the machine (host
  * name and boot id, whatever MSCCLPP_HOSTID pretends) and the device's PCI
  * bus id, gathered over the parent's bootstrap. Ranks of different hosts
@@ -183,7 +178,8 @@ static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
     char bus[24];
   } me;
   memset(&me, 0, sizeof(me));
-  char host[256] = "unknown-host", boot[64] = "";
+  static const uint8_t key[16] = {'m', 's', 'c', 'c', 'l', 'p', 'p', '-', 'm', 'a', 'c', 'h', 'i', 'n', 'e', '0'};
+  char host[256] = "unknown-host", boot[64] = "", id[sizeof(host) + sizeof(boot) + 1];
   if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown-host");
   host[sizeof(host) - 1] = '\0';
   FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -191,7 +187,8 @@ static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
     if (fgets(boot, sizeof(boot), f) == NULL) boot[0] = '\0';
     fclose(f);
   }
-  me.machine = hashStr(hashStr(14695981039346656037ull, host), boot);
+  snprintf(id, sizeof(id), "%s|%s", host, boot);
+  me.machine = mscclppSipHash(key, id, strlen(id));
   /* every rank reaches the gather below, whatever it learns here (a rank
    * that returned early would leave the others waiting in it) */
   int dev = -1;
@@ -205,12 +202,12 @@ static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
   if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   all[comm->rank] = me;
   mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(*all));
-  int n = 0;
+  int same = 0;
   for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
-    n += all[r].machine == me.machine && strcmp(all[r].bus, me.bus) == 0;
+    same += all[r].machine == me.machine && strcmp(all[r].bus, me.bus) == 0;
   free(all);
   MSCCLPP_RETURN_ON_ERROR(res);
-  *share = me.bus[0] != '\0' && n > 0 ? n : 1;
+  *share = me.bus[0] != '\0' && same > 0 ? same : 1;
   return mscclppSuccess;
 }
 
