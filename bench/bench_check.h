@@ -1,5 +1,5 @@
 /*
- * What the GPU channel benchmarks share: checks (a failed CUDA or mscclpp
+ * What the GPU benchmarks share: checks (a failed CUDA or mscclpp
  * call prints the rank, the call and the reason, and exits 1) and joining
  * the job. The file that includes this includes cuda_runtime.h and
  * mscclpp/comm.h first.

@@ -44,22 +44,7 @@ int main(void) {
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
 
-#define CUDA_OK(x)                                                                       \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-#define RES_OK(x)                                                                              \
-  do {                                                                                         \
-    mscclppResult_t r_ = (x);                                                                  \
-    if (r_ != mscclppSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %d %s\n", __FILE__, __LINE__, #x, r_, mscclppGetLastError()); \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "bench_check.h"
 
 static double nowUs(void) {
   struct timespec t;
@@ -68,12 +53,12 @@ static double nowUs(void) {
 }
 
 static mscclppComm_t comm;
-static int rank_, nranks_;
+static int nranks_;
 
 static double maxOver(double v) {
   double* all = calloc((size_t)nranks_, sizeof(double));
-  all[rank_] = v;
-  RES_OK(mscclppBootstrapAllGather(comm, all, sizeof(double)));
+  all[rank] = v;
+  MSCCLPP_OK(mscclppBootstrapAllGather(comm, all, sizeof(double)));
   double m = 0;
   for (int i = 0; i < nranks_; i++) m = all[i] > m ? all[i] : m;
   free(all);
@@ -90,7 +75,7 @@ cudaError_t benchCollFanoutCheck(const void* src, const void* dst, int k, size_t
 static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int blocks, cudaStream_t s,
                        cudaEvent_t e0, cudaEvent_t e1) {
   double us = 0;
-  if (rank_ == 0) {
+  if (rank == 0) {
     const int reps = bytes >= (64u << 20) ? 5 : 20;
     cudaError_t (*fan)(const void*, void*, int, size_t, int, cudaStream_t) = bulk ? benchCollFanoutBulk : benchCollFanout;
     CUDA_OK(cudaMemset(dst, 0, bytes * (size_t)nranks_));
@@ -118,11 +103,11 @@ static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int b
 static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s) {
   const size_t count = bytes / (size_t)nranks_ / 4;
   if (ag == 2)
-    RES_OK(mscclppAllGather((const float*)out + (size_t)rank_ * count, out, count, mscclppFloat32, comm, s));
+    MSCCLPP_OK(mscclppAllGather((const float*)out + (size_t)rank * count, out, count, mscclppFloat32, comm, s));
   else if (ag)
-    RES_OK(mscclppAllGather(in, out, count, mscclppFloat32, comm, s));
+    MSCCLPP_OK(mscclppAllGather(in, out, count, mscclppFloat32, comm, s));
   else
-    RES_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
+    MSCCLPP_OK(mscclppAllReduce(in, out, bytes / 4, mscclppFloat32, mscclppSum, comm, s));
 }
 
 /* Replays of the graph per measurement (MSCCL++'s cudaGraphLaunches). */
@@ -140,7 +125,7 @@ static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_
   CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
   CUDA_OK(cudaGraphLaunch(ge, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  RES_OK(mscclppBootstrapBarrier(comm));
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
   CUDA_OK(cudaEventRecord(e0, s));
   for (int r = 0; r < GRAPH_REPLAYS; r++) CUDA_OK(cudaGraphLaunch(ge, s));
   CUDA_OK(cudaEventRecord(e1, s));
@@ -154,16 +139,9 @@ static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_
 
 int main(int argc, char** argv) {
   size_t maxBytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("SKIPPED: no GPU\n");
-    return 77;
-  }
-  const char* lr = getenv("MSCCLPP_LOCAL_RANK");
-  CUDA_OK(cudaSetDevice((lr ? atoi(lr) : 0) % ndev));
-  RES_OK(mscclppCommInitFromEnv(&comm));
-  mscclppCommRank(comm, &rank_);
-  mscclppCommSize(comm, &nranks_);
+  int dev = 0;
+  int joined = benchGpuJoin(&comm, &nranks_, &dev);
+  if (joined != 0) return joined;
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
@@ -172,7 +150,7 @@ int main(int argc, char** argv) {
 
   /* 1. roofline (rank 0 alone, the others wait) */
   double copyBps = 0;
-  if (rank_ == 0) {
+  if (rank == 0) {
     size_t n = (size_t)1 << 30;
     void *a, *b;
     CUDA_OK(cudaMalloc(&a, n));
@@ -189,7 +167,7 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaFree(b));
   }
   copyBps = maxOver(copyBps);
-  if (rank_ == 0)
+  if (rank == 0)
     printf("roofline: device-to-device copy of 1 GiB: %.2f TB/s counting bytes read + written\n", copyBps / 1e12);
 
   size_t allocIn = maxBytes, allocOut = maxBytes;
@@ -200,7 +178,7 @@ int main(int argc, char** argv) {
   /* the raw fan-out's buffers (rank 0): one output's worth of inputs, k outputs */
   void *fanSrc = NULL, *fanDst = NULL;
   int fanBlocks = 0, fanBulkBlocks = 0;
-  if (rank_ == 0) {
+  if (rank == 0) {
     CUDA_OK(cudaMalloc(&fanSrc, maxBytes));
     CUDA_OK(cudaMalloc(&fanDst, maxBytes * (size_t)nranks_));
     /* pseudo-random bytes: a misplaced chunk shows */
@@ -222,7 +200,7 @@ int main(int argc, char** argv) {
   }
   const int iters = 20;
   for (int ag = 0; ag < 2; ag++) {
-    if (rank_ == 0)
+    if (rank == 0)
       printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s%s\n",
              ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)", nranks_, "bytes",
              "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.",
@@ -231,7 +209,7 @@ int main(int argc, char** argv) {
       /* warm-up (first call of a size maps the buffers) */
       for (int i = 0; i < 3; i++) call(ag, in, out, bytes, s);
       CUDA_OK(cudaStreamSynchronize(s));
-      RES_OK(mscclppBootstrapBarrier(comm));
+      MSCCLPP_OK(mscclppBootstrapBarrier(comm));
       double h0 = nowUs();
       CUDA_OK(cudaEventRecord(e0, s));
       for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
@@ -245,7 +223,7 @@ int main(int argc, char** argv) {
       mscclppResult_t async;
       mscclppCommGetAsyncError(comm, &async);
       if (async != mscclppSuccess) {
-        fprintf(stderr, "rank %d: async error %d: %s\n", rank_, async, mscclppGetLastError());
+        fprintf(stderr, "rank %d: async error %d: %s\n", rank, async, mscclppGetLastError());
         return 1;
       }
       streamUs = maxOver(streamUs);
@@ -263,7 +241,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 3; i++) call(2, in, out, bytes, s);
         inPlace = graphTimeUs(2, in, out, bytes, s, e0, e1, iters);
       }
-      if (rank_ == 0) {
+      if (rank == 0) {
         printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%", bytes, streamUs, graphUs, launchUs, algbw, roof,
                100.0 * roof / best);
         if (ag)
@@ -276,7 +254,7 @@ int main(int argc, char** argv) {
   }
   /* 3. algorithms side by side (packet2 up to the size its slots hold) */
   static const char* const algos[] = {"packet", "packet2", "rsag"};
-  if (rank_ == 0)
+  if (rank == 0)
     printf("\nallreduce fp32 by algorithm, %d ranks, graph us per call\n%10s %10s %10s %10s\n", nranks_, "bytes",
            algos[0], algos[1], algos[2]);
   struct mscclppComm* c = (struct mscclppComm*)comm;
@@ -291,7 +269,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 3; i++) call(0, in, out, bytes, s);
       t[a] = graphTimeUs(0, in, out, bytes, s, e0, e1, iters);
     }
-    if (rank_ == 0) {
+    if (rank == 0) {
       char p2[16] = "         -"; /* packet2: beyond its slots */
       if (t[1] > 0) snprintf(p2, sizeof(p2), "%10.2f", t[1]);
       printf("%10zu %10.2f %s %10.2f\n", bytes, t[0], p2, t[2]);
@@ -302,7 +280,7 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaFree(out));
   if (fanSrc) CUDA_OK(cudaFree(fanSrc));
   if (fanDst) CUDA_OK(cudaFree(fanDst));
-  RES_OK(mscclppCommDestroy(comm));
+  MSCCLPP_OK(mscclppCommDestroy(comm));
   return 0;
 }
 #endif /* MSCCLPP_HAVE_CUDA */
