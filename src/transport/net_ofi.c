@@ -780,8 +780,7 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   struct mscclppNetConn* nc = o->nc;
   struct iovec iov[2];
   void* desc[2] = {NULL, NULL};
-  struct fi_rma_iov rmaIov[2];
-  struct fi_rma_iov rma;
+  struct fi_rma_iov rma[2]; /* [1]: an inline put's signal (sigTarget) */
   size_t nRma = 1;
   struct fi_msg_rma msg;
   memset(&msg, 0, sizeof(msg));
@@ -792,24 +791,24 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       iov[0].iov_base = (void*)o->buf;
       iov[0].iov_len = o->len;
       desc[0] = o->desc;
-      rma.addr = o->raddr;
-      rma.len = o->len;
+      rma[0].addr = o->raddr;
+      rma[0].len = o->len;
       if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
       break;
     case MSCCLPP_NET_OP_SIGNAL:
     case MSCCLPP_NET_OP_CREDIT:
       iov[0].iov_base = &o->value;
       iov[0].iov_len = sizeof(uint64_t);
-      rma.addr = o->raddr;
-      rma.len = sizeof(uint64_t);
+      rma[0].addr = o->raddr;
+      rma[0].len = sizeof(uint64_t);
       flags |= FI_INJECT;
       break;
     case MSCCLPP_NET_OP_INLINE:
       /* the bytes live in the op; a signal rides along as remote CQ data */
       iov[0].iov_base = &o->value;
       iov[0].iov_len = o->len;
-      rma.addr = o->raddr;
-      rma.len = o->len;
+      rma[0].addr = o->raddr;
+      rma[0].len = o->len;
       flags |= FI_INJECT;
       if (o->cqData != 0) {
         msg.data = o->cqData;
@@ -819,9 +818,9 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
         iov[1].iov_base = &o->sigValue;
         iov[1].iov_len = sizeof(uint64_t);
         n = 2;
-        rmaIov[1].addr = o->sigRaddr;
-        rmaIov[1].len = sizeof(uint64_t);
-        rmaIov[1].key = o->sigRkey;
+        rma[1].addr = o->sigRaddr;
+        rma[1].len = sizeof(uint64_t);
+        rma[1].key = o->sigRkey;
         nRma = 2;
       }
       if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
@@ -866,8 +865,8 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
         desc[1] = srcDesc;
         n = 2;
       }
-      rma.addr = nc->peerRingAddr + (uint64_t)slot * MSCCLPP_NET_STAGE_SLOT_BYTES;
-      rma.len = MSCCLPP_NET_STAGE_HEADER + o->len;
+      rma[0].addr = nc->peerRingAddr + (uint64_t)slot * MSCCLPP_NET_STAGE_SLOT_BYTES;
+      rma[0].len = MSCCLPP_NET_STAGE_HEADER + o->len;
       o->rkey = nc->peerRingKey;
       msg.data = ((uint64_t)nc->peerId << 16) | slot;
       flags |= FI_REMOTE_CQ_DATA;
@@ -875,13 +874,12 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       break;
     }
   }
-  rma.key = o->rkey;
-  rmaIov[0] = rma;
+  rma[0].key = o->rkey;
   msg.msg_iov = iov;
   msg.desc = desc;
   msg.iov_count = n;
   msg.addr = (fi_addr_t)nc->fiAddr;
-  msg.rma_iov = rmaIov;
+  msg.rma_iov = rma;
   msg.rma_iov_count = nRma;
   msg.context = o->fiContext;
   ssize_t rc = fi_writemsg(net->ep, &msg, flags);
