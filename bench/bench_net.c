@@ -24,8 +24,9 @@
  *             transport Net (kernel thread -> FIFO -> proxy -> RMA; the
  *             peer's proxy reads its CQ, its kernel thread waits): the
  *             bytes inside the trigger, written with the signal as ONE
- *             message (remote CQ data). Half round trip; goal: median
- *             ours/raw <= 1.2x.
+ *             message (the bytes, then the semaphore, as two write targets;
+ *             with MSCCLPP_NET_SIGNAL=cq, remote CQ data). Half round trip;
+ *             goal: median ours/raw <= 1.2x.
  *   bandwidth raw: RMA writes of 1 MiB, 16 in flight, then an 8-byte flag the
  *             receiver acknowledges; ours: 1 MiB puts, a signal after the
  *             last, the receiver signals back. Goal: median ours/raw >= 90%.
@@ -35,8 +36,9 @@
  * write, two messages; first of all, while the signal's word is not in the
  * signal table yet); raw with a yielding sibling thread per rank (the host
  * backend has two threads per rank: its kernel thread and the proxy); raw
- * posting the message ours posts (an injected 8-byte fi_writemsg with remote
- * CQ data and a local completion), each side still polling the word; and
+ * posting the message ours posts with MSCCLPP_NET_SIGNAL=cq (an injected
+ * 8-byte fi_writemsg with remote CQ data and a local completion), each side
+ * still polling the word; and
  * probes of what that message costs: the same without the local completion,
  * without the CQ data, and a payload word plus the polled word as two RMA
  * targets of one message (a put and its signal with neither). The raw
@@ -135,7 +137,7 @@ static void rawPoll(struct raw* r) {
   ssize_t n = fi_cq_read(r->cq, e, 16);
   for (ssize_t i = 0; i < n; i++) {
     if (e[i].flags & FI_REMOTE_CQ_DATA) continue; /* the peer's message: the word tells */
-    if (e[i].op_context != NULL) rawCtxDone++;   /* rawInjectCq */
+    if (e[i].op_context != NULL) rawCtxDone++;   /* rawWriteMsg with FI_COMPLETION */
     else r->inflight--;                          /* rawBandwidth's writes */
   }
   if (n == -FI_EAVAIL) {
@@ -229,40 +231,41 @@ static void rawWriteMsg(struct raw* r, uint64_t off, uint64_t v, uint64_t flags,
   RAW(rc);
   if (flags & FI_COMPLETION) rawCtxPosted++;
 }
-/* The message ours sends for an 8-byte putWithSignal: an injected write
- * with remote CQ data and a local completion. */
-static void rawInjectCq(struct raw* r, uint64_t off, uint64_t v) {
-  rawWriteMsg(r, off, v, FI_COMPLETION | FI_REMOTE_CQ_DATA, 0);
-}
-/* Probes of what that message costs: without the local completion; with
- * it but no CQ data; the put and the signal as two targets of one message. */
-static void rawInjectCqNoComp(struct raw* r, uint64_t off, uint64_t v) {
-  rawWriteMsg(r, off, v, FI_REMOTE_CQ_DATA, 0);
-}
-static void rawInjectComp(struct raw* r, uint64_t off, uint64_t v) { rawWriteMsg(r, off, v, FI_COMPLETION, 0); }
-static void rawInjectTwo(struct raw* r, uint64_t off, uint64_t v) { rawWriteMsg(r, off, v, 0, 1); }
-
 enum { RAW_INJECT = 0, RAW_CQ_COMP, RAW_CQ, RAW_COMP, RAW_TWO_IOV, RAW_MODES };
-static const char* const rawModeName[RAW_MODES] = {
-    "fi_inject_write", "fi_writemsg + CQ data + local completion (the message ours sends)",
-    "fi_writemsg + CQ data, no local completion", "fi_writemsg + local completion, no CQ data",
-    "fi_writemsg of a payload word and the polled word (2 RMA targets), nothing else"};
+/* The raw messages: fi_inject_write; the message ours sent for an 8-byte
+ * putWithSignal before cba9d47 (an injected write with remote CQ data and a
+ * local completion); and probes of what it costs (rawWriteMsg's flags and
+ * two targets). */
+static const struct {
+  const char* name;
+  uint64_t flags;
+  int twoIov;
+} rawMode[RAW_MODES] = {
+    {"fi_inject_write", 0, 0},
+    {"fi_writemsg + CQ data + local completion (ours with MSCCLPP_NET_SIGNAL=cq)", FI_COMPLETION | FI_REMOTE_CQ_DATA, 0},
+    {"fi_writemsg + CQ data, no local completion", FI_REMOTE_CQ_DATA, 0},
+    {"fi_writemsg + local completion, no CQ data", FI_COMPLETION, 0},
+    {"fi_writemsg of a payload word and the polled word (2 RMA targets), nothing else", 0, 1}};
+
+static void rawPost(struct raw* r, int mode, uint64_t v) {
+  if (mode == RAW_INJECT)
+    rawInject(r, 0, v);
+  else
+    rawWriteMsg(r, 0, v, rawMode[mode].flags, rawMode[mode].twoIov);
+}
 
 static double rawLatency(struct raw* r, int iters, int mode) {
   volatile uint64_t* w = (volatile uint64_t*)r->buf;
-  void (*const posts[RAW_MODES])(struct raw*, uint64_t, uint64_t) = {rawInject, rawInjectCq, rawInjectCqNoComp,
-                                                                      rawInjectComp, rawInjectTwo};
-  void (*post)(struct raw*, uint64_t, uint64_t) = posts[mode];
   OK(mscclppBootstrapBarrier(comm));
   double t0 = 0;
   for (int i = 1; i <= iters + 100; i++) {
     if (i == 101) t0 = now();
     if (rank == 0) {
-      post(r, 0, (uint64_t)i);
+      rawPost(r, mode, (uint64_t)i);
       rawWait(r, w, (uint64_t)i);
     } else {
       rawWait(r, w, (uint64_t)i);
-      post(r, 0, (uint64_t)i);
+      rawPost(r, mode, (uint64_t)i);
     }
   }
   double lat = (now() - t0) / iters / 2 * 1e6;
@@ -492,7 +495,7 @@ int main(int argc, char** argv) {
            median(lat.ratio, nBlocks), mean(lat.raw, nBlocks), mean(lat.ours, nBlocks),
            mean(lat.raw, nBlocks) > 0 ? mean(lat.ours, nBlocks) / mean(lat.raw, nBlocks) : 0);
     printBlocks("1 MiB stream", "GB/s", &bw, nBlocks, 1);
-    printf("  1 MiB stream: raw fi_write %.2f GB/s | port channel put %.2f GB/s (medians) | MEDIAN %.0f%% of raw "
+    printf("  1 MiB stream: raw RMA writes %.2f GB/s | port channel put %.2f GB/s (medians) | MEDIAN %.0f%% of raw "
            "(goal >= 90%%) | means %.2f / %.2f GB/s = %.0f%%\n",
            median(bw.raw, nBlocks), median(bw.ours, nBlocks), 100 * median(bw.ratio, nBlocks), mean(bw.raw, nBlocks),
            mean(bw.ours, nBlocks),
@@ -503,13 +506,13 @@ int main(int argc, char** argv) {
     printf("  8 B ping-pong, raw fi_inject_write with a yielding sibling thread per rank (the host backend's 4 "
            "threads on this machine's cores): %.2f us | ours / that %.2fx\n",
            rawSibLat, rawSibLat > 0 ? ourLat / rawSibLat : 0);
-    printf("  8 B ping-pong, raw fi_writemsg with remote CQ data (the message ours sends; the word polled): %.2f us "
+    printf("  8 B ping-pong, raw fi_writemsg with remote CQ data (ours with MSCCLPP_NET_SIGNAL=cq; the word polled): %.2f us "
            "| ours / that %.2fx\n",
            rawCqLat, rawCqLat > 0 ? ourLat / rawCqLat : 0);
 #ifdef MSCCLPP_HAVE_LIBFABRIC
     printf("  what that message costs, raw 8 B ping-pongs (the word polled; rma_iov_limit %zu):\n", rmaIovLimit);
     for (int m = RAW_CQ; m < RAW_MODES; m++)
-      printf("    %-80s %.2f us\n", rawModeName[m], probeLat[m]);
+      printf("    %-80s %.2f us\n", rawMode[m].name, probeLat[m]);
 #endif
   }
   OK(mscclppBootstrapBarrier(comm));
