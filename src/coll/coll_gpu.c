@@ -569,9 +569,22 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     uint64_t work = a->kind == MSCCLPP_COLL_ALLGATHER                                          ? inBytes
                     : a->kind == MSCCLPP_COLL_REDUCESCATTER || a->kind == MSCCLPP_COLL_ALLTOALL ? outBytes
                                                                                                 : (outBytes + k - 1) / k;
-    L.nthreads = 1024;
-    if (g->directOcc[L.type] == 0) g->directOcc[L.type] = mscclppCollGpuDirectBlocksPerSm(L.type, L.nthreads);
-    L.nblocks = blocksFor(g, work, 32u << 10, g->directOcc[L.type]);
+    if (a->kind == MSCCLPP_COLL_ALLGATHER || a->kind == MSCCLPP_COLL_BROADCAST) {
+      /* fan-out copies (one read, every output written): one block of 512
+       * threads per SM among the ranks sharing the GPU. Fewer accesses in
+       * flight than the full grid below reach more of HBM's rate for this
+       * mix, and the smaller blocks meet at the barriers sooner (H200, 256
+       * MiB allgather: 88% -> 89-90% of its roofline with 2 ranks, 87% -> 88%
+       * with 4; 1 KiB 0.3-0.4 us faster). The reductions lose bandwidth on
+       * this grid (256 MiB allreduce 287 -> 314 us), so they keep the full
+       * one. bench/RESULTS.md, eighth session. */
+      L.nthreads = 512;
+      L.nblocks = blocksFor(g, work, 32u << 10, 1);
+    } else {
+      L.nthreads = 1024;
+      if (g->directOcc[L.type] == 0) g->directOcc[L.type] = mscclppCollGpuDirectBlocksPerSm(L.type, L.nthreads);
+      L.nblocks = blocksFor(g, work, 32u << 10, g->directOcc[L.type]);
+    }
     if (g->directBlocksMax > 0 && L.nblocks > g->directBlocksMax) L.nblocks = g->directBlocksMax;
     const char* why = NULL;
     res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
