@@ -297,7 +297,12 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
     *acc = me == 0 ? mine : got[0];
 #pragma unroll
     for (int q = 1; q < LL_POLL_TOGETHER; q++)
-      if (q < k) wordApply<T, uint64_t>(*acc, q == me ? mine : got[q], L.op);
+      if (q < k) {
+        /* a value, not `q == me ? mine : got[q]` as a reference: choosing
+         * between two addresses put got[] in local memory */
+        const uint64_t v = q == me ? mine : got[q];
+        wordApply<T, uint64_t>(*acc, v, L.op);
+      }
     return 1;
   }
   /* one peer (faster than the loop above with 2 ranks), or more than fit
