@@ -102,6 +102,7 @@ struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
   uint32_t packetBlocks;
   uint32_t directBlocksMax; /* MSCCLPP_COLL_DIRECT_BLOCKS, 0: no limit */
+  int pdl;                  /* launch with programmatic dependent launch (MSCCLPP_COLL_PDL, compute capability >= 9) */
   int packet2FallbackTold;  /* MSCCLPP_ALGO=allreduce=packet2 beyond its slots: said once */
   int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
@@ -235,6 +236,9 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
                         : cap;
   if (g->packetBlocks < 1) g->packetBlocks = 1;
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
+  int major = 0;
+  CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  g->pdl = comm->params.collPdl != 0 && major >= 9;
   /* the board */
   size_t boardBytes = BOARD_SLOTS * sizeof(struct boardEntry);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, boardBytes, (void**)&g->board));
@@ -504,7 +508,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
         L.llGrid = MSCCLPP_COLL_GPU_LL_BIG;
       }
       const char* why = NULL;
-      res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
+      res = mscclppCollGpuEnqueue(&L, NULL, stream, g->pdl, &why);
       if (res != mscclppSuccess) res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the allreduce kernel: %s", why);
       goto restore;
     }
@@ -587,7 +591,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     }
     if (g->directBlocksMax > 0 && L.nblocks > g->directBlocksMax) L.nblocks = g->directBlocksMax;
     const char* why = NULL;
-    res = mscclppCollGpuEnqueue(&L, NULL, stream, &why);
+    res = mscclppCollGpuEnqueue(&L, NULL, stream, g->pdl, &why);
     if (res != mscclppSuccess) {
       res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", mscclppCollKindName(a->kind), why);
       goto restore;
@@ -637,7 +641,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
       L.nblocks = lanes;
       L.nthreads = 1024;
       const char* why = NULL;
-      res = mscclppCollGpuEnqueue(&L, &P, (void*)stream, &why);
+      res = mscclppCollGpuEnqueue(&L, &P, (void*)stream, g->pdl, &why);
       if (res != mscclppSuccess) res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the send/recv kernel: %s", why);
     }
   }

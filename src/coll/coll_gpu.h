@@ -147,10 +147,14 @@ struct mscclppCollGpuP2pList {
 int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
 
 /* coll_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
- * is the op list of a sendrecv launch, NULL otherwise.
+ * is the op list of a sendrecv launch, NULL otherwise. `pdl`: launch with
+ * programmatic dependent launch (compute capability 9.0 and later only):
+ * every kernel waits for the previous kernel on the stream before its first
+ * memory access, so only the launch overlaps that kernel's end.
  * mscclppUnhandledCudaError with the launch error's text in *why. */
 mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
-                                      const struct mscclppCollGpuP2pList* p2p, void* stream, const char** why);
+                                      const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
+                                      const char** why);
 
 #ifdef __cplusplus
 }
