@@ -86,6 +86,9 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     have coll_gpu_worker && step "coll_gpu_${n}_packet2" 300 env MSCCLPP_ALGO=allreduce=packet2 mscclpp-run -n $n --timeout 290 -- \
       "$BIN/coll_gpu_worker" $((2 << 20)) graph=100
   done
+  # plain stream order: programmatic dependent launch off (on by default on Hopper)
+  have coll_gpu_worker && step "coll_gpu_2_nopdl" 200 env MSCCLPP_COLL_PDL=0 mscclpp-run -n 2 --timeout 190 -- \
+    "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
   have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
 fi
