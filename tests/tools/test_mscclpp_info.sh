@@ -23,6 +23,18 @@ echo "$out" | grep -Eq '^network' || fail "no network section"
 if echo "$out" | grep -q '^libfabric: on'; then
   bad=$(FI_PROVIDER=mscclpp-no-such-provider "$INFO" 2>&1) || fail "mscclpp-info with no provider exited $?"
   echo "$bad" | grep -q 'fi_getinfo failed: ' || fail "a failing fi_getinfo is not reported: $bad"
+  # The inline put's signal on tcp;ofi_rxm (ordered writes, four RMA targets
+  # per message): the message's second write target by default, remote CQ
+  # data with MSCCLPP_NET_SIGNAL=cq. Only the timing would show a silent
+  # fall back to CQ data otherwise; both forms are checked for correctness
+  # by net_loopback_2 and net_loopback_cq_2.
+  net="MSCCLPP_NET_PROVIDER=tcp;ofi_rxm MSCCLPP_NET_IFNAME==lo"
+  two=$(env $net "$INFO" 2>&1 | grep '^network transport')
+  echo "$two" | grep -q "would use tcp;ofi_rxm .*ordered signals, a small put's in its message" ||
+    fail "tcp;ofi_rxm does not carry a small put's signal in its message: $two"
+  cq=$(env $net MSCCLPP_NET_SIGNAL=cq "$INFO" 2>&1 | grep '^network transport')
+  echo "$cq" | grep -q "would use tcp;ofi_rxm .*ordered signals" || fail "MSCCLPP_NET_SIGNAL=cq: $cq"
+  echo "$cq" | grep -q "a small put's in its message" && fail "MSCCLPP_NET_SIGNAL=cq still puts the signal in the message: $cq"
 fi
 
 params=$(MSCCLPP_TIMEOUT=7.5 "$INFO" --params) || fail "--params exited $?"
