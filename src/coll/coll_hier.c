@@ -41,11 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
-#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 
@@ -165,38 +163,27 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
   return mscclppSuccess;
 }
 
-/* How many of the parent's ranks run on this rank's GPU: the machine (host
- * name and boot id, whatever MSCCLPP_HOSTID pretends) and the device's PCI
- * bus id, gathered over the parent's bootstrap. Ranks of different hosts
+/* How many of the parent's ranks run on this rank's GPU: the devices'
+ * UUIDs, gathered over the parent's bootstrap. Ranks of different hosts
  * share a GPU only when hosts are pretended on one machine (the tests), but
  * then each child would size its kernels for its own ranks alone and
  * together they would ask for more resident blocks than the GPU holds
  * (their kernels wait for each other: a hang). 1 without a GPU. */
 static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
   struct ident {
-    uint64_t machine;
-    char bus[24];
+    uint8_t uuid[16];
+    uint8_t known;
   } me;
   memset(&me, 0, sizeof(me));
-  static const uint8_t key[16] = {'m', 's', 'c', 'c', 'l', 'p', 'p', '-', 'm', 'a', 'c', 'h', 'i', 'n', 'e', '0'};
-  char host[256] = "unknown-host", boot[64] = "", id[sizeof(host) + sizeof(boot) + 1];
-  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown-host");
-  host[sizeof(host) - 1] = '\0';
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f != NULL) {
-    if (fgets(boot, sizeof(boot), f) == NULL) boot[0] = '\0';
-    fclose(f);
-  }
-  snprintf(id, sizeof(id), "%s|%s", host, boot);
-  me.machine = mscclppSipHash(key, id, strlen(id));
   /* every rank reaches the gather below, whatever it learns here (a rank
    * that returned early would leave the others waiting in it) */
   int dev = -1;
-  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess &&
-      mscclppGpuPciBusId(dev, me.bus, sizeof(me.bus)) != mscclppSuccess) {
-    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the PCI bus id of device %d is unknown (%s): its kernels are sized as if "
-                 "no other rank shared it", comm->rank, dev, mscclppGetLastError());
-    me.bus[0] = '\0';
+  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess) {
+    if (mscclppGpuUuid(dev, me.uuid) == mscclppSuccess)
+      me.known = 1;
+    else
+      MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the UUID of device %d is unknown (%s): its kernels are sized as if "
+                   "no other rank shared it", comm->rank, dev, mscclppGetLastError());
   }
   struct ident* all = (struct ident*)calloc((size_t)comm->nranks, sizeof(*all));
   if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
@@ -204,10 +191,10 @@ static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
   mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(*all));
   int same = 0;
   for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
-    same += all[r].machine == me.machine && strcmp(all[r].bus, me.bus) == 0;
+    same += all[r].known && memcmp(all[r].uuid, me.uuid, sizeof(me.uuid)) == 0;
   free(all);
   MSCCLPP_RETURN_ON_ERROR(res);
-  *share = me.bus[0] != '\0' && same > 0 ? same : 1;
+  *share = me.known && same > 0 ? same : 1;
   return mscclppSuccess;
 }
 

@@ -58,6 +58,30 @@ mscclppResult_t mscclppGpuPciBusId(int dev, char* buf, size_t len) {
 #endif
 }
 
+#ifdef MSCCLPP_HAVE_CUDA
+/* cudaGetDeviceProperties of an index checkDev passed, its failure logged. */
+static mscclppResult_t deviceProps(int dev, struct cudaDeviceProp* prop) {
+  cudaError_t err = cudaGetDeviceProperties(prop, dev);
+  if (err != cudaSuccess)
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaGetDeviceProperties(%d): %s", dev,
+                      cudaGetErrorString(err));
+  return mscclppSuccess;
+}
+#endif
+
+mscclppResult_t mscclppGpuUuid(int dev, uint8_t uuid[16]) {
+  MSCCLPP_RETURN_ON_ERROR(checkDev(dev));
+#ifdef MSCCLPP_HAVE_CUDA
+  struct cudaDeviceProp prop;
+  MSCCLPP_RETURN_ON_ERROR(deviceProps(dev, &prop));
+  memcpy(uuid, prop.uuid.bytes, 16);
+  return mscclppSuccess;
+#else
+  (void)uuid;
+  return mscclppInternalError;
+#endif
+}
+
 mscclppResult_t mscclppPciNumaNode(const char* busId, int* node) {
   if (busId == NULL || node == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppPciNumaNode: NULL argument");
@@ -88,10 +112,7 @@ mscclppResult_t mscclppGpuDescribe(int dev, char* buf, size_t len) {
   MSCCLPP_RETURN_ON_ERROR(checkDev(dev));
 #ifdef MSCCLPP_HAVE_CUDA
   struct cudaDeviceProp prop;
-  cudaError_t err = cudaGetDeviceProperties(&prop, dev);
-  if (err != cudaSuccess)
-    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaGetDeviceProperties(%d): %s", dev,
-                      cudaGetErrorString(err));
+  MSCCLPP_RETURN_ON_ERROR(deviceProps(dev, &prop));
   char busId[32] = "?";
   int numa = -1;
   if (mscclppGpuPciBusId(dev, busId, sizeof(busId)) == mscclppSuccess) mscclppPciNumaNode(busId, &numa);

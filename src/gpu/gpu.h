@@ -7,6 +7,7 @@
 #define MSCCLPP_SRC_GPU_GPU_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mscclpp/core.h"
 
@@ -31,6 +32,11 @@ mscclppResult_t mscclppGpuDescribe(int dev, char* buf, size_t len);
 
 /* PCI bus id of `dev` in sysfs form ("0000:3b:00.0"). */
 mscclppResult_t mscclppGpuPciBusId(int dev, char* buf, size_t len);
+
+/* The device's UUID: one physical GPU (or MIG instance) has the same one
+ * in every process, whatever the host name, the process's visible devices
+ * or MSCCLPP_HOSTID say. */
+mscclppResult_t mscclppGpuUuid(int dev, uint8_t uuid[16]);
 
 /* NUMA node of a PCI device from /sys/bus/pci/devices/<busId>/numa_node.
  * *node = -1 when the platform does not say (VMs report -1): that is "no
