@@ -79,6 +79,8 @@ fi
 if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   for n in 2 4; do
     have coll_gpu_worker && step "coll_gpu_$n" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((64 << 20)) graph
+    # the largest calls, buffers of 1 GiB (every collective; graph replay of two)
+    have coll_gpu_worker && step "coll_gpu_${n}_1GiB" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((1 << 30)) big
   done
   # the two-phase packet allreduce forced at every size it takes (by default
   # it serves 3-4 ranks above 256 KiB, to 512 KiB)

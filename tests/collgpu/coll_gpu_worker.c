@@ -1,6 +1,7 @@
 /*
  * GPU collectives, checked exactly, in real processes sharing the GPU(s):
  *   mscclpp-run -n N --mps -- coll_gpu_worker [maxBytes] [graph[=REPLAYS]]
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes big
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs are small
@@ -9,7 +10,12 @@
  * value on every rank for floating types), so results compare bitwise.
  * "graph": also capture each collective once in a CUDA graph and replay it
  * 1000 times (graph=REPLAYS: that many), checking after the last replay
- * (inputs unchanged). The GPU collectives over port channels run the same
+ * (inputs unchanged). "big": only the largest calls, for sizes the full
+ * matrix would take too long at (1 GiB): every collective with the largest
+ * count whose buffers fit maxBytes -- float32 sum out of place and in place,
+ * int8 max at an odd count and odd offsets (the byte paths) -- then
+ * float32 allreduce and allgather at that size captured in a CUDA graph and
+ * replayed 20 times. The GPU collectives over port channels run the same
  * checks: tests/collgpu/run_port.sh.
  * Exit 77 without a GPU.
  */
@@ -18,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "mscclpp/coll.h"
@@ -96,6 +103,60 @@ static uint64_t reduced(mscclppDataType_t t, mscclppRedOp_t op, uint64_t i) {
   return acc;
 }
 
+/* value() and reduced() repeat every PERIOD indices (their periods are 2, 3
+ * and 7): the inputs and expected outputs are filled from tables of encoded
+ * elements, so that buffers of a GiB fill in a second. */
+#define PERIOD 42
+struct patterns {
+  size_t ts;
+  uint8_t* val; /* [rank][i % PERIOD] */
+  uint8_t* red; /* [i % PERIOD] */
+};
+
+static void patternsMake(struct patterns* p, mscclppDataType_t t, mscclppRedOp_t op) {
+  p->ts = mscclppDataTypeSize(t);
+  p->val = malloc((size_t)nranks_ * PERIOD * p->ts);
+  p->red = malloc(PERIOD * p->ts);
+  for (int j = 0; j < PERIOD; j++) {
+    for (int r = 0; r < nranks_; r++)
+      encode(t, value(t, op, r, (uint64_t)j), p->val + ((size_t)r * PERIOD + j) * p->ts);
+    encode(t, reduced(t, op, (uint64_t)j), p->red + (size_t)j * p->ts);
+  }
+}
+
+/* n elements from `table` (PERIOD encoded elements), element i being
+ * table[(phase + i) % PERIOD]: one period written, then copied in doubling
+ * blocks. */
+static void fillPeriodic(uint8_t* dst, size_t n, const struct patterns* p, const uint8_t* table, size_t phase) {
+  const size_t ts = p->ts, first = n < PERIOD ? n : PERIOD;
+  for (size_t i = 0; i < first; i++) memcpy(dst + i * ts, table + ((phase + i) % PERIOD) * ts, ts);
+  for (size_t done = first; done < n;) { /* [0, done) repeats with period PERIOD, and done is a multiple of it */
+    size_t m = done < n - done ? done : n - done;
+    memcpy(dst + done * ts, dst, m * ts);
+    done += m;
+  }
+}
+
+/* The output `kind` must leave on this rank (coll_gpu_worker's inputs). */
+static void fillExpected(uint8_t* hexp, int kind, size_t count, size_t outElems, int root, const struct patterns* p) {
+  const size_t ts = p->ts, k = (size_t)nranks_;
+  switch (kind) {
+    case 0: case 4: fillPeriodic(hexp, outElems, p, p->red, 0); break;
+    case 1: /* block q: rank q's input */
+      for (size_t q = 0; q < k; q++) fillPeriodic(hexp + q * count * ts, count, p, p->val + q * PERIOD * ts, 0);
+      break;
+    case 2: fillPeriodic(hexp, outElems, p, p->red, ((size_t)rank_ * count) % PERIOD); break;
+    case 3: fillPeriodic(hexp, outElems, p, p->val + (size_t)root * PERIOD * ts, 0); break;
+    case 5: /* block q: block rank_ of rank q's input */
+      for (size_t q = 0; q < k; q++)
+        fillPeriodic(hexp + q * count * ts, count, p, p->val + q * PERIOD * ts, ((size_t)rank_ * count) % PERIOD);
+      break;
+    default: /* sendrecv: the previous rank's input */
+      fillPeriodic(hexp, outElems, p, p->val + (size_t)((rank_ - 1 + nranks_) % nranks_) * PERIOD * ts, 0);
+      break;
+  }
+}
+
 static const int kinds = 7; /* allreduce allgather reducescatter broadcast reduce alltoall sendrecv */
 static const char* kindName[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
                                  "sendrecv"};
@@ -118,21 +179,13 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   uint8_t* hin = malloc(inElems * ts);
   uint8_t* hexp = malloc(outElems * ts);
   uint8_t* hout = malloc(outElems * ts);
-  for (size_t i = 0; i < inElems; i++) encode(t, value(t, op, rank_, i), hin + i * ts);
-  /* expected output */
+  struct patterns pat;
+  patternsMake(&pat, t, op);
+  fillPeriodic(hin, inElems, &pat, pat.val + (size_t)rank_ * PERIOD * ts, 0);
+  fillExpected(hexp, kind, count, outElems, root, &pat);
+  free(pat.val);
+  free(pat.red);
   int checkOut = 1;
-  for (size_t i = 0; i < outElems; i++) {
-    uint64_t v = 0;
-    switch (kind) {
-      case 0: case 4: v = reduced(t, op, i); break;
-      case 1: v = value(t, op, (int)(i / count), i % count); break;
-      case 2: v = reduced(t, op, (size_t)rank_ * count + i); break;
-      case 3: v = value(t, op, root, i); break;
-      case 5: v = value(t, op, (int)(i / count), (size_t)rank_ * count + i % count); break;
-      case 6: v = value(t, op, (rank_ - 1 + nranks_) % nranks_, i); break;
-    }
-    encode(t, v, hexp + i * ts);
-  }
   if (kind == 4 && rank_ != root) checkOut = 0;
   /* everything on the collective's stream: a non-blocking stream does not
    * wait for the legacy stream's work */
@@ -183,16 +236,18 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
     bad = 1;
   } else if (checkOut) {
     CUDA_OK(cudaMemcpy(hout, recv, outElems * ts, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < outElems && !bad; i++)
-      if (memcmp(hout + i * ts, hexp + i * ts, ts) != 0) {
-        uint64_t got = 0, want = 0;
-        memcpy(&got, hout + i * ts, ts);
-        memcpy(&want, hexp + i * ts, ts);
-        fprintf(stderr, "rank %d: %s %s %s count %zu placement %d graph %d: element %zu is 0x%llx, expected 0x%llx\n",
-                rank_, kindName[kind], mscclppDataTypeName(t), mscclppRedOpName(op), count, placement, graph, i,
-                (unsigned long long)got, (unsigned long long)want);
-        bad = 1;
-      }
+    if (memcmp(hout, hexp, outElems * ts) != 0) /* then the first element that differs */
+      for (size_t i = 0; i < outElems && !bad; i++)
+        if (memcmp(hout + i * ts, hexp + i * ts, ts) != 0) {
+          uint64_t got = 0, want = 0;
+          memcpy(&got, hout + i * ts, ts);
+          memcpy(&want, hexp + i * ts, ts);
+          fprintf(stderr,
+                  "rank %d: %s %s %s count %zu placement %d graph %d: element %zu is 0x%llx, expected 0x%llx\n", rank_,
+                  kindName[kind], mscclppDataTypeName(t), mscclppRedOpName(op), count, placement, graph, i,
+                  (unsigned long long)got, (unsigned long long)want);
+          bad = 1;
+        }
   }
   if (ge != NULL) cudaGraphExecDestroy(ge);
   if (g != NULL) cudaGraphDestroy(g);
@@ -203,6 +258,20 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   mscclppBootstrapBarrier(comm);
   CUDA_OK(cudaFree(din));
   CUDA_OK(cudaFree(dout));
+  return bad;
+}
+
+/* runOne, and how long it took (rank 0 says: a slow big run shows where it is). */
+static int bigOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_t t, mscclppRedOp_t op, size_t count,
+                  int placement, int graph) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  int bad = runOne(comm, s, kind, t, op, count, placement, graph);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  if (rank_ == 0)
+    printf("big: %s %s count %zu placement %d graph %d: %s, %.1f s\n", kindName[kind], mscclppDataTypeName(t), count,
+           placement, graph, bad ? "WRONG" : "ok", (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+  fflush(stdout);
   return bad;
 }
 
@@ -220,9 +289,26 @@ int main(int argc, char** argv) {
   mscclppCommSize(comm, &nranks_);
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const size_t counts[] = {1, 3, 17, 1031, 65537, 262147, (size_t)1 << 20, (size_t)4 << 20, (size_t)16 << 20};
-  int failures = 0, calls = 0;
-  for (int kind = 0; kind < kinds; kind++) {
+  /* 16 * 16411: a multiple of 16 bytes in every type (the vector paths) that no larger power of two divides */
+  const size_t counts[] = {1, 3, 17, 1031, 65537, 262147, (size_t)16 * 16411, (size_t)1 << 20, (size_t)4 << 20,
+                           (size_t)16 << 20};
+  int failures = 0, calls = 0, matrixKinds = kinds;
+  if (argc > 2 && strcmp(argv[2], "big") == 0) {
+    for (int kind = 0; kind < kinds; kind++) {
+      const size_t scale = (kind == 1 || kind == 2 || kind == 5) ? (size_t)nranks_ : 1;
+      const size_t c32 = maxBytes / scale / 4, c8 = (maxBytes / scale - 7) | 1; /* odd offsets pad the buffers */
+      failures += bigOne(comm, s, kind, mscclppFloat32, mscclppSum, c32, 0, 0);
+      if (kind != 5 && kind != 6) failures += bigOne(comm, s, kind, mscclppFloat32, mscclppSum, c32, 1, 0);
+      failures += bigOne(comm, s, kind, mscclppInt8, mscclppMax, c8, 2, 0);
+      calls += kind != 5 && kind != 6 ? 3 : 2;
+    }
+    replays_ = 20;
+    failures += bigOne(comm, s, 0, mscclppFloat32, mscclppSum, maxBytes / 4, 0, 1);
+    failures += bigOne(comm, s, 1, mscclppFloat32, mscclppSum, maxBytes / (size_t)nranks_ / 4, 0, 1);
+    calls += 2;
+    matrixKinds = 0; /* the full matrix is skipped */
+  }
+  for (int kind = 0; kind < matrixKinds; kind++) {
     int reduces = kind == 0 || kind == 2 || kind == 4;
     for (int t = 0; t < mscclppNumTypes; t++) {
       for (int op = 0; op < (reduces ? mscclppNumOps : 1); op++) {
@@ -244,7 +330,7 @@ int main(int argc, char** argv) {
     }
   }
   if (graph)
-    for (int kind = 0; kind < kinds; kind++) {
+    for (int kind = 0; kind < matrixKinds; kind++) {
       failures += runOne(comm, s, kind, mscclppFloat32, mscclppSum, 1031, 0, 1);
       failures += runOne(comm, s, kind, mscclppBfloat16, mscclppSum, (size_t)1 << 20, 0, 1);
       calls += 2;
