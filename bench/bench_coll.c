@@ -19,6 +19,8 @@
  *    fan-out copy (bench_coll_kernels.cu): one process, one kernel reading
  *    S and writing k*S bytes -- the best an SM copy does with the
  *    allgather's mix of reads and writes -- and the allgather against it;
+ *    the same fan-out split among the ranks, all at once, with no barrier
+ *    (what the allgather's kernels move, less their synchronization);
  *    then the allgather in place (graph), as MSCCL++'s allgather_test_perf
  *    runs it for the anchor figures, against both the roofline above and
  *    its own least traffic k·S (the input is already in the output).
@@ -78,7 +80,7 @@ static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int b
   if (rank == 0) {
     const int reps = bytes >= (64u << 20) ? 5 : 20;
     cudaError_t (*fan)(const void*, void*, int, size_t, int, cudaStream_t) = bulk ? benchCollFanoutBulk : benchCollFanout;
-    CUDA_OK(cudaMemset(dst, 0, bytes * (size_t)nranks_));
+    CUDA_OK(cudaMemsetAsync(dst, 0, bytes * (size_t)nranks_, s));
     CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
     CUDA_OK(cudaStreamSynchronize(s));
     unsigned long long bad = 0;
@@ -96,6 +98,38 @@ static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int b
     us = ms * 1e3 / reps;
   }
   return maxOver(us);
+}
+
+/* The raw fan-out split among the ranks as an allgather splits it: every
+ * rank at once copies its own S/k bytes k times into a buffer of its own
+ * (`bytes / k` of src into dst, nsm / k blocks), with no barrier and no
+ * peer; copies back to back after a bootstrap barrier (100 from 64 MiB, so
+ * that the ranks' skew in starting is a small part of the run), us per copy
+ * of the slowest rank. It is what the ranks' kernels move without the
+ * synchronization an allgather needs; ranks that do not overlap for the
+ * whole run make it look a little faster. */
+static double allRanksFanoutUs(const void* src, void* dst, size_t bytes, int blocks, cudaStream_t s, cudaEvent_t e0,
+                               cudaEvent_t e1) {
+  const size_t share = bytes / (size_t)nranks_ / 16 * 16;
+  /* on s: a non-blocking stream does not wait for the legacy stream's work */
+  CUDA_OK(cudaMemsetAsync(dst, 0x5A, share * (size_t)nranks_, s));
+  CUDA_OK(benchCollFanout(src, dst, nranks_, share, blocks, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  unsigned long long bad = 0;
+  CUDA_OK(benchCollFanoutCheck(src, dst, nranks_, share, &bad));
+  if (bad != 0) {
+    fprintf(stderr, "rank %d: the all-ranks fan-out copied %llu bytes wrong at %zu bytes\n", rank, bad, bytes);
+    exit(1);
+  }
+  const int reps = bytes >= ((size_t)64 << 20) ? 100 : 20;
+  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  CUDA_OK(cudaEventRecord(e0, s));
+  for (int i = 0; i < reps; i++) CUDA_OK(benchCollFanout(src, dst, nranks_, share, blocks, s));
+  CUDA_OK(cudaEventRecord(e1, s));
+  CUDA_OK(cudaEventSynchronize(e1));
+  float ms;
+  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+  return maxOver(ms * 1e3 / reps);
 }
 
 /* ag: 0 allreduce, 1 allgather, 2 allgather in place (this rank's input is
@@ -175,9 +209,11 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&in, allocIn));
   CUDA_OK(cudaMalloc(&out, allocOut));
   CUDA_OK(cudaMemset(in, 0, allocIn));
+  CUDA_OK(cudaDeviceSynchronize()); /* the collectives run on a non-blocking stream */
   /* the raw fan-out's buffers (rank 0): one output's worth of inputs, k outputs */
   void *fanSrc = NULL, *fanDst = NULL;
-  int fanBlocks = 0, fanBulkBlocks = 0;
+  int fanBlocks = 0, fanBulkBlocks = 0, nsm = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
   if (rank == 0) {
     CUDA_OK(cudaMalloc(&fanSrc, maxBytes));
     CUDA_OK(cudaMalloc(&fanDst, maxBytes * (size_t)nranks_));
@@ -192,10 +228,7 @@ int main(int argc, char** argv) {
     }
     CUDA_OK(cudaMemcpy(fanSrc, h, maxBytes, cudaMemcpyHostToDevice));
     free(h);
-    int dev, nsm;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
-    fanBlocks = nsm * 4;
+    fanBlocks = nsm; /* one 512-thread block per SM: the best grid for this copy (RESULTS, eighth session) */
     fanBulkBlocks = nsm * 3; /* 64 KiB of stages each: three per SM */
   }
   const int iters = 20;
@@ -204,7 +237,9 @@ int main(int argc, char** argv) {
       printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s%s\n",
              ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)", nranks_, "bytes",
              "stream us", "graph us", "launch us", "algbw GB/s", "roofline us", "of roofl.",
-             ag ? "  fan-out us  of roofl.  ours/fan-out     bulk us  of roofl.  in-place us  of roofl.  of k*S" : "");
+             ag ? "  fan-out us  of roofl.  ours/fan-out     bulk us  of roofl.  all-ranks us  of roofl."
+                  "  in-place us  of roofl.  of k*S"
+                : "");
     for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 2) {
       /* warm-up (first call of a size maps the buffers) */
       for (int i = 0; i < 3; i++) call(ag, in, out, bytes, s);
@@ -233,6 +268,7 @@ int main(int argc, char** argv) {
       double best = graphUs < streamUs ? graphUs : streamUs;
       double algbw = bytes / (best * 1e-6) / 1e9;
       double fan = ag ? fanoutUs(0, fanSrc, fanDst, bytes, fanBlocks, s, e0, e1) : 0;
+      double fanAll = ag ? allRanksFanoutUs(in, out, bytes, nsm / nranks_ > 0 ? nsm / nranks_ : 1, s, e0, e1) : 0;
       double fanBulk = ag ? fanoutUs(1, fanSrc, fanDst, bytes, fanBulkBlocks, s, e0, e1) : 0;
       /* in place: the input is already in the output, so k*S bytes is the
        * least it moves; also shown against the out-of-place roofline */
@@ -245,9 +281,9 @@ int main(int argc, char** argv) {
         printf("%10zu %12.2f %12.2f %12.2f %10.1f %12.2f %9.0f%%", bytes, streamUs, graphUs, launchUs, algbw, roof,
                100.0 * roof / best);
         if (ag)
-          printf(" %11.2f %9.0f%% %13.2f %11.2f %9.0f%% %12.2f %9.0f%% %7.0f%%", fan, 100.0 * roof / fan, best / fan,
-                 fanBulk, 100.0 * roof / fanBulk, inPlace, 100.0 * roof / inPlace,
-                 100.0 * roof * k / (k + 1) / inPlace);
+          printf(" %11.2f %9.0f%% %13.2f %11.2f %9.0f%% %12.2f %9.0f%% %12.2f %9.0f%% %7.0f%%", fan, 100.0 * roof / fan,
+                 best / fan, fanBulk, 100.0 * roof / fanBulk, fanAll, 100.0 * roof / fanAll, inPlace,
+                 100.0 * roof / inPlace, 100.0 * roof * k / (k + 1) / inPlace);
         printf("\n");
       }
     }
