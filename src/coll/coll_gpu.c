@@ -255,8 +255,9 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   g->open = (struct openEntry*)calloc(OPEN_CACHE_MAX, sizeof(*g->open));
   if (g->open == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
-               "rank %d: GPU collectives on device %d (%d SMs), %d of %d ranks on it, %s scope, scratch %zu bytes",
-               g->rank, dev, g->nsm, g->sharing, g->nranks, g->scopeGpu ? "gpu" : "system", g->scratchBytes);
+               "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
+               "%s scope, scratch %zu bytes",
+               g->rank, g->nranks, dev, g->nsm, g->sharing, g->scopeGpu ? "gpu" : "system", g->scratchBytes);
   *out = g;
   return mscclppSuccess;
 }
