@@ -72,31 +72,42 @@ cudaError_t benchCollFanout(const void* src, void* dst, int k, size_t bytes, int
 cudaError_t benchCollFanoutBulk(const void* src, void* dst, int k, size_t bytes, int blocks, cudaStream_t s);
 cudaError_t benchCollFanoutCheck(const void* src, const void* dst, int k, size_t bytes, unsigned long long* bad);
 
+typedef cudaError_t (*fanFn)(const void* src, void* dst, int k, size_t bytes, int blocks, cudaStream_t s);
+
+/* One fan-out (`bytes` of src written k times into dst, on `blocks`
+ * blocks) checked byte for byte, dst poisoned first; then `reps` of them
+ * back to back, timed: us per fan-out. `together`: a bootstrap barrier
+ * before the timing (every rank calls). */
+static double fanTimedUs(fanFn fan, const char* what, const void* src, void* dst, size_t bytes, int blocks, int reps,
+                         int together, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
+  /* on s: a non-blocking stream does not wait for the legacy stream's work */
+  CUDA_OK(cudaMemsetAsync(dst, 0x5A, bytes * (size_t)nranks_, s));
+  CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  unsigned long long bad = 0;
+  CUDA_OK(benchCollFanoutCheck(src, dst, nranks_, bytes, &bad));
+  if (bad != 0) {
+    fprintf(stderr, "rank %d: %s copied %llu bytes wrong at %zu bytes\n", rank, what, bad, bytes);
+    exit(1);
+  }
+  if (together) MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+  CUDA_OK(cudaEventRecord(e0, s));
+  for (int i = 0; i < reps; i++) CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
+  CUDA_OK(cudaEventRecord(e1, s));
+  CUDA_OK(cudaEventSynchronize(e1));
+  float ms;
+  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+  return ms * 1e3 / reps;
+}
+
 /* The raw fan-out of `bytes` of output per rank for k ranks (rank 0 alone;
- * the others wait), us per copy; 0 elsewhere. */
+ * the others wait), us per copy. */
 static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int blocks, cudaStream_t s,
                        cudaEvent_t e0, cudaEvent_t e1) {
   double us = 0;
-  if (rank == 0) {
-    const int reps = bytes >= (64u << 20) ? 5 : 20;
-    cudaError_t (*fan)(const void*, void*, int, size_t, int, cudaStream_t) = bulk ? benchCollFanoutBulk : benchCollFanout;
-    CUDA_OK(cudaMemsetAsync(dst, 0, bytes * (size_t)nranks_, s));
-    CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
-    CUDA_OK(cudaStreamSynchronize(s));
-    unsigned long long bad = 0;
-    CUDA_OK(benchCollFanoutCheck(src, dst, nranks_, bytes, &bad));
-    if (bad != 0) {
-      fprintf(stderr, "the raw fan-out%s copied %llu bytes wrong at %zu bytes\n", bulk ? " (bulk)" : "", bad, bytes);
-      exit(1);
-    }
-    CUDA_OK(cudaEventRecord(e0, s));
-    for (int i = 0; i < reps; i++) CUDA_OK(fan(src, dst, nranks_, bytes, blocks, s));
-    CUDA_OK(cudaEventRecord(e1, s));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    us = ms * 1e3 / reps;
-  }
+  if (rank == 0)
+    us = fanTimedUs(bulk ? benchCollFanoutBulk : benchCollFanout, bulk ? "the raw fan-out (bulk)" : "the raw fan-out",
+                    src, dst, bytes, blocks, bytes >= (64u << 20) ? 5 : 20, 0, s, e0, e1);
   return maxOver(us);
 }
 
@@ -110,26 +121,8 @@ static double fanoutUs(int bulk, const void* src, void* dst, size_t bytes, int b
  * whole run make it look a little faster. */
 static double allRanksFanoutUs(const void* src, void* dst, size_t bytes, int blocks, cudaStream_t s, cudaEvent_t e0,
                                cudaEvent_t e1) {
-  const size_t share = bytes / (size_t)nranks_ / 16 * 16;
-  /* on s: a non-blocking stream does not wait for the legacy stream's work */
-  CUDA_OK(cudaMemsetAsync(dst, 0x5A, share * (size_t)nranks_, s));
-  CUDA_OK(benchCollFanout(src, dst, nranks_, share, blocks, s));
-  CUDA_OK(cudaStreamSynchronize(s));
-  unsigned long long bad = 0;
-  CUDA_OK(benchCollFanoutCheck(src, dst, nranks_, share, &bad));
-  if (bad != 0) {
-    fprintf(stderr, "rank %d: the all-ranks fan-out copied %llu bytes wrong at %zu bytes\n", rank, bad, bytes);
-    exit(1);
-  }
-  const int reps = bytes >= ((size_t)64 << 20) ? 100 : 20;
-  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  CUDA_OK(cudaEventRecord(e0, s));
-  for (int i = 0; i < reps; i++) CUDA_OK(benchCollFanout(src, dst, nranks_, share, blocks, s));
-  CUDA_OK(cudaEventRecord(e1, s));
-  CUDA_OK(cudaEventSynchronize(e1));
-  float ms;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  return maxOver(ms * 1e3 / reps);
+  return maxOver(fanTimedUs(benchCollFanout, "the all-ranks fan-out", src, dst, bytes / (size_t)nranks_ / 16 * 16,
+                            blocks, bytes >= ((size_t)64 << 20) ? 100 : 20, 1, s, e0, e1));
 }
 
 /* ag: 0 allreduce, 1 allgather, 2 allgather in place (this rank's input is
