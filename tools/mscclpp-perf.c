@@ -397,36 +397,40 @@ static void genRange(const struct gen* g, int r, size_t first, size_t n, unsigne
   for (size_t k = 0; k < n; k++) genElem(g, r, first + k, dst + k * g->ts);
 }
 
+/* acc op v in each of the three views (signed integers wrap around, as the
+ * collectives' integer operators do). */
+static struct num numApply(int op, struct num acc, struct num v) {
+  switch (op) {
+    case mscclppSum:
+    case mscclppAvg:
+      acc.s = (int64_t)((uint64_t)acc.s + (uint64_t)v.s);
+      acc.u += v.u;
+      acc.d += v.d;
+      break;
+    case mscclppProd:
+      acc.s = (int64_t)((uint64_t)acc.s * (uint64_t)v.s);
+      acc.u *= v.u;
+      acc.d *= v.d;
+      break;
+    case mscclppMax:
+      if (v.s > acc.s) acc.s = v.s;
+      if (v.u > acc.u) acc.u = v.u;
+      if (v.d > acc.d) acc.d = v.d;
+      break;
+    default:
+      if (v.s < acc.s) acc.s = v.s;
+      if (v.u < acc.u) acc.u = v.u;
+      if (v.d < acc.d) acc.d = v.d;
+      break;
+  }
+  return acc;
+}
+
 /* The exact reduction over all ranks of input index idx, as bytes. */
 static void reduceElem(const struct gen* g, size_t idx, void* dst) {
   enum cls cls = types[g->type].cls;
   struct num acc = genValue(g, 0, idx);
-  for (int r = 1; r < g->nranks; r++) {
-    struct num v = genValue(g, r, idx);
-    switch (g->op) {
-      case mscclppSum:
-      case mscclppAvg:
-        acc.s += v.s;
-        acc.u += v.u;
-        acc.d += v.d;
-        break;
-      case mscclppProd:
-        acc.s *= v.s;
-        acc.u *= v.u;
-        acc.d *= v.d;
-        break;
-      case mscclppMax:
-        if (v.s > acc.s) acc.s = v.s;
-        if (v.u > acc.u) acc.u = v.u;
-        if (v.d > acc.d) acc.d = v.d;
-        break;
-      default:
-        if (v.s < acc.s) acc.s = v.s;
-        if (v.u < acc.u) acc.u = v.u;
-        if (v.d < acc.d) acc.d = v.d;
-        break;
-    }
-  }
+  for (int r = 1; r < g->nranks; r++) acc = numApply(g->op, acc, genValue(g, r, idx));
   if (g->op == mscclppAvg) {
     if (cls == CLS_INT) acc.s /= g->nranks;
     else if (cls == CLS_UINT) acc.u /= (uint64_t)g->nranks;
@@ -544,30 +548,7 @@ static int selfTest(void) {
           }
           struct num acc = genValue(&g, order[0], idx);
           for (int r = 1; r < n; r++) {
-            struct num v = genValue(&g, order[r], idx);
-            switch (op) {
-              case mscclppSum:
-              case mscclppAvg:
-                acc.s = (int64_t)((uint64_t)acc.s + (uint64_t)v.s);
-                acc.u += v.u;
-                acc.d += v.d;
-                break;
-              case mscclppProd:
-                acc.s = (int64_t)((uint64_t)acc.s * (uint64_t)v.s);
-                acc.u *= v.u;
-                acc.d *= v.d;
-                break;
-              case mscclppMax:
-                if (v.s > acc.s) acc.s = v.s;
-                if (v.u > acc.u) acc.u = v.u;
-                if (v.d > acc.d) acc.d = v.d;
-                break;
-              default:
-                if (v.s < acc.s) acc.s = v.s;
-                if (v.u < acc.u) acc.u = v.u;
-                if (v.d < acc.d) acc.d = v.d;
-                break;
-            }
+            acc = numApply(op, acc, genValue(&g, order[r], idx));
             acc = roundTo(t, acc);
           }
           if (op == mscclppAvg) {
