@@ -45,6 +45,7 @@
 #include "mscclpp/memory.h"
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/port_channel.h"
+#include "port_ops.h"
 
 #define MAX_RANKS 64
 #define TAG_CONN 11
@@ -236,39 +237,9 @@ static void ack(struct peer* q) {
 
 /* ---- the operations ------------------------------------------------------------------------ */
 
-enum { PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL_POLL, PORT_OPS };
-static const char* portOpName[PORT_OPS] = {"port put+signal", "port putWithSignal", "port putWithSignalAndFlush",
-                                           "port put+flush+signal/poll"};
-
 static void portOp(struct peer* q, int op, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
-  const mscclppPortChannelDeviceHandle* h = &q->ph;
   fillSrc(srcOff, size);
-  uint64_t d = S + dstOff;
-  switch (op) {
-    case PORT_PUT_SIGNAL:
-      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
-      break;
-    case PORT_PUT_WITH_SIGNAL:
-      CHECK_RES(mscclppPortChannelDevicePutWithSignal(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      break;
-    case PORT_PUT_WITH_SIGNAL_FLUSH:
-      CHECK_RES(mscclppPortChannelDevicePutWithSignalAndFlush(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      break;
-    default:
-      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceFlush(h), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
-      break;
-  }
-  if (op == PORT_PUT_FLUSH_SIGNAL_POLL) {
-    mscclppDeadline dl = mscclppDeadlineIn(20);
-    int got = 0;
-    while (!(got = mscclppPortChannelDevicePoll(h)) && !mscclppDeadlinePassed(dl)) sched_yield();
-    CHECK(got);
-  } else {
-    CHECK_RES(mscclppPortChannelDeviceWait(h), mscclppSuccess);
-  }
+  portOpRun(&q->ph, op, srcOff, S + dstOff, size, 20);
   checkDst(portOpName[op], q->rank, dstOff, size);
   ack(q);
   iter++;

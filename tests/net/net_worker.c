@@ -45,6 +45,7 @@
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
+#include "port_ops.h"
 #include "transport/net_ofi.h"
 
 #define MAX_RANKS 16
@@ -169,39 +170,10 @@ static void ack(struct peer* q) {
   CHECK_RES(mscclppPortChannelDeviceWait(&q->ph), mscclppSuccess);
 }
 
-enum { PUT_SIGNAL, PUT_WITH_SIGNAL, PUT_WITH_SIGNAL_FLUSH, PUT_FLUSH_SIGNAL_POLL, OPS };
-static const char* opName[OPS] = {"put+signal", "putWithSignal", "putWithSignalAndFlush", "put+flush+signal/poll"};
-
 static void portOp(struct peer* q, int op, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
-  const mscclppPortChannelDeviceHandle* h = &q->ph;
   memcpy(buf + srcOff, expected(rank), size);
-  uint64_t d = S + dstOff;
-  switch (op) {
-    case PUT_SIGNAL:
-      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
-      break;
-    case PUT_WITH_SIGNAL:
-      CHECK_RES(mscclppPortChannelDevicePutWithSignal(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      break;
-    case PUT_WITH_SIGNAL_FLUSH:
-      CHECK_RES(mscclppPortChannelDevicePutWithSignalAndFlush(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      break;
-    default:
-      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, d, h->src, srcOff, size), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceFlush(h), mscclppSuccess);
-      CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
-      break;
-  }
-  if (op == PUT_FLUSH_SIGNAL_POLL) {
-    mscclppDeadline dl = mscclppDeadlineIn(30);
-    int got = 0;
-    while (!(got = mscclppPortChannelDevicePoll(h)) && !mscclppDeadlinePassed(dl)) sched_yield();
-    CHECK(got);
-  } else {
-    CHECK_RES(mscclppPortChannelDeviceWait(h), mscclppSuccess);
-  }
-  checkDst(opName[op], q->rank, dstOff, size);
+  portOpRun(&q->ph, op, srcOff, S + dstOff, size, 30);
+  checkDst(portOpName[op], q->rank, dstOff, size);
   ack(q);
   iter++;
 }
@@ -282,18 +254,18 @@ static void testOps(size_t maxBytes, mscclppTransport_t transport) {
       const struct sizeCase* k = &cases[c];
       if (k->size + k->srcOff > maxBytes + 64 || k->size + k->dstOff > maxBytes + 64) continue;
       ncases++;
-      for (int op = 0; op < OPS; op++) {
+      for (int op = 0; op < PORT_OPS; op++) {
         double t = nowSec();
         portOp(q, op, k->size, k->srcOff, k->dstOff);
         if (getenv("NET_WORKER_SLOW") && nowSec() - t > 0.05) /* diagnosis of slow operations */
-          printf("rank %d: slow %s %llu bytes with %d: %.3f s\n", rank, opName[op], (unsigned long long)k->size,
+          printf("rank %d: slow %s %llu bytes with %d: %.3f s\n", rank, portOpName[op], (unsigned long long)k->size,
                  q->rank, nowSec() - t);
       }
       if (k->size <= MSCCLPP_TRIGGER_INLINE_MAX) {
         /* the same small puts as copies (the handle's flag cleared) */
         CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
         q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
-        for (int op = 0; op < OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+        for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
         q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
       }
     }
@@ -304,7 +276,7 @@ static void testOps(size_t maxBytes, mscclppTransport_t transport) {
       q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
       scriptOp(q);
     }
-    printf("rank %d: partner %d: %d sizes x %d operations: %s\n", rank, q->rank, ncases, OPS,
+    printf("rank %d: partner %d: %d sizes x %d operations: %s\n", rank, q->rank, ncases, PORT_OPS,
            harnessFailures_ ? "FAILED" : "ok");
     fflush(stdout);
   }
