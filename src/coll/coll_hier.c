@@ -44,8 +44,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "gpu/gpu.h"
-#include "gpu/gpu_ipc.h"
 
 #define TAG_ID_LOCAL 0x7c000010
 #define TAG_ID_CROSS 0x7c000011
@@ -163,49 +161,19 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
   return mscclppSuccess;
 }
 
-/* How many of the parent's ranks run on this rank's GPU: the devices'
- * UUIDs, gathered over the parent's bootstrap. Ranks of different hosts
- * share a GPU only when hosts are pretended on one machine (the tests), but
- * then each child would size its kernels for its own ranks alone and
- * together they would ask for more resident blocks than the GPU holds
- * (their kernels wait for each other: a hang). 1 without a GPU. */
-static mscclppResult_t deviceShare(struct mscclppComm* comm, int* share) {
-  struct ident {
-    uint8_t uuid[16];
-    uint8_t known;
-  } me;
-  memset(&me, 0, sizeof(me));
-  /* every rank reaches the gather below, whatever it learns here (a rank
-   * that returned early would leave the others waiting in it) */
-  int dev = -1;
-  if (mscclppGpuIpcAvailable() && mscclppGpuIpcCurrentDevice(&dev) == mscclppSuccess) {
-    if (mscclppGpuUuid(dev, me.uuid) == mscclppSuccess)
-      me.known = 1;
-    else
-      MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the UUID of device %d is unknown (%s): its kernels are sized as if "
-                   "no other rank shared it", comm->rank, dev, mscclppGetLastError());
-  }
-  struct ident* all = (struct ident*)calloc((size_t)comm->nranks, sizeof(*all));
-  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  all[comm->rank] = me;
-  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(*all));
-  int same = 0;
-  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
-    same += all[r].known && memcmp(all[r].uuid, me.uuid, sizeof(me.uuid)) == 0;
-  free(all);
-  MSCCLPP_RETURN_ON_ERROR(res);
-  *share = me.known && same > 0 ? same : 1;
-  return mscclppSuccess;
-}
-
 static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppCollHier* s) {
   if (s->makeFailed != mscclppSuccess)
     return mscclppErr(s->makeFailed, MSCCLPP_LOG_COLL,
                       "allreduce on rank %d: the hierarchy's child communicators could not be made at an earlier "
                       "call",
                       comm->rank);
+  /* How many of the parent's ranks run on this rank's GPU. Ranks of
+   * different hosts share a GPU only when hosts are pretended on one
+   * machine (the tests), but then each child would size its kernels for its
+   * own ranks alone and together they would ask for more resident blocks
+   * than the GPU holds (their kernels wait for each other: a hang). */
   int share = 1;
-  mscclppResult_t res = deviceShare(comm, &share);
+  mscclppResult_t res = mscclppCommGpuShare(comm, &share);
   if (res == mscclppSuccess)
     res = makeChild(comm, s->localMembers, s->perHost, s->localIndex, TAG_ID_LOCAL, "host-local", &s->local);
   if (res == mscclppSuccess)

@@ -6,6 +6,7 @@
 #define MSCCLPP_SRC_COMM_COMM_H_
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
 #include "core/params.h"
@@ -54,6 +55,23 @@ struct mscclppComm {
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
 };
+
+/* A rank's GPU, as gpu_share.c gathers it. */
+struct mscclppGpuIdent {
+  uint8_t uuid[16];
+  uint8_t known; /* 0: no GPU, or its UUID could not be read */
+};
+
+/* How many of all[0..n) name the GPU that all[me] names; 1 when all[me]'s
+ * UUID is unknown (its ranks are then sized as if alone). */
+int mscclppGpuShareCount(const struct mscclppGpuIdent* all, int n, int me);
+
+/* How many of comm's ranks run on this rank's GPU, by the devices' UUIDs
+ * gathered over comm's bootstrap (every rank must call), or comm's own
+ * deviceShare hint where that is more: what a communicator made from comm's
+ * ranks (a hierarchy's child, an ncclCommSplit) is given as its
+ * deviceShare. 1 without a GPU. */
+mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share);
 
 /* comm/seed.c: destroy what mscclppConnectionSetup built (channels,
  * connections, registrations) and forget the declarations. */

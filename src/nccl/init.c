@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -227,6 +228,9 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   mscclppComm_t mc = NULL;
   mscclppResult_t r = mscclppCommInitRankFromId(&mc, comm->nranks, id, comm->rank);
   if (r != mscclppSuccess) return fromM(r);
+  /* a split's ranks may share their GPU with the parent's others, whose
+   * kernels run beside theirs: the GPU collectives size their grids so */
+  if (comm->deviceShare > mc->deviceShare) mc->deviceShare = comm->deviceShare;
   struct mscclppParams params;
   r = mscclppParamsLoad(&params);
   ncclResult_t res = fromM(r);
@@ -452,7 +456,7 @@ static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, 
   return ncclSuccess;
 }
 
-static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, int n, int newRank,
+static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, int n, int newRank, int deviceShare,
                               ncclConfig_t* config, ncclComm_t* newcomm, const char* fn) {
   int blocking;
   const char* name;
@@ -462,6 +466,7 @@ static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, i
   res = commNew(n, newRank, parent->device, blocking, name, &c);
   if (res != ncclSuccess) return res;
   c->joinKind = NCCL_JOIN_SPLIT;
+  c->deviceShare = deviceShare;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
   return joinDispatch(c, newcomm);
 }
@@ -489,6 +494,13 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     res = ncclErr(fromM(r), "%s: exchanging colors and keys failed: %s", fn, mscclppGetLastError());
     goto done;
   }
+  /* every parent rank takes part, those that join no child too */
+  int share = 1;
+  r = mscclppCommGpuShare(comm->mc, &share);
+  if (r != mscclppSuccess) {
+    res = ncclErr(fromM(r), "%s: finding the ranks that share this GPU failed: %s", fn, mscclppGetLastError());
+    goto done;
+  }
   if (color == NCCL_SPLIT_NOCOLOR) {
     *newcomm = NULL;
     goto done;
@@ -505,7 +517,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   }
   ncclUniqueId id;
   res = shareId(comm, members, m, me, TAG_SPLIT, &id, fn);
-  if (res == ncclSuccess) res = childJoin(comm, &id, m, me, config, newcomm, fn);
+  if (res == ncclSuccess) res = childJoin(comm, &id, m, me, share, config, newcomm, fn);
 done:
   free(all);
   free(members);
@@ -560,7 +572,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     }
     ncclUniqueId id;
     res = shareId(comm, members, m, me, TAG_SHRINK, &id, fn);
-    if (res == ncclSuccess) res = childJoin(comm, &id, m, me, config, newcomm, fn);
+    /* the excluded ranks take no part here: the parent's own hint is passed on */
+    if (res == ncclSuccess) res = childJoin(comm, &id, m, me, comm->mc->deviceShare, config, newcomm, fn);
   }
   free(members);
   free(excluded);

@@ -74,6 +74,7 @@ struct ncclComm {
   int device;      /* CUDA device current at the call (MSCCLPP_HOST_BACKEND_DEVICE without a GPU) */
   int blocking;
   char name[64];   /* config->commName, for logs */
+  int deviceShare; /* ncclCommSplit: how many of the parent's ranks share this rank's GPU (0: not a split) */
   /* the communicator, once joined */
   mscclppComm_t mc;
   int rank;

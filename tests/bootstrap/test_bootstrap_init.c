@@ -3,7 +3,8 @@
  * bad input, ip:port (IPv4 and IPv6), the torchrun / Open MPI / Slurm
  * environments, two ranks claiming one rank, an nranks mismatch, a rank lost
  * during the rendezvous, timeouts, unique ids (forked and threaded), a peer
- * that left, and authenticated peers that send garbage or a cut message.
+ * that left, and authenticated peers that send garbage or a cut message;
+ * how many ranks share a GPU (comm/gpu_share.c).
  *
  * Forked tests come first: the parent has no live threads when it forks
  * (ThreadSanitizer refuses threads in a child of a multi-threaded parent).
@@ -225,7 +226,37 @@ static void testSingleRank(void) {
   uint8_t c[3] = {0};
   CHECK_RES(mscclppBootstrapRecv(comm, 0, 1, c, 3), mscclppSuccess);
   CHECK(memcmp(b, c, 3) == 0);
+  /* one rank: alone on its GPU (or without one); a hint from a parent wins */
+  int share = 0;
+  CHECK_RES(mscclppCommGpuShare(comm, &share), mscclppSuccess);
+  CHECK(share == 1);
+  comm->deviceShare = 3;
+  CHECK_RES(mscclppCommGpuShare(comm, &share), mscclppSuccess);
+  CHECK(share == 3);
+  comm->deviceShare = 0;
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+}
+
+/* Ranks counted by their GPU's UUID: the same device, others, unknown ones. */
+static void testGpuShareCount(void) {
+  struct mscclppGpuIdent all[5];
+  memset(all, 0, sizeof(all));
+  for (int r = 0; r < 4; r++) {
+    all[r].known = 1;
+    all[r].uuid[0] = r < 3 ? 0xAA : 0xBB; /* ranks 0-2 on one GPU, rank 3 on another */
+    all[r].uuid[15] = 7;
+  }
+  /* rank 4: no GPU (or an unreadable UUID), even if its bytes match */
+  all[4].uuid[0] = 0xAA;
+  all[4].uuid[15] = 7;
+  CHECK(mscclppGpuShareCount(all, 5, 0) == 3);
+  CHECK(mscclppGpuShareCount(all, 5, 2) == 3);
+  CHECK(mscclppGpuShareCount(all, 5, 3) == 1);
+  CHECK(mscclppGpuShareCount(all, 5, 4) == 1);
+  all[1].uuid[15] = 8; /* a different last byte is a different GPU */
+  CHECK(mscclppGpuShareCount(all, 5, 0) == 2);
+  CHECK(mscclppGpuShareCount(all, 5, 1) == 1);
+  CHECK(mscclppGpuShareCount(all, 5, 5) == 1); /* out of range: alone */
 }
 
 /* A bounded wait: rank 0 of 2 alone. */
@@ -644,6 +675,7 @@ int main(void) {
   unsetenv("MSCCLPP_HOSTID");
   RUN(testBadInput);
   RUN(testSingleRank);
+  RUN(testGpuShareCount);
   RUN(testInitTimeout);
   RUN(testIpPort);
   RUN(testIpv6);
