@@ -206,7 +206,6 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
   CUDA_TRY(cudaMalloc((void**)&g->state, sizeof(*g->state)), "cudaMalloc(collective state)");
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcZero(g->state, sizeof(*g->state))); /* the first call may be captured */
   g->scratchOf[g->rank] = (uint8_t*)g->scratch;
-  g->sharing = 1;
   g->scopeGpu = 1;
   for (int r = 0; r < g->nranks; r++) {
     if (r == g->rank) continue;
@@ -218,14 +217,11 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
     mscclppMemoryChannelDeviceHandle h;
     MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(g->chan[r], &h));
     g->scratchOf[r] = h.dst;
-    if (h.sem.scope == MSCCLPP_SEMAPHORE_SCOPE_GPU)
-      g->sharing++;
-    else
-      g->scopeGpu = 0;
+    if (h.sem.scope != MSCCLPP_SEMAPHORE_SCOPE_GPU) g->scopeGpu = 0;
   }
-  /* A parent that knows of more ranks on this GPU than this communicator
-   * sees (a hierarchical allreduce's child) says so. */
-  if (comm->deviceShare > g->sharing) g->sharing = comm->deviceShare;
+  /* The ranks on this GPU: this communicator's, or more where a parent
+   * (a hierarchy's child, an ncclCommSplit) said so. */
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommGpuShare(comm, &g->sharing));
   /* The packet grid: an SM's worth per block, as many as stay resident with
    * every rank's blocks (16 blocks: 512 KiB took 11.5 us with 2 ranks; 64:
    * 5.4 us; no change at 8-64 KiB), or MSCCLPP_COLL_PACKET_BLOCKS. */

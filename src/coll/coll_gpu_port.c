@@ -48,9 +48,9 @@ void mscclppCollPortRelease(struct mscclppComm* comm) { (void)comm; }
 
 #include "coll/coll_port.h"
 #include "mscclpp/connection.h"
-#include "transport/transport.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
+#include "transport/transport.h"
 
 #define MAXR MSCCLPP_COLL_PORT_MAX_RANKS
 #define TAG_BASE 0x7e000000

@@ -48,10 +48,11 @@ struct mscclppComm {
   struct mscclppCollGpu* collGpu;
   struct mscclppCollPort* collPort; /* the GPU backend's port channel family (coll/coll_gpu_port.c) */
   struct mscclppCollHier* collHier; /* child communicators of the hierarchical collectives */
-  /* > 0: how many ranks of the whole job run on this rank's GPU, set on the
-   * children of a hierarchical allreduce by their parent: a child sees only
-   * some of them, and the GPU collectives size their grids so that every
-   * rank's blocks stay resident together (coll/coll_gpu.c). */
+  /* > 0: how many ranks of the whole job run on this rank's GPU, set on a
+   * communicator made from another's ranks (a hierarchical allreduce's
+   * children, ncclCommSplit) by its parent (mscclppCommGpuShare): it sees
+   * only some of them, and the GPU collectives size their grids so that
+   * every rank's blocks stay resident together (coll/coll_gpu.c). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
 };
