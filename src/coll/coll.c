@@ -250,8 +250,6 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: count %zu is too large", fn, a->count);
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
-  if (a->kind == MSCCLPP_COLL_ALLTOALL && a->count > 0 && a->send == a->recv)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: all-to-all cannot run in place", fn);
   char buf[64];
   MSCCLPP_RETURN_ON_ERROR(mscclppCollForcedAlgo(comm, a->kind, buf, sizeof(buf), &a->algo));
   if (a->count == 0) return mscclppSuccess;

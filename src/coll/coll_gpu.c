@@ -516,6 +516,9 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     const uint8_t* kSend = send;
     uint8_t* kRecv = recv;
     int inPlace = hasSend && hasRecv && send >= recv && send < recv + outBytes;
+    /* An in-place all-to-all pulls every peer's block of the input that the
+     * peers overwrite with their own output: the input is staged aside. */
+    int stageIn = inPlace && a->kind == MSCCLPP_COLL_ALLTOALL;
     int stagedRecv = 0, stagedSend = 0;
     if (hasRecv) {
       int ok = 0;
@@ -529,12 +532,12 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
     }
     if (hasSend) {
       int ok = 0;
-      if (inPlace && stagedRecv) {
+      if (inPlace && stagedRecv && !stageIn) {
         kSend = kRecv + (send - recv);
         res = describeOwn(g, kSend, &mine[0], &ok);
         stagedSend = 1;
       } else {
-        res = describeOwn(g, send, &mine[0], &ok);
+        if (!stageIn) res = describeOwn(g, send, &mine[0], &ok);
         if (res == mscclppSuccess && !ok) {
           res = stageBuffer(g, 0, inBytes, (void**)&kSend);
           if (res == mscclppSuccess) res = describeOwn(g, kSend, &mine[0], &ok);

@@ -694,14 +694,30 @@ mscclppResult_t mscclppCollHostRun(struct mscclppComm* comm, const struct mscclp
         addXfer(&e, a->root, 0, recv, cb);
       }
       return engineRun(&e);
-    case MSCCLPP_COLL_ALLTOALL:
+    case MSCCLPP_COLL_ALLTOALL: {
+      /* In place, block r is sent to r and received from r in interleaved
+       * chunks: the receive would overwrite what the send has still to read,
+       * so the input is copied aside first (a call completes on return, so
+       * the copy lives for the call only). */
+      uint8_t* copy = NULL;
+      if (send == recv) {
+        copy = (uint8_t*)malloc((size_t)n * cb);
+        if (copy == NULL)
+          return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "%s in place: out of memory for a copy of %zu bytes",
+                            name, (size_t)n * cb);
+        memcpy(copy, send, (size_t)n * cb);
+        send = copy;
+      }
       for (int r = 0; r < n; r++) {
         if (r == me) continue;
         addXfer(&e, r, 1, send + (size_t)r * cb, cb);
         addXfer(&e, r, 0, recv + (size_t)r * cb, cb);
       }
       copyLocal(recv + (size_t)me * cb, send + (size_t)me * cb, cb);
-      return engineRun(&e);
+      mscclppResult_t res = engineRun(&e);
+      free(copy);
+      return res;
+    }
     default:
       return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "host collectives: unknown collective %d",
                         (int)a->kind);

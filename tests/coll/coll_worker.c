@@ -337,11 +337,13 @@ static void runCase(const char* coll, int t, int op, int inplace, size_t count, 
     if (!callOk(&c, mscclppBroadcast(in, recv, count, (mscclppDataType_t)t, root, comm, NULL))) return;
     checkOut(&c, recv, bufE, cb, ts);
   } else if (strcmp(coll, "alltoall") == 0) {
-    /* rank r sends block d = bytes (r, d*cb ..) to rank d */
-    fillBytes(rank, 0, cb * nr, send);
-    for (int r = 0; r < nranks; r++) fillBytes(r, (size_t)rank * cb, cb, bufE + (size_t)r * cb);
+    /* rank r sends block d = bytes (r, d*cb ..) to rank d; in place, the
+     * input is the output buffer */
     memset(recv, POISON, cb * nr + GUARD);
-    if (!callOk(&c, mscclppAllToAll(send, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
+    uint8_t* in = inplace ? recv : send;
+    fillBytes(rank, 0, cb * nr, in);
+    for (int r = 0; r < nranks; r++) fillBytes(r, (size_t)rank * cb, cb, bufE + (size_t)r * cb);
+    if (!callOk(&c, mscclppAllToAll(in, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
     checkOut(&c, recv, bufE, cb * nr, ts);
   }
 }
@@ -362,10 +364,8 @@ static void testMatrix(size_t maxBytes) {
         for (int op = 0; op < mscclppNumOps; op++)
           for (int j = 0; j < 3; j++, k++)
             runCase(reducing[j], t, op, inplace, count, (k * 7 + ci) % nranks, (size_t)(k % 5));
-        for (int j = 0; j < 3; j++, k++) {
-          if (j == 2 && inplace) continue; /* all-to-all is never in place */
+        for (int j = 0; j < 3; j++, k++)
           runCase(copying[j], t, mscclppSum, inplace, count, (k * 3 + ci) % nranks, (size_t)(k % 3));
-        }
       }
     }
   }
@@ -385,6 +385,7 @@ static void testMatrix(size_t maxBytes) {
     } else if (b == 2) {
       runCase("allgather", t, op, 0, per, 0, 1);
       runCase("alltoall", t, op, 0, per, 0, 3);
+      runCase("alltoall", t, op, 1, per, 0, 1);
     } else {
       runCase("broadcast", t, op, 1, count, nranks / 2, 0);
       runCase("allreduce", t, op, 0, count, 0, 0);
