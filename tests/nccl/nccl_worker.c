@@ -9,6 +9,8 @@
  *                         an error within 10 s, a later allreduce must fail
  *                         (not hang), and ncclCommAbort must return; prints
  *                         SURVIVOR_OK (tests/bootstrap/test_kill.sh checks)
+ *   nccl_worker exit-live nccl-tests' parallel init: every rank exits with its
+ *                         communicator alive, at its own moment; exit 0 each
  *   nccl_worker fallback  MSCCLPP_NCCL_FALLBACK errors (one process)
  *
  * The first unique id travels through a file named after the job's
@@ -282,6 +284,13 @@ static void testCollectives(ncclComm_t comm) {
   for (int r = 0; r < n; r++)
     for (int i = 0; i < C; i++) send[r * C + i] = rank * 100000 + r * 1000 + i;
   OK(ncclAlltoAll(send, recv, C, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 100000 + rank * 1000 + i;
+  CHECK(bad == 0);
+  /* all-to-all in place (NCCL accepts it: nccl-tests' alltoall runs it) */
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < C; i++) recv[r * C + i] = rank * 100000 + r * 1000 + i;
+  OK(ncclAlltoAll(recv, recv, C, ncclInt32, comm, NULL));
   for (int r = 0; r < n; r++)
     for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 100000 + rank * 1000 + i;
   CHECK(bad == 0);
@@ -742,6 +751,49 @@ static int runKill(int victim) {
   return failures ? 1 : 0;
 }
 
+/* nccl-tests' parallel init (-p 1), which exits with its communicators alive:
+ * init and buffer allocation inside groups, checked reduce-scatters, the
+ * buffers freed while the communicator still holds them, then each rank
+ * leaves at its own moment without ncclCommDestroy, so the ranks still here
+ * see their peers go while the library's threads run. Every rank must exit
+ * 0 (no crash at exit, no sanitizer report). */
+static ncclComm_t liveAtExit; /* referenced to the end, as nccl-tests' array of communicators */
+
+static int runExitLive(void) {
+  ncclUniqueId id;
+  if (shareFirstId(&id) != 0) return 1;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  OK(ncclGroupStart());
+  OK(ncclCommInitRankConfig(&liveAtExit, nranks, id, rank, &config));
+  OK(ncclGroupEnd());
+  if (liveAtExit == NULL) return 1;
+  enum { C = 4099 };
+  float *send = NULL, *recv = NULL;
+  OK(ncclGroupStart());
+  OK(ncclMemAlloc((void**)&send, (size_t)C * nranks * sizeof(float)));
+  OK(ncclMemAlloc((void**)&recv, (size_t)C * sizeof(float)));
+  OK(ncclGroupEnd());
+  if (send == NULL || recv == NULL) return 1;
+  for (int it = 0; it < 20; it++) {
+    for (int i = 0; i < C * nranks; i++) send[i] = (float)(rank + i % 13 + it);
+    OK(ncclReduceScatter(send, recv, C, ncclFloat32, ncclSum, liveAtExit, NULL));
+    int bad = 0;
+    for (int i = 0; i < C; i++) {
+      /* every rank's element rank*C+i: sum over ranks of (r + (rank*C+i)%13 + it) */
+      float want = (float)(nranks * (nranks - 1) / 2 + nranks * (((rank * C + i) % 13) + it));
+      bad += recv[i] != want;
+    }
+    CHECK(bad == 0);
+  }
+  if (rank == 0) removeFirstId();
+  OK(ncclMemFree(send));
+  OK(ncclMemFree(recv));
+  usleep((useconds_t)rank * 150000); /* rank 0 first: the others see it leave */
+  printf("EXIT_LIVE rank %d %s\n", rank, failures ? "failed" : "ok");
+  fflush(stdout);
+  return failures ? 1 : 0;
+}
+
 /* MSCCLPP_NCCL_FALLBACK: bad settings are clear errors (one process). */
 static int runFallback(const char* self, const char* real) {
   rank = 0;
@@ -812,6 +864,7 @@ int main(int argc, char** argv) {
   nranks = atoi(n);
   if (strcmp(mode, "api") == 0) return runApi();
   if (strcmp(mode, "kill") == 0 && argc > 2) return runKill(atoi(argv[2]));
-  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | fallback SELF [REAL]\n");
+  if (strcmp(mode, "exit-live") == 0) return runExitLive();
+  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | exit-live | fallback SELF [REAL]\n");
   return 2;
 }
