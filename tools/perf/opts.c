@@ -1,0 +1,374 @@
+/* mscclpp-perf: the vocabulary of collectives, types and operations, and the flags. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+
+/* ---- collectives ---------------------------------------------------------- */
+
+
+const struct collInfo colls[C_COUNT] = {
+    [C_ALLREDUCE] = {"allreduce", "mscclppAllReduce", 1, 0, 1},
+    [C_ALLGATHER] = {"allgather", "mscclppAllGather", 0, 0, 1},
+    [C_REDUCESCATTER] = {"reducescatter", "mscclppReduceScatter", 1, 0, 1},
+    [C_BROADCAST] = {"broadcast", "mscclppBroadcast", 0, 1, 1},
+    [C_REDUCE] = {"reduce", "mscclppReduce", 1, 1, 1},
+    [C_ALLTOALL] = {"alltoall", "mscclppAllToAll", 0, 0, 0},
+    [C_SENDRECV] = {"sendrecv", "mscclppSend/mscclppRecv (group)", 0, 0, 0},
+};
+
+/* Bus bandwidth = algorithm bandwidth * this (nccl-tests' PERFORMANCE.md). */
+double busFactor(enum coll c, int n) {
+  switch (c) {
+    case C_ALLREDUCE:
+      return 2.0 * (n - 1) / n;
+    case C_ALLGATHER:
+    case C_REDUCESCATTER:
+    case C_ALLTOALL:
+      return (double)(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+/* ---- types ------------------------------------------------------------------ */
+
+
+const struct typeInfo types[mscclppNumTypes] = {
+    [mscclppInt8] = {{"int8", "char", NULL}, CLS_INT, 0, 0, 0},
+    [mscclppUint8] = {{"uint8", NULL, NULL}, CLS_UINT, 0, 0, 0},
+    [mscclppInt32] = {{"int32", "int", NULL}, CLS_INT, 0, 0, 0},
+    [mscclppUint32] = {{"uint32", NULL, NULL}, CLS_UINT, 0, 0, 0},
+    [mscclppInt64] = {{"int64", NULL, NULL}, CLS_INT, 0, 0, 0},
+    [mscclppUint64] = {{"uint64", NULL, NULL}, CLS_UINT, 0, 0, 0},
+    [mscclppFloat16] = {{"float16", "half", "fp16"}, CLS_FLT, 5, 10, 0},
+    [mscclppFloat32] = {{"float32", "float", "fp32"}, CLS_FLT, 8, 23, 0},
+    [mscclppFloat64] = {{"float64", "double", "fp64"}, CLS_FLT, 11, 52, 0},
+    [mscclppBfloat16] = {{"bfloat16", "bf16", NULL}, CLS_FLT, 8, 7, 0},
+    [mscclppFloat8e4m3] = {{"fp8e4m3", "f8e4m3", "e4m3"}, CLS_FLT, 4, 3, 1},
+    [mscclppFloat8e5m2] = {{"fp8e5m2", "f8e5m2", "e5m2"}, CLS_FLT, 5, 2, 0},
+};
+
+const char* typeName(int t) { return types[t].names[0]; }
+
+const char* const opNames[mscclppNumOps] = {"sum", "prod", "max", "min", "avg"};
+
+
+/* ---- options ---------------------------------------------------------------- */
+
+
+/* The rank (and local rank) the launcher gave, before the communicator
+ * exists: for device selection and to print usage errors once. -1: none. */
+void envRanks(int* rank, int* localRank) {
+  static const char* const rankVars[] = {"MSCCLPP_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"};
+  static const char* const localVars[] = {"MSCCLPP_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                          "LOCAL_RANK"};
+  *rank = -1;
+  *localRank = -1;
+  for (size_t i = 0; i < sizeof(rankVars) / sizeof(rankVars[0]); i++) {
+    const char* r = getenv(rankVars[i]);
+    if (r == NULL) continue;
+    *rank = atoi(r);
+    const char* l = getenv(localVars[i]);
+    if (l != NULL) *localRank = atoi(l);
+    return;
+  }
+}
+
+int quiet; /* not rank 0: print no usage text */
+
+void usage(FILE* f) {
+  if (quiet) return;
+  fprintf(f,
+          "usage: " PROG " <collective> [flags]\n"
+          "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv\n"
+          "  -b, --minbytes <size>      smallest size (default 32M); sizes take K, M, G (x1024)\n"
+          "  -e, --maxbytes <size>      largest size (default 32M)\n"
+          "  -i, --stepbytes <size>     add this between sizes (default 1M) unless -f is given\n"
+          "  -f, --stepfactor <n>       multiply by n between sizes\n"
+          "  -n, --iters <n>            timed iterations (default 20)\n"
+          "  -w, --warmup_iters <n>     untimed iterations first (default 1)\n"
+          "  -c, --check <0/1>          check results (default 1)\n"
+          "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 half/float16 bfloat16\n"
+          "                             float/float32 double/float64 fp8e4m3 fp8e5m2, a comma-separated\n"
+          "                             list, or all (default float)\n"
+          "  -o, --op <op>              sum prod max min avg, a comma-separated list, or all (default sum)\n"
+          "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
+          "  -z, --blocking <0/1>       synchronize after every call (default 0)\n"
+          "  -G, --cudagraph <n>        capture the -n calls in a CUDA graph and launch it n times\n"
+          "  -a, --average <0/1/2/3>    time reported: 0 rank 0's, 1 average, 2 min, 3 max over ranks\n"
+          "                             (default 1)\n"
+          "  -J, --json <file>          also write the results as JSON\n"
+          "      --plot <file.png>      bus bandwidth and latency against size (needs gnuplot)\n"
+          "      --offset <elements>    buffers start this many elements into their allocation\n"
+          "      --seed <n>             seed of the checked inputs\n"
+          "  -t, -g <1>                 accepted for nccl-tests scripts: one thread, one GPU per process\n"
+          "  -h, --help\n"
+          "Run one process per rank under a launcher: mscclpp-run -n 4 -- " PROG
+          " allreduce -b 8 -e 128M -f 2\n"
+          "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n");
+}
+
+static int parseSize(const char* flag, const char* s, size_t* out) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s || s[0] == '-') goto fail_bad;
+  unsigned long long mult = 1;
+  switch (*end) {
+    case 'k':
+    case 'K':
+      mult = 1ull << 10;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      mult = 1ull << 20;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      mult = 1ull << 30;
+      end++;
+      break;
+    default:
+      break;
+  }
+  if (mult > 1 && *end == 'i') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end != '\0') goto fail_bad;
+  if (v > SIZE_MAX / mult) goto fail_bad;
+  *out = (size_t)(v * mult);
+  return 0;
+fail_bad:
+  if (!quiet) fprintf(stderr, PROG ": %s \"%s\" is not a size (a number with an optional K, M or G)\n", flag, s);
+  return -1;
+}
+
+static int parseInt(const char* flag, const char* s, long lo, long hi, int* out) {
+  char* end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    if (!quiet) fprintf(stderr, PROG ": %s \"%s\" is not an integer in %ld..%ld\n", flag, s, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* Does entry `idx` of the -d / -o vocabulary spell s[0..len)? */
+static int typeMatches(int idx, const char* s, size_t len) {
+  for (int k = 0; k < 3; k++)
+    if (types[idx].names[k] != NULL && strlen(types[idx].names[k]) == len && strncmp(types[idx].names[k], s, len) == 0)
+      return 1;
+  return 0;
+}
+static int opMatches(int idx, const char* s, size_t len) {
+  return strlen(opNames[idx]) == len && strncmp(opNames[idx], s, len) == 0;
+}
+
+/* -d / -o: "all" (the n entries in order) or a comma-separated list of
+ * names, each matched by `matches`; duplicates are kept once. `what` and
+ * `vocabulary` make the error message. */
+static int parseList(const char* flag, const char* arg, int n, int (*matches)(int, const char*, size_t),
+                     const char* what, const char* vocabulary, int* list, int* count) {
+  if (strcmp(arg, "all") == 0) {
+    for (int i = 0; i < n; i++) list[i] = i;
+    *count = n;
+    return 0;
+  }
+  *count = 0;
+  for (const char* s = arg; *s;) {
+    size_t len = strcspn(s, ",");
+    int found = -1;
+    for (int i = 0; i < n && found < 0; i++)
+      if (matches(i, s, len)) found = i;
+    if (found < 0) {
+      if (!quiet)
+        fprintf(stderr, PROG ": %s \"%.*s\" is not %s (%s, a comma-separated list, or all)\n", flag, (int)len, s, what,
+                vocabulary);
+      return -1;
+    }
+    int dup = 0;
+    for (int i = 0; i < *count; i++) dup |= list[i] == found;
+    if (!dup) list[(*count)++] = found;
+    s += len + (s[len] == ',');
+  }
+  if (*count == 0) {
+    if (!quiet) fprintf(stderr, PROG ": %s needs %s\n", flag, what);
+    return -1;
+  }
+  return 0;
+}
+
+static int parseType(const char* arg, struct opts* o) {
+  return parseList("-d", arg, mscclppNumTypes, typeMatches, "a type",
+                   "int8 uint8 int32 uint32 int64 uint64 half float16 bfloat16 float float32 double float64 fp8e4m3 "
+                   "fp8e5m2",
+                   o->typeList, &o->ntypes);
+}
+
+static int parseOp(const char* arg, struct opts* o) {
+  return parseList("-o", arg, mscclppNumOps, opMatches, "an operation", "sum prod max min avg", o->opList, &o->nops);
+}
+
+enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED };
+
+/* 0: parsed; 1: help printed (or --selftest passed); -1: bad usage
+ * (printed); -2: --selftest failed. */
+int parseArgs(int argc, char** argv, struct opts* o) {
+  memset(o, 0, sizeof(*o));
+  o->minBytes = o->maxBytes = 32u << 20;
+  o->stepBytes = 1u << 20;
+  o->stepFactor = 1;
+  o->iters = 20;
+  o->warmup = 1;
+  o->check = 1;
+  o->average = 1;
+  o->typeList[0] = mscclppFloat32;
+  o->ntypes = 1;
+  o->opList[0] = mscclppSum;
+  o->nops = 1;
+  o->seed = UINT64_C(0x6d7363636c707066);
+  if (argc < 2) {
+    usage(stderr);
+    return -1;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    usage(stdout);
+    return 1;
+  }
+  if (strcmp(argv[1], "--selftest") == 0) return selfTest() == 0 ? 1 : -2;
+  int c;
+  for (c = 0; c < C_COUNT; c++)
+    if (strcmp(argv[1], colls[c].name) == 0) break;
+  if (c == C_COUNT) {
+    if (!quiet)
+      fprintf(stderr,
+              PROG ": \"%s\" is not a collective (allreduce allgather reducescatter broadcast reduce alltoall "
+                   "sendrecv)\n",
+              argv[1]);
+    return -1;
+  }
+  o->coll = (enum coll)c;
+  static const struct option longOpts[] = {
+      {"minbytes", required_argument, NULL, 'b'},   {"maxbytes", required_argument, NULL, 'e'},
+      {"stepbytes", required_argument, NULL, 'i'},  {"stepfactor", required_argument, NULL, 'f'},
+      {"iters", required_argument, NULL, 'n'},      {"warmup_iters", required_argument, NULL, 'w'},
+      {"check", required_argument, NULL, 'c'},      {"datatype", required_argument, NULL, 'd'},
+      {"op", required_argument, NULL, 'o'},         {"root", required_argument, NULL, 'r'},
+      {"blocking", required_argument, NULL, 'z'},   {"cudagraph", required_argument, NULL, 'G'},
+      {"average", required_argument, NULL, 'a'},    {"json", required_argument, NULL, 'J'},
+      {"nthreads", required_argument, NULL, 't'},   {"ngpus", required_argument, NULL, 'g'},
+      {"plot", required_argument, NULL, OPT_PLOT},  {"inject-error", no_argument, NULL, OPT_INJECT},
+      {"offset", required_argument, NULL, OPT_OFFSET}, {"seed", required_argument, NULL, OPT_SEED},
+      {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+  optind = 2;
+  opterr = !quiet;
+  int ch, one;
+  size_t factor;
+  while ((ch = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:z:G:a:J:t:g:h", longOpts, NULL)) != -1) {
+    switch (ch) {
+      case 'b':
+        if (parseSize("-b", optarg, &o->minBytes)) return -1;
+        break;
+      case 'e':
+        if (parseSize("-e", optarg, &o->maxBytes)) return -1;
+        break;
+      case 'i':
+        if (parseSize("-i", optarg, &o->stepBytes)) return -1;
+        o->stepFactor = 1;
+        break;
+      case 'f':
+        if (parseSize("-f", optarg, &factor) || factor < 1) return -1;
+        o->stepFactor = factor;
+        break;
+      case 'n':
+        if (parseInt("-n", optarg, 1, INT_MAX, &o->iters)) return -1;
+        break;
+      case 'w':
+        if (parseInt("-w", optarg, 0, INT_MAX, &o->warmup)) return -1;
+        break;
+      case 'c':
+        if (parseInt("-c", optarg, 0, 1, &o->check)) return -1;
+        break;
+      case 'd':
+        if (parseType(optarg, o)) return -1;
+        break;
+      case 'o':
+        if (parseOp(optarg, o)) return -1;
+        break;
+      case 'r':
+        if (parseInt("-r", optarg, 0, INT_MAX, &o->root)) return -1;
+        break;
+      case 'z':
+        if (parseInt("-z", optarg, 0, 1, &o->blocking)) return -1;
+        break;
+      case 'G':
+        if (parseInt("-G", optarg, 0, INT_MAX, &o->graphLaunches)) return -1;
+        break;
+      case 'a':
+        if (parseInt("-a", optarg, 0, 3, &o->average)) return -1;
+        break;
+      case 'J':
+        o->jsonPath = optarg;
+        break;
+      case 't':
+      case 'g':
+        if (parseInt(ch == 't' ? "-t" : "-g", optarg, 1, 1, &one)) {
+          if (!quiet)
+            fprintf(stderr, PROG ": one process per rank: run more ranks with the launcher instead of -%c\n", ch);
+          return -1;
+        }
+        break;
+      case OPT_PLOT:
+        o->plotPath = optarg;
+        break;
+      case OPT_INJECT:
+        o->injectError = 1;
+        break;
+      case OPT_OFFSET:
+        if (parseSize("--offset", optarg, &o->offsetElems)) return -1;
+        if (o->offsetElems > MAX_OFFSET_ELEMS) {
+          if (!quiet) fprintf(stderr, PROG ": --offset %zu is more than %d elements\n", o->offsetElems, MAX_OFFSET_ELEMS);
+          return -1;
+        }
+        break;
+      case OPT_SEED: {
+        char* end = NULL;
+        errno = 0;
+        o->seed = strtoull(optarg, &end, 0);
+        if (errno != 0 || end == optarg || *end != '\0') {
+          if (!quiet) fprintf(stderr, PROG ": --seed \"%s\" is not a number\n", optarg);
+          return -1;
+        }
+        break;
+      }
+      case 'h':
+        usage(stdout);
+        return 1;
+      default:
+        usage(stderr);
+        return -1;
+    }
+  }
+  if (optind < argc) {
+    if (!quiet) fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
+    return -1;
+  }
+  if (o->minBytes > o->maxBytes) {
+    if (!quiet) fprintf(stderr, PROG ": -b %zu is larger than -e %zu\n", o->minBytes, o->maxBytes);
+    return -1;
+  }
+  if (o->injectError && !o->check) {
+    if (!quiet) fprintf(stderr, PROG ": --inject-error needs -c 1\n");
+    return -1;
+  }
+  return 0;
+}

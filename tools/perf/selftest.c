@@ -1,0 +1,124 @@
+/* mscclpp-perf --selftest: the checker's own arithmetic. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "perf.h"
+
+/* ---- --selftest: the checker's own arithmetic -------------------------------- */
+
+/* x rounded to type t (floating point) or wrapped to its width (integers). */
+static struct num roundTo(int t, struct num x) {
+  unsigned char b[8];
+  putNum(t, x, b);
+  struct num r = {0, 0, 0.0};
+  if (types[t].cls == CLS_FLT) {
+    r.d = getFloat(t, b);
+  } else {
+    uint64_t u = rawBits(t, b);
+    int bits = (int)mscclppDataTypeSize(t) * 8;
+    uint64_t signBit = UINT64_C(1) << (bits - 1);
+    r.u = u;
+    r.s = bits == 64 ? (int64_t)u : (u & signBit) ? (int64_t)(u | ~((signBit << 1) - 1)) : (int64_t)u;
+  }
+  return r;
+}
+
+int selfTest(void) {
+  int fails = 0;
+  static const int minis[4] = {mscclppFloat16, mscclppBfloat16, mscclppFloat8e4m3, mscclppFloat8e5m2};
+  for (int k = 0; k < 4; k++) {
+    int t = minis[k], eb = types[t].ebits, mb = types[t].mbits, fn = types[t].fn;
+    uint32_t npat = 1u << (eb + mb + 1);
+    for (uint32_t p = 0; p < npat; p++) {
+      double v = miniDecode(p, eb, mb, fn);
+      if (v != v) continue;
+      if (miniEncode(v, eb, mb, fn) != p) {
+        if (fails++ < 10) fprintf(stderr, "selftest: %s 0x%x -> %g -> 0x%x\n", typeName(t), p, v, miniEncode(v, eb, mb, fn));
+      }
+      /* ties to even, and just off the midpoint, between p and p + 1 (positive, finite) */
+      uint32_t q = p + 1;
+      if ((p >> (eb + mb)) != 0 || q >= npat / 2) continue;
+      double w = miniDecode(q, eb, mb, fn);
+      if (w != w || w - w != 0) continue;
+      double mid = (v + w) / 2, eps = (w - v) / 1024;
+      uint32_t even = (p & 1) ? q : p;
+      if (miniEncode(mid, eb, mb, fn) != even || miniEncode(mid - eps, eb, mb, fn) != p ||
+          miniEncode(mid + eps, eb, mb, fn) != q) {
+        if (fails++ < 10) fprintf(stderr, "selftest: %s rounding between 0x%x and 0x%x wrong\n", typeName(t), p, q);
+      }
+    }
+  }
+  static const struct {
+    int type;
+    double v;
+    uint32_t bits;
+  } known[] = {{mscclppFloat16, 1.0, 0x3c00},       {mscclppFloat16, -2.0, 0xc000},
+               {mscclppFloat16, 65504.0, 0x7bff},   {mscclppFloat16, 65520.0, 0x7c00},
+               {mscclppFloat16, 0x1p-24, 0x0001},   {mscclppFloat16, 0x1p-25, 0x0000},
+               {mscclppFloat16, 0.1, 0x2e66},       {mscclppBfloat16, 1.0, 0x3f80},
+               {mscclppBfloat16, 3.140625, 0x4049}, {mscclppBfloat16, -0.5, 0xbf00},
+               {mscclppFloat8e4m3, 1.0, 0x38},      {mscclppFloat8e4m3, 448.0, 0x7e},
+               {mscclppFloat8e4m3, -0x1p-9, 0x81},  {mscclppFloat8e4m3, 480.0, 0x7f},
+               {mscclppFloat8e5m2, 1.0, 0x3c},      {mscclppFloat8e5m2, 57344.0, 0x7b},
+               {mscclppFloat8e5m2, -0x1p-16, 0x81}, {mscclppFloat8e5m2, 65536.0, 0x7c}};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+    int t = known[i].type;
+    uint32_t got = miniEncode(known[i].v, types[t].ebits, types[t].mbits, types[t].fn);
+    if (got != known[i].bits && fails++ < 20)
+      fprintf(stderr, "selftest: %s(%g) = 0x%x, expected 0x%x\n", typeName(t), known[i].v, got, known[i].bits);
+  }
+  /* bfloat16 against the usual bit trick on float32 */
+  uint64_t h = 1;
+  for (int i = 0; i < 200000; i++) {
+    h = mix64(h);
+    uint32_t u = (uint32_t)h;
+    float f = bitsFlt(u);
+    if (f != f) continue;
+    uint32_t ref = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+    if ((ref & 0x7f80) == 0x7f80 && (u & 0x7f800000) != 0x7f800000) ref &= 0xff80; /* overflow: infinity */
+    uint32_t got = miniEncode(f, 8, 7, 0);
+    if (got != ref && fails++ < 30) fprintf(stderr, "selftest: bfloat16(0x%08x) = 0x%x, expected 0x%x\n", u, got, ref);
+  }
+  /* The generated inputs reduce exactly (avg: within 1 ulp) in any order,
+   * rounding to the type after every step. */
+  static const int nranksList[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
+  for (size_t ni = 0; ni < sizeof(nranksList) / sizeof(nranksList[0]); ni++) {
+    int n = nranksList[ni];
+    int order[64];
+    for (int t = 0; t < mscclppNumTypes; t++) {
+      for (int op = 0; op < mscclppNumOps; op++) {
+        struct gen g;
+        genInit(&g, C_ALLREDUCE, t, op, n, 0, 0, mix64((uint64_t)(n * 100 + t * 10 + op)));
+        for (size_t idx = 0; idx < 3000; idx++) {
+          for (int r = 0; r < n; r++) order[r] = r;
+          for (int r = n - 1; r > 0; r--) {
+            h = mix64(h);
+            int j = (int)(h % (uint64_t)(r + 1)), x = order[r];
+            order[r] = order[j];
+            order[j] = x;
+          }
+          struct num acc = genValue(&g, order[0], idx);
+          for (int r = 1; r < n; r++) {
+            acc = numApply(op, acc, genValue(&g, order[r], idx));
+            acc = roundTo(t, acc);
+          }
+          if (op == mscclppAvg) {
+            acc.s /= n;
+            acc.u /= (uint64_t)n;
+            acc.d /= n;
+          }
+          unsigned char got[8], exp[8];
+          putNum(t, acc, got);
+          reduceElem(&g, idx, exp);
+          if (elemWrong(&g, got, exp) && fails++ < 40)
+            fprintf(stderr, "selftest: %s %s %d ranks index %zu: 0x%" PRIx64 " in some order, expected 0x%" PRIx64 "\n",
+                    typeName(t), opNames[op], n, idx, rawBits(t, got), rawBits(t, exp));
+        }
+      }
+    }
+  }
+  printf("selftest: %s (%d failures)\n", fails ? "FAILED" : "OK", fails);
+  return fails ? EXIT_FAIL : 0;
+}
