@@ -2,115 +2,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/fpconv.h"
 #include "perf.h"
 
-/* ---- floating point in C (no CUDA): encode with round-to-nearest-even ------- */
-
-static uint64_t dblBits(double d) {
-  uint64_t b;
-  memcpy(&b, &d, sizeof(b));
-  return b;
-}
-static double bitsDbl(uint64_t b) {
-  double d;
-  memcpy(&d, &b, sizeof(d));
-  return d;
-}
-float bitsFlt(uint32_t b) {
-  float f;
-  memcpy(&f, &b, sizeof(f));
-  return f;
-}
-/* 2^k for -1022 <= k <= 1023. */
-static double pow2(int k) { return bitsDbl((uint64_t)(k + 1023) << 52); }
-
-/* double -> a small IEEE-like format with ebits/mbits (half, bfloat16, fp8),
- * round to nearest even; overflow gives infinity (fp8e4m3: NaN). */
-uint32_t miniEncode(double v, int ebits, int mbits, int fn) {
-  uint64_t b = dblBits(v);
-  uint32_t sign = (uint32_t)(b >> 63) << (ebits + mbits);
-  int dexp = (int)((b >> 52) & 0x7ff);
-  uint64_t dman = b & ((UINT64_C(1) << 52) - 1);
-  uint32_t expOnes = (1u << ebits) - 1;
-  uint32_t nan = fn ? 0x7fu : ((expOnes << mbits) | (1u << (mbits - 1)));
-  uint32_t inf = fn ? 0x7fu : (expOnes << mbits);
-  if (dexp == 0x7ff) return dman != 0 ? nan : (sign | inf);
-  if (dexp == 0) return sign; /* zero or a double subnormal: far below our formats */
-  int bias = (1 << (ebits - 1)) - 1;
-  int e = dexp - 1023;
-  uint64_t sig = (UINT64_C(1) << 52) | dman;
-  int shift = 52 - mbits;
-  int normal = e >= 1 - bias;
-  if (!normal) shift += (1 - bias) - e;
-  uint64_t q;
-  if (shift > 60) {
-    q = 0;
-  } else {
-    q = sig >> shift;
-    uint64_t rem = sig & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-  }
-  /* q carries into the exponent field by itself (the encoding is monotonic) */
-  uint64_t bits = normal ? ((uint64_t)(e + bias) << mbits) + (q - (UINT64_C(1) << mbits)) : q;
-  uint64_t maxFinite = fn ? 0x7e : ((uint64_t)expOnes << mbits) - 1;
-  if (bits > maxFinite) return fn ? nan : (sign | inf);
-  return sign | (uint32_t)bits;
-}
-
-double miniDecode(uint32_t bits, int ebits, int mbits, int fn) {
-  uint32_t expOnes = (1u << ebits) - 1;
-  int neg = (bits >> (ebits + mbits)) & 1;
-  uint32_t e = (bits >> mbits) & expOnes, m = bits & ((1u << mbits) - 1);
-  int bias = (1 << (ebits - 1)) - 1;
-  double v;
-  if (fn && e == expOnes && m == (1u << mbits) - 1) return bitsDbl(UINT64_C(0x7ff8000000000000));
-  if (!fn && e == expOnes) v = m != 0 ? bitsDbl(UINT64_C(0x7ff8000000000000)) : bitsDbl(UINT64_C(0x7ff0000000000000));
-  else if (e == 0) v = (double)m * pow2(1 - bias - mbits);
-  else v = (double)((1u << mbits) + m) * pow2((int)e - bias - mbits);
-  return neg ? -v : v;
-}
-
-/* Element bytes <-> numbers. */
-static void putFloat(int t, double v, void* dst) {
-  switch (t) {
-    case mscclppFloat32: {
-      float f = (float)v;
-      memcpy(dst, &f, 4);
-      break;
-    }
-    case mscclppFloat64:
-      memcpy(dst, &v, 8);
-      break;
-    case mscclppFloat16:
-    case mscclppBfloat16: {
-      uint16_t h = (uint16_t)miniEncode(v, types[t].ebits, types[t].mbits, 0);
-      memcpy(dst, &h, 2);
-      break;
-    }
-    default: {
-      uint8_t q = (uint8_t)miniEncode(v, types[t].ebits, types[t].mbits, types[t].fn);
-      memcpy(dst, &q, 1);
-      break;
-    }
-  }
-}
+/* ---- element bytes <-> numbers (floating point: the codec of core/fpconv.h) -- */
 
 uint64_t rawBits(int t, const void* src) {
   uint64_t u = 0;
   memcpy(&u, src, mscclppDataTypeSize(t)); /* little endian */
   return u;
-}
-
-double getFloat(int t, const void* src) {
-  uint64_t u = rawBits(t, src);
-  switch (t) {
-    case mscclppFloat32:
-      return bitsFlt((uint32_t)u);
-    case mscclppFloat64:
-      return bitsDbl(u);
-    default:
-      return miniDecode((uint32_t)u, types[t].ebits, types[t].mbits, types[t].fn);
-  }
 }
 
 /* Signed distance in units in the last place: bits mapped to a line on which
@@ -180,10 +80,7 @@ static double randomFloat(int t, uint64_t h) {
   } else if ((u & expMask) == expMask) {
     u &= ~(UINT64_C(1) << (eb + mb - 1)); /* inf/NaN -> the top exponent bit cleared */
   }
-  double d;
-  if (t == mscclppFloat32) d = bitsFlt((uint32_t)u);
-  else if (t == mscclppFloat64) d = bitsDbl(u);
-  else d = miniDecode((uint32_t)u, eb, mb, types[t].fn);
+  double d = mscclppFloatDecode((mscclppDataType_t)t, &u); /* little endian: the low bytes */
   return d == 0 ? 0.0 : d;
 }
 
@@ -232,7 +129,7 @@ struct num genValue(const struct gen* g, int r, size_t idx) {
 }
 
 void putNum(int t, struct num v, void* dst) {
-  if (types[t].cls == CLS_FLT) putFloat(t, v.d, dst);
+  if (types[t].cls == CLS_FLT) (void)mscclppFloatEncode((mscclppDataType_t)t, v.d, dst);
   else putInt(t, v.s, v.u, dst);
 }
 
@@ -296,11 +193,11 @@ void reduceElem(const struct gen* g, size_t idx, void* dst) {
 int elemWrong(const struct gen* g, const void* got, const void* exp) {
   if (g->op < 0 || types[g->type].cls != CLS_FLT) return memcmp(got, exp, g->ts) != 0;
   if (g->op == mscclppAvg) {
-    double dg = getFloat(g->type, got);
+    double dg = mscclppFloatDecode((mscclppDataType_t)g->type, got);
     if (dg != dg) return 1; /* NaN */
     int64_t d = ordered(g->type, got) - ordered(g->type, exp);
     return d > 1 || d < -1;
   }
-  double dg = getFloat(g->type, got), de = getFloat(g->type, exp);
+  double dg = mscclppFloatDecode((mscclppDataType_t)g->type, got), de = mscclppFloatDecode((mscclppDataType_t)g->type, exp);
   return !(dg == de);
 }

@@ -102,11 +102,7 @@ struct num {
   double d;
 };
 
-float bitsFlt(uint32_t b);
-uint32_t miniEncode(double v, int ebits, int mbits, int fn);
-double miniDecode(uint32_t bits, int ebits, int mbits, int fn);
 uint64_t rawBits(int t, const void* src);
-double getFloat(int t, const void* src);
 void putNum(int t, struct num v, void* dst);
 uint64_t mix64(uint64_t x);
 void genInit(struct gen* g, enum coll c, int type, int op, int nranks, int rank, int root, uint64_t seed);

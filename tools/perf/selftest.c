@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/fpconv.h"
 #include "perf.h"
 
 /* ---- --selftest: the checker's own arithmetic -------------------------------- */
@@ -14,7 +15,7 @@ static struct num roundTo(int t, struct num x) {
   putNum(t, x, b);
   struct num r = {0, 0, 0.0};
   if (types[t].cls == CLS_FLT) {
-    r.d = getFloat(t, b);
+    r.d = mscclppFloatDecode((mscclppDataType_t)t, b);
   } else {
     uint64_t u = rawBits(t, b);
     int bits = (int)mscclppDataTypeSize(t) * 8;
@@ -25,27 +26,44 @@ static struct num roundTo(int t, struct num x) {
   return r;
 }
 
+/* The codec (core/fpconv.h) on bit patterns of the small type t. */
+static uint32_t enc(int t, double v) {
+  uint32_t bits = 0;
+  (void)mscclppFloatEncode((mscclppDataType_t)t, v, &bits); /* little endian: the low bytes */
+  return bits;
+}
+static double dec(int t, uint32_t bits) { return mscclppFloatDecode((mscclppDataType_t)t, &bits); }
+
+/* The largest finite code of t with the sign of `bits` (fp8 saturates to it). */
+static uint32_t satFinite(int t, uint32_t bits) {
+  int eb = types[t].ebits, mb = types[t].mbits;
+  uint32_t sign = bits & (1u << (eb + mb));
+  return sign | (types[t].fn ? 0x7eu : (((1u << eb) - 1) << mb) - 1);
+}
+
 int selfTest(void) {
   int fails = 0;
   static const int minis[4] = {mscclppFloat16, mscclppBfloat16, mscclppFloat8e4m3, mscclppFloat8e5m2};
   for (int k = 0; k < 4; k++) {
-    int t = minis[k], eb = types[t].ebits, mb = types[t].mbits, fn = types[t].fn;
+    int t = minis[k], eb = types[t].ebits, mb = types[t].mbits;
+    int saturates = t == mscclppFloat8e4m3 || t == mscclppFloat8e5m2;
     uint32_t npat = 1u << (eb + mb + 1);
     for (uint32_t p = 0; p < npat; p++) {
-      double v = miniDecode(p, eb, mb, fn);
+      double v = dec(t, p);
       if (v != v) continue;
-      if (miniEncode(v, eb, mb, fn) != p) {
-        if (fails++ < 10) fprintf(stderr, "selftest: %s 0x%x -> %g -> 0x%x\n", typeName(t), p, v, miniEncode(v, eb, mb, fn));
+      /* every value comes back; an fp8 infinity saturates (e5m2 has them) */
+      uint32_t back = saturates && v - v != 0 ? satFinite(t, p) : p;
+      if (enc(t, v) != back) {
+        if (fails++ < 10) fprintf(stderr, "selftest: %s 0x%x -> %g -> 0x%x\n", typeName(t), p, v, enc(t, v));
       }
       /* ties to even, and just off the midpoint, between p and p + 1 (positive, finite) */
       uint32_t q = p + 1;
       if ((p >> (eb + mb)) != 0 || q >= npat / 2) continue;
-      double w = miniDecode(q, eb, mb, fn);
+      double w = dec(t, q);
       if (w != w || w - w != 0) continue;
       double mid = (v + w) / 2, eps = (w - v) / 1024;
       uint32_t even = (p & 1) ? q : p;
-      if (miniEncode(mid, eb, mb, fn) != even || miniEncode(mid - eps, eb, mb, fn) != p ||
-          miniEncode(mid + eps, eb, mb, fn) != q) {
+      if (enc(t, mid) != even || enc(t, mid - eps) != p || enc(t, mid + eps) != q) {
         if (fails++ < 10) fprintf(stderr, "selftest: %s rounding between 0x%x and 0x%x wrong\n", typeName(t), p, q);
       }
     }
@@ -60,12 +78,15 @@ int selfTest(void) {
                {mscclppFloat16, 0.1, 0x2e66},       {mscclppBfloat16, 1.0, 0x3f80},
                {mscclppBfloat16, 3.140625, 0x4049}, {mscclppBfloat16, -0.5, 0xbf00},
                {mscclppFloat8e4m3, 1.0, 0x38},      {mscclppFloat8e4m3, 448.0, 0x7e},
-               {mscclppFloat8e4m3, -0x1p-9, 0x81},  {mscclppFloat8e4m3, 480.0, 0x7f},
-               {mscclppFloat8e5m2, 1.0, 0x3c},      {mscclppFloat8e5m2, 57344.0, 0x7b},
-               {mscclppFloat8e5m2, -0x1p-16, 0x81}, {mscclppFloat8e5m2, 65536.0, 0x7c}};
+               {mscclppFloat8e4m3, -0x1p-9, 0x81},  {mscclppFloat8e5m2, 1.0, 0x3c},
+               {mscclppFloat8e5m2, 57344.0, 0x7b},  {mscclppFloat8e5m2, -0x1p-16, 0x81},
+               /* overflow: float16 and bfloat16 round to infinity, fp8 saturates (fpconv.h) */
+               {mscclppFloat16, -1e6, 0xfc00},      {mscclppBfloat16, 0x1p128, 0x7f80},
+               {mscclppFloat8e4m3, 480.0, 0x7e},    {mscclppFloat8e4m3, -1e9, 0xfe},
+               {mscclppFloat8e5m2, 65536.0, 0x7b},  {mscclppFloat8e5m2, -1e9, 0xfb}};
   for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
     int t = known[i].type;
-    uint32_t got = miniEncode(known[i].v, types[t].ebits, types[t].mbits, types[t].fn);
+    uint32_t got = enc(t, known[i].v);
     if (got != known[i].bits && fails++ < 20)
       fprintf(stderr, "selftest: %s(%g) = 0x%x, expected 0x%x\n", typeName(t), known[i].v, got, known[i].bits);
   }
@@ -74,11 +95,12 @@ int selfTest(void) {
   for (int i = 0; i < 200000; i++) {
     h = mix64(h);
     uint32_t u = (uint32_t)h;
-    float f = bitsFlt(u);
+    float f;
+    memcpy(&f, &u, sizeof(f));
     if (f != f) continue;
     uint32_t ref = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
     if ((ref & 0x7f80) == 0x7f80 && (u & 0x7f800000) != 0x7f800000) ref &= 0xff80; /* overflow: infinity */
-    uint32_t got = miniEncode(f, 8, 7, 0);
+    uint32_t got = enc(mscclppBfloat16, f);
     if (got != ref && fails++ < 30) fprintf(stderr, "selftest: bfloat16(0x%08x) = 0x%x, expected 0x%x\n", u, got, ref);
   }
   /* The generated inputs reduce exactly (avg: within 1 ulp) in any order,
