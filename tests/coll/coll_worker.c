@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/coll_host_reduce.h"
+#include "core/fpconv.h"
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
@@ -126,25 +126,7 @@ static void encode(int t, double v, uint8_t* dst) {
     }
     case mscclppInt64:
     case mscclppUint64: memcpy(dst, &w, 8); break;
-    case mscclppFloat16: {
-      uint16_t b = mscclppFloatToHalf((float)v);
-      memcpy(dst, &b, 2);
-      break;
-    }
-    case mscclppBfloat16: {
-      uint16_t b = mscclppFloatToBf16((float)v);
-      memcpy(dst, &b, 2);
-      break;
-    }
-    case mscclppFloat32: {
-      float f = (float)v;
-      memcpy(dst, &f, 4);
-      break;
-    }
-    case mscclppFloat64: memcpy(dst, &v, 8); break;
-    case mscclppFloat8e4m3: *dst = mscclppFloatToFp8e4m3((float)v); break;
-    case mscclppFloat8e5m2: *dst = mscclppFloatToFp8e5m2((float)v); break;
-    default: break;
+    default: (void)mscclppFloatEncode((mscclppDataType_t)t, v, dst); break; /* core/fpconv.h */
   }
 }
 

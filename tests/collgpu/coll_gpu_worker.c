@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/fpconv.h"
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
@@ -42,35 +43,11 @@
 static int rank_, nranks_;
 static int replays_ = 1000;
 
-/* An exact small non-negative integer in the bits of `type`. */
+/* An exact small non-negative integer in the bits of `type` (floating
+ * point: the codec of core/fpconv.h). */
 static void encode(mscclppDataType_t type, uint64_t v, uint8_t* out) {
-  int M = 0, bias = 0, bytes = (int)mscclppDataTypeSize(type);
-  switch (type) {
-    case mscclppFloat32: {
-      float f = (float)v;
-      memcpy(out, &f, 4);
-      return;
-    }
-    case mscclppFloat64: {
-      double d = (double)v;
-      memcpy(out, &d, 8);
-      return;
-    }
-    case mscclppFloat16: M = 10, bias = 15; break;
-    case mscclppBfloat16: M = 7, bias = 127; break;
-    case mscclppFloat8e4m3: M = 3, bias = 7; break;
-    case mscclppFloat8e5m2: M = 2, bias = 15; break;
-    default:
-      memcpy(out, &v, (size_t)bytes); /* little-endian truncation: wrap-around */
-      return;
-  }
-  uint64_t bits = 0;
-  if (v != 0) {
-    int e = 63 - __builtin_clzll(v);
-    uint64_t mant = e <= M ? (v - (1ull << e)) << (M - e) : (v >> (e - M)) - (1ull << M);
-    bits = ((uint64_t)(e + bias) << M) | mant;
-  }
-  memcpy(out, &bits, (size_t)bytes);
+  if (mscclppFloatEncode(type, (double)v, out) != 0)
+    memcpy(out, &v, mscclppDataTypeSize(type)); /* little-endian truncation: wrap-around */
 }
 
 static int isFloat(mscclppDataType_t t) {

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fpconv.h"
 #include "nccl/nccl.h"
 
 /* Host-side calls of NCCL's device API and teams (nccl_device/core.h). */
@@ -129,31 +130,12 @@ static ncclResult_t waitInit(ncclComm_t comm) {
 
 /* ---- collectives ---- */
 
-static float bf16ToF(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-static uint16_t fToBf16(float f) { /* exact for the small integers used here */
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  return (uint16_t)(x >> 16);
-}
-static uint16_t fToHalf(int v) { /* small non-negative integers (< 2048) */
-  if (v == 0) return 0;
-  int e = 0;
-  while ((v >> e) > 1) e++;
-  uint16_t mant = (uint16_t)(((unsigned)v << (10 - e)) & 0x3ff);
-  return (uint16_t)((e + 15) << 10) | mant;
-}
-static uint8_t fToE4m3(int v) { /* 0..15 exactly */
-  if (v == 0) return 0;
-  int e = 0;
-  while ((v >> e) > 1) e++;
-  uint8_t mant = (uint8_t)((((unsigned)v << 3) >> e) & 7);
-  return (uint8_t)((e + 7) << 3) | mant;
-}
+/* Small-float elements through the library's codec (core/fpconv.h, compiled
+ * into this program: the library exports no internal symbol). */
+static float bf16ToF(uint16_t b) { return mscclppBf16ToFloat(b); }
+static uint16_t fToBf16(float f) { return mscclppFloatToBf16(f); }
+static uint16_t fToHalf(int v) { return mscclppFloatToHalf((float)v); }
+static uint8_t fToE4m3(int v) { return mscclppFloatToFp8e4m3((float)v); }
 
 static void testAllReduce(ncclComm_t comm) {
   section("allreduce");
