@@ -130,7 +130,11 @@ static int parseSeconds(const char* opt, const char* text, int allowZero, double
   char* end = NULL;
   errno = 0;
   double v = text ? strtod(text, &end) : 0;
-  if (text == NULL || errno != 0 || end == text || *end != '\0' || v != v || v < 0 || (v == 0 && !allowZero) || v > 1e9) {
+  if (text == NULL) {
+    fprintf(stderr, PROG ": %s needs a value: a number of seconds %s\n", opt, allowZero ? ">= 0" : "> 0");
+    return -1;
+  }
+  if (errno != 0 || end == text || *end != '\0' || v != v || v < 0 || (v == 0 && !allowZero) || v > 1e9) {
     fprintf(stderr, PROG ": %s needs a number of seconds %s, not \"%s\"\n", opt, allowZero ? ">= 0" : "> 0",
             text ? text : "");
     return -1;
@@ -382,15 +386,41 @@ static int isOption(const char* arg, const char* name) {
   return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
-static int parseRanks(const char* v, int* out) {
+static int parseRanks(const char* opt, const char* v, int* out) {
+  if (v == NULL) {
+    fprintf(stderr, PROG ": %s needs a value: the number of ranks, an integer in 1..%d\n", opt, MAX_RANKS);
+    return -1;
+  }
   char* end = NULL;
   errno = 0;
-  long n = v ? strtol(v, &end, 10) : 0;
-  if (v == NULL || errno != 0 || end == v || *end != '\0' || n <= 0 || n > MAX_RANKS) {
+  long n = strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > MAX_RANKS) {
     fprintf(stderr, PROG ": the number of ranks must be an integer in 1..%d, not \"%s\"\n", MAX_RANKS, v ? v : "");
     return -1;
   }
   *out = (int)n;
+  return 0;
+}
+
+/* --comm-id ip:port: checked here, where the mistake is one line, rather
+ * than by every rank's bootstrap after they all started. */
+static int parseCommId(const char* v) {
+  if (v == NULL) {
+    fprintf(stderr, PROG ": --comm-id needs a value: the root's address ip:port\n");
+    return -1;
+  }
+  const char* colon = strrchr(v, ':');
+  if (colon == NULL || colon == v || colon[1] == '\0' || strlen(v) >= 240) {
+    fprintf(stderr, PROG ": --comm-id needs an address ip:port, not \"%s\"\n", v);
+    return -1;
+  }
+  char* end = NULL;
+  errno = 0;
+  long port = strtol(colon + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || colon[1] == '-' || colon[1] == '+' || port < 1 || port > 65535) {
+    fprintf(stderr, PROG ": --comm-id \"%s\": the port \"%s\" is not in 1..65535\n", v, colon + 1);
+    return -1;
+  }
   return 0;
 }
 
@@ -413,9 +443,9 @@ static int parseOptions(int argc, char** argv, struct options* o) {
       return 0;
     }
     if (strncmp(a, "-n", 2) == 0 && strncmp(a, "--", 2) != 0) {
-      if (parseRanks(optionValue(argc, argv, &i, 2), &o->nranks) != 0) return EXIT_USAGE;
+      if (parseRanks("-n", optionValue(argc, argv, &i, 2), &o->nranks) != 0) return EXIT_USAGE;
     } else if (isOption(a, "--nranks")) {
-      if (parseRanks(optionValue(argc, argv, &i, 8), &o->nranks) != 0) return EXIT_USAGE;
+      if (parseRanks("--nranks", optionValue(argc, argv, &i, 8), &o->nranks) != 0) return EXIT_USAGE;
     } else if (strcmp(a, "--no-prefix") == 0) {
       o->prefix = 0;
     } else if (strcmp(a, "--keep-going") == 0) {
@@ -430,11 +460,7 @@ static int parseOptions(int argc, char** argv, struct options* o) {
       if (parseSeconds("--grace", v, 1, &o->grace) != 0) return EXIT_USAGE;
     } else if (isOption(a, "--comm-id")) {
       const char* v = optionValue(argc, argv, &i, 9);
-      const char* colon = v ? strrchr(v, ':') : NULL;
-      if (v == NULL || colon == NULL || colon == v || colon[1] == '\0' || strlen(v) >= 240) {
-        fprintf(stderr, PROG ": --comm-id needs an address ip:port, not \"%s\"\n", v ? v : "");
-        return EXIT_USAGE;
-      }
+      if (parseCommId(v) != 0) return EXIT_USAGE;
       o->commId = v;
     } else {
       fprintf(stderr, PROG ": unknown option \"%s\" (see " PROG " --help)\n", a);
