@@ -112,7 +112,8 @@ static const struct {
   const char* sizeVar;
   const char* localVar;
 } envSources[] = {
-    {"mscclpp-run", "MSCCLPP_RANK", "MSCCLPP_NRANKS", "MSCCLPP_LOCAL_RANK"},
+    /* named by its variables: mscclpp-run sets them, and so may a user by hand */
+    {"MSCCLPP_RANK/MSCCLPP_NRANKS", "MSCCLPP_RANK", "MSCCLPP_NRANKS", "MSCCLPP_LOCAL_RANK"},
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
