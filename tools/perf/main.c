@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/gpu.h"
 #include "perf.h"
@@ -82,10 +83,42 @@ static size_t nextSize(const struct opts* o, size_t size) {
   return next;
 }
 
+/* --progress: rank 0 tells stderr how far a long run is, because the table
+ * alone (stdout, often a file or a pipe) says nothing while one size of one
+ * type runs for minutes; at most one line every progressSec seconds. */
+struct progress {
+  double t0, last; /* seconds: the run's start, the last line */
+  int done, total; /* sizes measured, of all (type, op, size) */
+};
+
+static double nowSec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progressLine(const struct opts* o, struct progress* pg, int type, int op, size_t size) {
+  double now = nowSec();
+  if (now - pg->last < o->progressSec && pg->done < pg->total) return;
+  if (pg->done == pg->total && pg->last == pg->t0 && o->progressSec > 0) return; /* short run: no line at all */
+  pg->last = now;
+  fprintf(stderr, PROG ": progress: %d/%d sizes measured (%s%s%s up to %zu B), %.0f s%s\n", pg->done, pg->total,
+          typeName(type), colls[o->coll].reduces ? " " : "", colls[o->coll].reduces ? opNames[op] : "", size,
+          now - pg->t0, pg->done == pg->total ? ", done" : "");
+  fflush(stderr);
+}
+
 /* All sizes, types and ops. 0: ran (rows hold #wrong), -1: a call failed. */
 static int runAll(struct ctx* c) {
   const struct opts* o = &c->o;
   int nops = colls[o->coll].reduces ? o->nops : 1;
+  int nsizes = 0; /* per (type, op) */
+  for (size_t size = o->minBytes; size <= o->maxBytes; size = nextSize(o, size)) {
+    nsizes++;
+    if (size == SIZE_MAX) break;
+  }
+  struct progress pg = {.t0 = nowSec(), .total = o->ntypes * nops * nsizes};
+  pg.last = pg.t0;
   for (int ti = 0; ti < o->ntypes; ti++) {
     for (int oi = 0; oi < nops; oi++) {
       int type = o->typeList[ti], op = colls[o->coll].reduces ? o->opList[oi] : mscclppSum;
@@ -112,6 +145,8 @@ static int runAll(struct ctx* c) {
           if (c->rank == 0) printRow(c, &r);
           if (addRow(c, &r) != 0) return -1;
         }
+        pg.done++;
+        if (c->rank == 0) progressLine(o, &pg, type, op, size);
         if (size == SIZE_MAX) break;
       }
     }
@@ -201,8 +236,16 @@ int main(int argc, char** argv) {
     if (o->check) printf("# Out of bounds values : %" PRId64 " %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g \n#\n", avgBus);
     fflush(stdout);
-    if (o->jsonPath != NULL && writeJson(c, info, avgBus, totalWrong) != 0) exitCode = EXIT_FAIL;
-    if (o->plotPath != NULL && writePlot(c) != 0) exitCode = EXIT_FAIL;
+    if (o->jsonPath != NULL) {
+      if (writeJson(c, info, avgBus, totalWrong) == 0) printf("# results written to %s (JSON)\n", o->jsonPath);
+      else exitCode = EXIT_FAIL;
+    }
+    if (o->plotPath != NULL) {
+      int drawn = writePlot(c);
+      if (drawn > 0) printf("# plot drawn in %s\n", o->plotPath);
+      else if (drawn < 0) exitCode = EXIT_FAIL;
+    }
+    fflush(stdout);
   }
 
 fail_free_bufs:

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "perf.h"
 
@@ -46,12 +48,12 @@ const struct typeInfo types[mscclppNumTypes] = {
     [mscclppUint32] = {{"uint32", NULL, NULL}, CLS_UINT, 0, 0, 0},
     [mscclppInt64] = {{"int64", NULL, NULL}, CLS_INT, 0, 0, 0},
     [mscclppUint64] = {{"uint64", NULL, NULL}, CLS_UINT, 0, 0, 0},
-    [mscclppFloat16] = {{"float16", "half", "fp16"}, CLS_FLT, 5, 10, 0},
-    [mscclppFloat32] = {{"float32", "float", "fp32"}, CLS_FLT, 8, 23, 0},
-    [mscclppFloat64] = {{"float64", "double", "fp64"}, CLS_FLT, 11, 52, 0},
+    [mscclppFloat16] = {{"half", "float16", "fp16"}, CLS_FLT, 5, 10, 0},
+    [mscclppFloat32] = {{"float", "float32", "fp32"}, CLS_FLT, 8, 23, 0},
+    [mscclppFloat64] = {{"double", "float64", "fp64"}, CLS_FLT, 11, 52, 0},
     [mscclppBfloat16] = {{"bfloat16", "bf16", NULL}, CLS_FLT, 8, 7, 0},
-    [mscclppFloat8e4m3] = {{"fp8e4m3", "f8e4m3", "e4m3"}, CLS_FLT, 4, 3, 1},
-    [mscclppFloat8e5m2] = {{"fp8e5m2", "f8e5m2", "e5m2"}, CLS_FLT, 5, 2, 0},
+    [mscclppFloat8e4m3] = {{"f8e4m3", "fp8e4m3", "e4m3"}, CLS_FLT, 4, 3, 1},
+    [mscclppFloat8e5m2] = {{"f8e5m2", "fp8e5m2", "e5m2"}, CLS_FLT, 5, 2, 0},
 };
 
 const char* typeName(int t) { return types[t].names[0]; }
@@ -90,28 +92,33 @@ void usage(FILE* f) {
           "  -b, --minbytes <size>      smallest size (default 32M); sizes take K, M, G (x1024)\n"
           "  -e, --maxbytes <size>      largest size (default 32M)\n"
           "  -i, --stepbytes <size>     add this between sizes (default 1M) unless -f is given\n"
-          "  -f, --stepfactor <n>       multiply by n between sizes\n"
+          "  -f, --stepfactor <n>       multiply by n (an integer >= 2) between sizes\n"
           "  -n, --iters <n>            timed iterations (default 20)\n"
           "  -w, --warmup_iters <n>     untimed iterations first (default 1)\n"
           "  -c, --check <0/1>          check results (default 1)\n"
-          "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 half/float16 bfloat16\n"
-          "                             float/float32 double/float64 fp8e4m3 fp8e5m2, a comma-separated\n"
-          "                             list, or all (default float)\n"
+          "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
+          "                             f8e4m3 f8e5m2 (nccl-tests' names, printed in the type column;\n"
+          "                             float16 float32 float64 fp8e4m3 fp8e5m2 accepted too), a\n"
+          "                             comma-separated list, or all (default float)\n"
           "  -o, --op <op>              sum prod max min avg, a comma-separated list, or all (default sum)\n"
           "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
           "  -z, --blocking <0/1>       synchronize after every call (default 0)\n"
           "  -G, --cudagraph <n>        capture the -n calls in a CUDA graph and launch it n times\n"
           "  -a, --average <0/1/2/3>    time reported: 0 rank 0's, 1 average, 2 min, 3 max over ranks\n"
           "                             (default 1)\n"
-          "  -J, --json <file>          also write the results as JSON\n"
+          "  -J, --json <file>          also write the results as JSON (checked writable before the run)\n"
           "      --plot <file.png>      bus bandwidth and latency against size (needs gnuplot)\n"
           "      --offset <elements>    buffers start this many elements into their allocation\n"
           "      --seed <n>             seed of the checked inputs\n"
+          "      --progress <seconds>   on stderr, a line on what is done after each size at least this\n"
+          "                             long after the last line (default 5; 0: after every size)\n"
           "  -t, -g <1>                 accepted for nccl-tests scripts: one thread, one GPU per process\n"
           "  -h, --help\n"
           "Run one process per rank under a launcher: mscclpp-run -n 4 -- " PROG
           " allreduce -b 8 -e 128M -f 2\n"
-          "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n");
+          "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n"
+          "N/A in the in-place columns: the collective has no in-place form (alltoall, sendrecv);\n"
+          "N/A in #wrong: -c 0, results not checked.\n");
 }
 
 static int parseSize(const char* flag, const char* s, size_t* out) {
@@ -162,6 +169,57 @@ static int parseInt(const char* flag, const char* s, long lo, long hi, int* out)
   return 0;
 }
 
+/* -f: an integer factor >= 2 (1 is accepted: it means "add -i's bytes",
+ * nccl-tests' reading of -f 1 too). */
+static int parseFactor(const char* s, size_t* out) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < 1 || v > SIZE_MAX) {
+    if (!quiet)
+      fprintf(stderr,
+              PROG ": -f \"%s\" is not a step factor: sizes are multiplied by a whole number >= 2 (use -i <size> "
+                   "to add a fixed step instead)\n",
+              s);
+    return -1;
+  }
+  *out = (size_t)v;
+  return 0;
+}
+
+/* An output file the run will write at its end (-J, --plot), checked before
+ * the run so that a bad path does not cost the whole benchmark: it must be
+ * writable if it exists, and its folder writable if not. Nothing is created. */
+static int checkOutputPath(const char* flag, const char* path) {
+  if (path[0] == '\0') {
+    if (!quiet) fprintf(stderr, PROG ": %s needs a file name\n", flag);
+    return -1;
+  }
+  if (access(path, F_OK) == 0) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (!quiet) fprintf(stderr, PROG ": %s %s: is a directory; the results need a file name\n", flag, path);
+      return -1;
+    }
+    if (access(path, W_OK) != 0) {
+      if (!quiet) fprintf(stderr, PROG ": %s %s: cannot write: %s\n", flag, path, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  char dir[4096];
+  const char* slash = strrchr(path, '/');
+  if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+  else if (slash == path) snprintf(dir, sizeof(dir), "/");
+  else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+  if (access(dir, W_OK) != 0) {
+    if (!quiet)
+      fprintf(stderr, PROG ": %s %s: cannot create the file in %s: %s\n", flag, path, dir, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 /* Does entry `idx` of the -d / -o vocabulary spell s[0..len)? */
 static int typeMatches(int idx, const char* s, size_t len) {
   for (int k = 0; k < 3; k++)
@@ -209,8 +267,8 @@ static int parseList(const char* flag, const char* arg, int n, int (*matches)(in
 
 static int parseType(const char* arg, struct opts* o) {
   return parseList("-d", arg, mscclppNumTypes, typeMatches, "a type",
-                   "int8 uint8 int32 uint32 int64 uint64 half float16 bfloat16 float float32 double float64 fp8e4m3 "
-                   "fp8e5m2",
+                   "int8 uint8 int32 uint32 int64 uint64 half float16 bfloat16 float float32 double float64 f8e4m3 "
+                   "fp8e4m3 f8e5m2 fp8e5m2",
                    o->typeList, &o->ntypes);
 }
 
@@ -218,7 +276,7 @@ static int parseOp(const char* arg, struct opts* o) {
   return parseList("-o", arg, mscclppNumOps, opMatches, "an operation", "sum prod max min avg", o->opList, &o->nops);
 }
 
-enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED };
+enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED, OPT_PROGRESS };
 
 /* 0: parsed; 1: help printed (or --selftest passed); -1: bad usage
  * (printed); -2: --selftest failed. */
@@ -236,6 +294,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
   o->opList[0] = mscclppSum;
   o->nops = 1;
   o->seed = UINT64_C(0x6d7363636c707066);
+  o->progressSec = 5;
   if (argc < 2) {
     usage(stderr);
     return -1;
@@ -268,6 +327,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
       {"nthreads", required_argument, NULL, 't'},   {"ngpus", required_argument, NULL, 'g'},
       {"plot", required_argument, NULL, OPT_PLOT},  {"inject-error", no_argument, NULL, OPT_INJECT},
       {"offset", required_argument, NULL, OPT_OFFSET}, {"seed", required_argument, NULL, OPT_SEED},
+      {"progress", required_argument, NULL, OPT_PROGRESS},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   optind = 2;
   opterr = !quiet;
@@ -286,7 +346,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
         o->stepFactor = 1;
         break;
       case 'f':
-        if (parseSize("-f", optarg, &factor) || factor < 1) return -1;
+        if (parseFactor(optarg, &factor)) return -1;
         o->stepFactor = factor;
         break;
       case 'n':
@@ -340,6 +400,9 @@ int parseArgs(int argc, char** argv, struct opts* o) {
           return -1;
         }
         break;
+      case OPT_PROGRESS:
+        if (parseInt("--progress", optarg, 0, INT_MAX, &o->progressSec)) return -1;
+        break;
       case OPT_SEED: {
         char* end = NULL;
         errno = 0;
@@ -366,6 +429,8 @@ int parseArgs(int argc, char** argv, struct opts* o) {
     if (!quiet) fprintf(stderr, PROG ": -b %zu is larger than -e %zu\n", o->minBytes, o->maxBytes);
     return -1;
   }
+  if (o->jsonPath != NULL && checkOutputPath("-J", o->jsonPath)) return -1;
+  if (o->plotPath != NULL && checkOutputPath("--plot", o->plotPath)) return -1;
   if (o->injectError && !o->check) {
     if (!quiet) fprintf(stderr, PROG ": --inject-error needs -c 1\n");
     return -1;

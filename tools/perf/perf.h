@@ -69,6 +69,7 @@ struct opts {
   int injectError;
   size_t offsetElems;
   uint64_t seed;
+  int progressSec; /* --progress */
 };
 
 extern int quiet; /* not rank 0: print no usage text */
@@ -199,7 +200,7 @@ void destroyStream(struct ctx* c);
 
 void printRow(const struct ctx* c, const struct row* r);
 int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, int64_t totalWrong);
-/* --plot: 0 done or skipped (gnuplot missing), -1 failed. */
+/* --plot: 1 drawn, 0 skipped (gnuplot missing, said on stderr), -1 failed. */
 int writePlot(const struct ctx* c);
 /* Gather and (rank 0) print who runs where. */
 int printHeader(struct ctx* c, struct rankInfo** infoOut);

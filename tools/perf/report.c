@@ -133,7 +133,7 @@ static void gnuplotQuoted(FILE* f, const char* s) {
   fputc('\'', f);
 }
 
-/* --plot: 0 done or skipped (gnuplot missing), -1 failed. */
+/* --plot: 1 drawn, 0 skipped (gnuplot missing, said on stderr), -1 failed. */
 int writePlot(const struct ctx* c) {
   const struct opts* o = &c->o;
   char gnuplot[4096];
@@ -227,7 +227,7 @@ int writePlot(const struct ctx* c) {
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 1 : -1;
     if (rc != 0) fprintf(stderr, PROG ": --plot %s: gnuplot failed (status %d)\n", o->plotPath, st);
   } else {
     fprintf(stderr, PROG ": --plot: fork: %s\n", strerror(errno));
@@ -284,6 +284,10 @@ int printHeader(struct ctx* c, struct rankInfo** infoOut) {
   printf("#\n# Using devices\n");
   for (int r = 0; r < c->nranks; r++)
     printf("#  Rank %2d Pid %7d on %10s device %2d %s\n", r, info[r].pid, info[r].host, info[r].device, info[r].desc);
+  if (!colls[o->coll].inPlace)
+    printf("# in-place columns N/A: %s has no in-place form%s\n", colls[o->coll].name,
+           o->coll == C_SENDRECV ? " (a send and a receive on one buffer race)" : "");
+  if (!o->check) printf("# #wrong N/A: -c 0, results not checked\n");
   printf("#\n");
   printf("# %58s out-of-place %23s in-place\n", "", "");
   printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "size", "count", "type", "redop",
