@@ -53,13 +53,13 @@ fi
 # A run: -J says it wrote the file, N/A columns are explained, --progress 0
 # reports every size, and the type column prints nccl-tests' "float".
 out=$tmp/out err=$tmp/err
-if ! "$run" -n 2 --no-prefix --timeout 50 -- "$perf" alltoall -b 1K -e 4K -f 2 -c 0 -n 1 -w 0 --progress 0 \
+if ! "$run" -n 2 --no-prefix --timeout 50 -- "$perf" sendrecv -b 1K -e 4K -f 2 -c 0 -n 1 -w 0 --progress 0 \
   -d float32 -J "$tmp/r.json" >"$out" 2>"$err"; then
   echo "FAIL perf_run: exit non-zero"
   cat "$out" "$err"
   fails=$((fails + 1))
 else
-  for want in "# results written to $tmp/r.json (JSON)" "# in-place columns N/A: alltoall has no in-place form" \
+  for want in "# results written to $tmp/r.json (JSON)" "# in-place columns N/A: sendrecv has no in-place form" \
     "# #wrong N/A: -c 0, results not checked"; do
     grep -qF -- "$want" "$out" || { echo "FAIL perf_run: no line \"$want\" in:"; cat "$out"; fails=$((fails + 1)); }
   done

@@ -36,9 +36,9 @@
  * or after summing). Integer avg is the truncating division of the sum.
  *
  * The reduce's recvbuff of a non-root rank must be left untouched; in-place
- * positions are those of coll.h. alltoall has no in-place form, and
- * sendrecv's in-place column is N/A as well (a send and a receive of one
- * group on the same buffer race).
+ * positions are those of coll.h (alltoall in place: one buffer is the input
+ * and the output). sendrecv's in-place column is N/A (a send and a receive
+ * of one group on the same buffer race).
  *
  * Exit status: 0; 1 when a call failed or any #wrong > 0; 2 for bad usage.
  */

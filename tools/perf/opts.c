@@ -20,7 +20,7 @@ const struct collInfo colls[C_COUNT] = {
     [C_REDUCESCATTER] = {"reducescatter", "mscclppReduceScatter", 1, 0, 1},
     [C_BROADCAST] = {"broadcast", "mscclppBroadcast", 0, 1, 1},
     [C_REDUCE] = {"reduce", "mscclppReduce", 1, 1, 1},
-    [C_ALLTOALL] = {"alltoall", "mscclppAllToAll", 0, 0, 0},
+    [C_ALLTOALL] = {"alltoall", "mscclppAllToAll", 0, 0, 1},
     [C_SENDRECV] = {"sendrecv", "mscclppSend/mscclppRecv (group)", 0, 0, 0},
 };
 
@@ -117,7 +117,7 @@ void usage(FILE* f) {
           "Run one process per rank under a launcher: mscclpp-run -n 4 -- " PROG
           " allreduce -b 8 -e 128M -f 2\n"
           "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n"
-          "N/A in the in-place columns: the collective has no in-place form (alltoall, sendrecv);\n"
+          "N/A in the in-place columns: the collective has no in-place form (sendrecv);\n"
           "N/A in #wrong: -c 0, results not checked.\n");
 }
 
