@@ -39,7 +39,7 @@ done
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # Single-process GPU tests, then under the sanitizers (quick mode).
-  for t in test_fifo_gpu test_memory test_transport; do
+  for t in test_fifo_gpu test_memory test_transport test_teardown_gpu; do
     have $t || continue
     step "$t" 300 "$BIN/$t"
     step "$t memcheck" 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/$t" quick

@@ -54,7 +54,9 @@ mscclppResult_t mscclppCpuBindNumaNode(int node);
 /* ---- memory ---------------------------------------------------------------- */
 
 /* Zeroed, page-aligned host memory that the host and kernels of `device` both
- * read and write: pinned and mapped (cudaHostAlloc Mapped|Portable). The
+ * read and write: an anonymous mapping of ours, pinned and mapped for every
+ * device (cudaHostRegister Mapped|Portable), so that it outlives CUDA's
+ * teardown (see gpu_mem.c). The
  * host's address goes to *hostPtr, the kernels' to *devPtr (the same address
  * on the host backend). mscclppInvalidArgument for bytes == 0 or NULL
  * outputs, mscclppSystemError / mscclppUnhandledCudaError when allocation

@@ -1,8 +1,12 @@
 /* Memory, copies and streams of the gpu layer, with the host backend's
  * plain-memory stand-ins (device < 0). */
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -15,6 +19,13 @@
 #endif
 
 #define HOST_ALIGN 4096
+
+#ifdef MSCCLPP_HAVE_CUDA
+static size_t pageBytes(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? (size_t)p : HOST_ALIGN;
+}
+#endif
 
 static mscclppResult_t hostAlloc(size_t bytes, void** ptr) {
   size_t rounded = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
@@ -56,22 +67,41 @@ mscclppResult_t mscclppGpuHostAllocMapped(int device, size_t bytes, void** hostP
     return mscclppSuccess;
   }
 #ifdef MSCCLPP_HAVE_CUDA
-  int prev;
-  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
-  void* h = NULL;
+  /* Our own mapping, registered with CUDA, rather than cudaHostAlloc's: the
+   * library's threads (proxy, watcher) store into this memory and may still
+   * run while the process tears CUDA down with a communicator alive
+   * (cudaDeviceReset before exit, as nccl-tests does after its parallel
+   * init, or the runtime's exit handler). CUDA then drops the registration
+   * but cannot unmap memory it does not own, so those stores land in plain
+   * memory instead of faulting. The page before the returned address holds
+   * the mapping's size for the free. */
+  const size_t page = pageBytes(), rounded = (bytes + page - 1) / page * page;
+  uint8_t* base = (uint8_t*)mmap(NULL, rounded + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "mmap of %zu bytes of host memory: %s", rounded + page,
+                      strerror(errno));
+  memcpy(base, &rounded, sizeof(rounded));
+  void* h = base + page; /* zeroed: a fresh anonymous mapping */
   void* d = NULL;
-  cudaError_t err = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  int prev;
+  mscclppResult_t res = enterDevice(device, &prev);
+  if (res != mscclppSuccess) {
+    munmap(base, rounded + page);
+    return res;
+  }
+  cudaError_t err = cudaHostRegister(h, rounded, cudaHostRegisterMapped | cudaHostRegisterPortable);
   if (err != cudaSuccess) {
     leaveDevice(prev);
-    return cudaFail(err, "cudaHostAlloc", device, bytes);
+    munmap(base, rounded + page);
+    return cudaFail(err, "cudaHostRegister", device, bytes);
   }
   err = cudaHostGetDevicePointer(&d, h, 0);
   if (err != cudaSuccess) {
-    cudaFreeHost(h);
+    (void)cudaHostUnregister(h);
     leaveDevice(prev);
+    munmap(base, rounded + page);
     return cudaFail(err, "cudaHostGetDevicePointer", device, bytes);
   }
-  memset(h, 0, bytes);
   leaveDevice(prev);
   *hostPtr = h;
   *devPtr = d;
@@ -89,8 +119,17 @@ void mscclppGpuHostFreeMapped(int device, void* hostPtr) {
     return;
   }
 #ifdef MSCCLPP_HAVE_CUDA
-  cudaError_t err = cudaFreeHost(hostPtr);
-  if (err != cudaSuccess) MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaFreeHost: %s", cudaGetErrorString(err));
+  const size_t page = pageBytes();
+  uint8_t* base = (uint8_t*)hostPtr - page;
+  size_t rounded;
+  memcpy(&rounded, base, sizeof(rounded));
+  cudaError_t err = cudaHostUnregister(hostPtr);
+  /* after CUDA's teardown the registration is gone already: nothing to say */
+  if (err != cudaSuccess && err != cudaErrorCudartUnloading && err != cudaErrorHostMemoryNotRegistered &&
+      err != cudaErrorDeviceUninitialized)
+    MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaHostUnregister: %s", cudaGetErrorString(err));
+  (void)cudaGetLastError();
+  munmap(base, rounded + page);
 #endif
 }
 
