@@ -24,6 +24,7 @@
 #   MSCCLPP_NCCL_LIB directory with libmscclpp_nccl.so (default .carry/gpu/lib, from scripts/gpu-build.sh)
 #   NCCL_TESTS_BUILD where to build (default /tmp/nccl-tests-build; an existing build is reused)
 #   RUN_TIMEOUT      seconds per run (default 120)
+#   NCCL_TESTS_BUDGET seconds for the whole matrix: runs that would not end in it are SKIPPED
 #   OUT              where the summary and logs go (default ./nccl-tests-logs)
 set -u
 cd "$(dirname "$0")/.."
@@ -104,8 +105,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LD_LIBRARY_PATH=$NH/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nrun=0
 nfail=0
-: >"$SUMMARY"
-printf '%-22s %2s  %-34s %5s %7s %4s  %s\n' binary np flags rows wrong rc verdict | tee -a "$SUMMARY"
+nskip=0
+# `one` adds its line to the summary; the other modes start it anew
+if [ "$what" != one ] || [ ! -s "$SUMMARY" ]; then
+  : >"$SUMMARY"
+  printf '%-22s %2s  %-34s %5s %7s %4s  %s\n' binary np flags rows wrong rc verdict | tee -a "$SUMMARY"
+fi
+# NCCL_TESTS_BUDGET (seconds, default none): runs that could not end within it
+# are listed as SKIPPED instead of started, so that a caller's time limit
+# never cuts the summary and the logs off.
+T_END=$(($(date +%s) + ${NCCL_TESTS_BUDGET:-1000000000}))
 
 # run BIN NP FLAGS...: one checked run; its verdict is PASS when it exits 0, printed at least
 # one row, every row's #wrong is 0 and nccl-tests' own "Out of bounds values" line says OK.
@@ -116,14 +125,20 @@ run() {
   local tag
   tag=$(echo "${bin}_${np}_${flags}" | tr -c 'A-Za-z0-9_.-' '_')
   local log=$LOGS/$tag.log
+  if [ $(($(date +%s) + RUN_TIMEOUT)) -gt "$T_END" ]; then
+    nskip=$((nskip + 1))
+    printf '%-22s %2s  %-34s %5s %7s %4s  %s\n' "$bin" "$np" "$flags" - - - "SKIPPED (NCCL_TESTS_BUDGET)" | tee -a "$SUMMARY"
+    return
+  fi
   timeout "$RUN_TIMEOUT" mpirun -np "$np" --oversubscribe --bind-to none -x NCCL_TESTS_DEVICE=0 -x LD_LIBRARY_PATH \
     -x CUDA_MPS_PIPE_DIRECTORY -x MSCCLPP_DEBUG -x MSCCLPP_TIMEOUT "$BUILD/bin/${bin}_perf" "$@" >"$log" 2>&1
   local rc=$?
-  # Data rows start with a size; the #wrong columns are the 9th and 13th fields (N/A in place
-  # where a test has no in-place form).
+  # Data rows start with a size and end with the two groups "time algbw busbw #wrong" (out of
+  # place, in place; #wrong N/A where a test has no in-place form); the redop column is empty
+  # for some tests (hypercube), so fields are counted from the end.
   local rows wrong
-  rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {n++} END {print n+0}' "$log")
-  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {if ($9 ~ /^[0-9]+$/) w += $9; if ($13 ~ /^[0-9]+$/) w += $13} END {print w+0}' "$log")
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 12 {n++} END {print n+0}' "$log")
+  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 12 {if ($(NF-4) ~ /^[0-9]+$/) w += $(NF-4); if ($NF ~ /^[0-9]+$/) w += $NF} END {print w+0}' "$log")
   local verdict=PASS
   if [ $rc -ne 0 ] || [ "$rows" -eq 0 ] || [ "$wrong" -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$log"; then
     verdict=FAIL
@@ -173,8 +188,8 @@ case "$what" in
         {
           echo "## $b, $np ranks: out-of-place time per call (us), nccl-tests through libmscclpp_nccl.so vs mscclpp-perf"
           printf '%12s %14s %14s %8s\n' bytes nccl-tests mscclpp-perf ratio
-          awk 'NR == FNR { if ($1 ~ /^[0-9]+$/ && NF >= 13) t[$1] = $6; next }
-               $1 ~ /^[0-9]+$/ && NF >= 13 && ($1 in t) { printf "%12s %14s %14s %8.2f\n", $1, t[$1], $6, ($6 > 0 ? t[$1] / $6 : 0) }' "$nt" "$pl"
+          awk 'NR == FNR { if ($1 ~ /^[0-9]+$/ && NF >= 12) t[$1] = $(NF-7); next }
+               $1 ~ /^[0-9]+$/ && NF >= 12 && ($1 in t) { v = $(NF-7); printf "%12s %14s %14s %8.2f\n", $1, t[$1], v, (v > 0 ? t[$1] / v : 0) }' "$nt" "$pl"
         } | tee -a "$cmp"
       done
     done
@@ -190,5 +205,5 @@ esac
 
 [ $started_mps -eq 1 ] && echo quit | nvidia-cuda-mps-control
 tar czf "$OUT/nccl-tests-logs.tar.gz" -C "$LOGS" . 2>/dev/null
-echo "nccl-tests.sh: $((nrun - nfail)) passed, $nfail failed (summary: $SUMMARY; logs: $OUT/nccl-tests-logs.tar.gz)"
+echo "nccl-tests.sh: $((nrun - nfail)) passed, $nfail failed, $nskip skipped (summary: $SUMMARY; logs: $OUT/nccl-tests-logs.tar.gz)"
 [ $nfail -eq 0 ]
