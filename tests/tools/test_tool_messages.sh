@@ -63,6 +63,8 @@ else
     "# #wrong N/A: -c 0, results not checked"; do
     grep -qF -- "$want" "$out" || { echo "FAIL perf_run: no line \"$want\" in:"; cat "$out"; fails=$((fails + 1)); }
   done
+  grep -qE '^# Avg bus bandwidth +: [0-9.e+-]+ GB/s$' "$out" ||
+    { echo "FAIL perf_run: the average bus bandwidth line has no unit:"; cat "$out"; fails=$((fails + 1)); }
   rows=$(awk '$1 ~ /^[0-9]+$/ && $3 == "float"' "$out" | wc -l)
   [ "$rows" -eq 3 ] || { echo "FAIL perf_run: $rows rows with type \"float\", expected 3:"; cat "$out"; fails=$((fails + 1)); }
   grep -q "progress: 3/3 sizes measured.*done" "$err" ||

@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
   exitCode = totalWrong > 0 ? EXIT_FAIL : 0;
   if (c->rank == 0) {
     if (o->check) printf("# Out of bounds values : %" PRId64 " %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g \n#\n", avgBus);
+    printf("# Avg bus bandwidth    : %g GB/s\n#\n", avgBus);
     fflush(stdout);
     if (o->jsonPath != NULL) {
       if (writeJson(c, info, avgBus, totalWrong) == 0) printf("# results written to %s (JSON)\n", o->jsonPath);
