@@ -4,7 +4,8 @@
 # to the GPU machine, where scripts/gpu-run.sh runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+# GPU_BUILD_CMAKE_ARGS: extra configure arguments (a compiler launcher such as ccache, say)
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 ${GPU_BUILD_CMAKE_ARGS:-} >/dev/null
 cmake --build build-gpu -j"$(nproc)" -- -k >build-gpu/build.log 2>&1 || { grep -E "error" build-gpu/build.log | head; echo "gpu-build: some targets failed (staging what built)"; }
 rm -rf .carry/gpu && mkdir -p .carry/gpu
 for f in build-gpu/tests/*/* build-gpu/bench/* build-gpu/tools/*; do
