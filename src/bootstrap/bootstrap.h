@@ -57,7 +57,7 @@ struct mscclppBootstrapJob {
   uint8_t secret[MSCCLPP_BS_SECRET_BYTES];
   char rootText[MSCCLPP_SOCKET_HOST_MAX + 16]; /* the address as given, for messages */
   int envLocalRank;                            /* the launcher's local rank, or -1 */
-  const char* source;                          /* "unique id", "ip:port", "mscclpp-run", "Open MPI", ... */
+  const char* source;                          /* "unique id", "ip:port", "MSCCLPP_RANK/MSCCLPP_NRANKS", "Open MPI", ... */
 };
 
 /* ---- job descriptions (env.c) --------------------------------------------- */

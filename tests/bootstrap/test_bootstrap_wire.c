@@ -413,7 +413,7 @@ static void testEnv(void) {
   setenv("MSCCLPP_COMM_SECRET", "00112233445566778899aabbccddeeff", 1);
   CHECK_RES(jobFromEnv(&job), mscclppSuccess);
   CHECK(job.rank == 2 && job.nranks == 4 && job.envLocalRank == 2 && !job.startRoot);
-  CHECK(strcmp(job.source, "mscclpp-run") == 0 && job.secret[1] == 0x11 && job.secret[15] == 0xff);
+  CHECK(strcmp(job.source, "MSCCLPP_RANK/MSCCLPP_NRANKS") == 0 && job.secret[1] == 0x11 && job.secret[15] == 0xff);
   mscclppSocketAddrToText(&job.root, text, sizeof(text));
   CHECK(strcmp(text, "127.0.0.1:4567") == 0);
   setenv("MSCCLPP_COMM_SECRET", "0011", 1);
@@ -485,7 +485,7 @@ static void testEnv(void) {
   setenv("MSCCLPP_RANK", "1", 1);
   setenv("MSCCLPP_NRANKS", "2", 1);
   CHECK_RES(jobFromEnv(&job), mscclppSuccess);
-  CHECK(job.rank == 1 && strcmp(job.source, "mscclpp-run") == 0);
+  CHECK(job.rank == 1 && strcmp(job.source, "MSCCLPP_RANK/MSCCLPP_NRANKS") == 0);
   clearEnv();
 }
 
