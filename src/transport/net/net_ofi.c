@@ -1,6 +1,6 @@
 /* The network transport's libfabric side: loader, endpoint, registration,
  * the operation engine and the completion queue. See net_ofi.h. */
-#include "transport/net_ofi.h"
+#include "transport/net/net_ofi.h"
 
 #include <dlfcn.h>
 #include <sched.h>

@@ -86,7 +86,7 @@
 #include "core/params.h"
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
-#include "transport/net_ofi.h"
+#include "transport/net/net_ofi.h"
 #include "transport/transport.h"
 
 #if defined(__SANITIZE_THREAD__)
