@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
+#include "transport/net/ofi_abi.h"
 
 static int forceStaging; /* tests only (__atomic) */
 
@@ -44,160 +45,19 @@ const char* __tsan_default_suppressions(void) {
 void mscclppNetTestForceStaging(int on) { __atomic_store_n(&forceStaging, on, __ATOMIC_RELEASE); }
 int mscclppNetTestStagingOn(void) { return __atomic_load_n(&forceStaging, __ATOMIC_ACQUIRE); }
 
-#ifndef MSCCLPP_HAVE_LIBFABRIC
 
-int mscclppNetLibAvailable(void) { return 0; }
-const char* mscclppNetLibError(void) {
-  return "this build of mscclpp has no network transport (libfabric headers were not found at build time: install "
-         "libfabric-dev and rebuild)";
-}
-mscclppResult_t mscclppNetOf(struct mscclppMemContext* mctx, const struct mscclppNetConfig* cfg,
-                             struct mscclppNet** net) {
-  (void)mctx;
-  (void)cfg;
-  (void)net;
-  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET, "network transport: %s", mscclppNetLibError());
-}
-const char* mscclppNetDescribe(const struct mscclppNet* net) {
-  (void)net;
-  return "none";
-}
-mscclppResult_t mscclppNetProbe(const struct mscclppNetConfig* cfg, char* text, size_t len) {
-  (void)cfg;
-  snprintf(text, len, "%s", mscclppNetLibError());
-  return mscclppInvalidUsage;
-}
-enum mscclppNetSignalMode mscclppNetSignalModeOf(const struct mscclppNet* net) {
-  (void)net;
-  return MSCCLPP_NET_SIGNAL_FENCED;
-}
-int mscclppNetHasHmem(const struct mscclppNet* net) {
-  (void)net;
-  return 0;
-}
-int mscclppNetHasCqSignals(const struct mscclppNet* net) {
-  (void)net;
-  return 0;
-}
-int mscclppNetHasTwoTargetSignals(const struct mscclppNet* net) {
-  (void)net;
-  return 0;
-}
-#define NET_STUB(...) \
-  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET, "network transport: %s", mscclppNetLibError())
-mscclppResult_t mscclppNetConnAdd(struct mscclppNet* net, struct mscclppNetConn* nc) {
-  (void)net;
-  (void)nc;
-  NET_STUB();
-}
-void mscclppNetConnRemove(struct mscclppNet* net, struct mscclppNetConn* nc) {
-  (void)net;
-  nc->destroy(nc);
-}
-void mscclppNetConnPublish(struct mscclppNet* net, struct mscclppNetConn* nc) {
-  (void)net;
-  (void)nc;
-}
-void mscclppNetAddress(const struct mscclppNet* net, uint8_t* addr, size_t* len) {
-  (void)net;
-  (void)addr;
-  *len = 0;
-}
-mscclppResult_t mscclppNetInsertPeer(struct mscclppNet* net, const uint8_t* addr, size_t len, uint64_t* fiAddr) {
-  (void)net;
-  (void)addr;
-  (void)len;
-  (void)fiAddr;
-  NET_STUB();
-}
-mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t size, struct mscclppMemNetReg* reg) {
-  (void)net;
-  (void)ptr;
-  (void)size;
-  (void)reg;
-  NET_STUB();
-}
-void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg) {
-  (void)net;
-  (void)reg;
-}
-mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* op) {
-  (void)net;
-  (void)op;
-  NET_STUB();
-}
-struct mscclppNetOp* mscclppNetOpGet(struct mscclppNet* net) {
-  (void)net;
-  return NULL;
-}
-struct mscclppNetOp* mscclppNetOpGetLocked(struct mscclppNet* net) {
-  (void)net;
-  return NULL;
-}
-mscclppResult_t mscclppNetSubmitLocked(struct mscclppNet* net, struct mscclppNetOp* op) {
-  (void)net;
-  (void)op;
-  NET_STUB();
-}
-mscclppResult_t mscclppNetProgress(struct mscclppNet* net, struct mscclppNetConn* nc, int* idle) {
-  (void)net;
-  (void)nc;
-  *idle = 1;
-  NET_STUB();
-}
-mscclppResult_t mscclppNetWaitIdle(struct mscclppNet* net, struct mscclppNetConn* nc, const char* what) {
-  (void)net;
-  (void)nc;
-  (void)what;
-  NET_STUB();
-}
-mscclppResult_t mscclppNetWaitWord(struct mscclppNet* net, struct mscclppNetConn* nc, volatile uint64_t* word,
-                                   uint64_t value, const char* what) {
-  (void)net;
-  (void)nc;
-  (void)word;
-  (void)value;
-  (void)what;
-  NET_STUB();
-}
-const struct mscclppRegisteredMemory* mscclppNetFindLocalLocked(struct mscclppNet* net, uint64_t addr, uint64_t len) {
-  (void)net;
-  (void)addr;
-  (void)len;
-  return NULL;
-}
-void mscclppNetConnFailLocked(struct mscclppNetConn* nc, const char* fmt, ...) {
-  (void)nc;
-  (void)fmt;
-}
-void mscclppNetKickLocked(struct mscclppNet* net, struct mscclppNetConn* nc) {
-  (void)net;
-  (void)nc;
-}
-pthread_mutex_t* mscclppNetLock(struct mscclppNet* net) {
-  (void)net;
-  return NULL;
-}
 
-#else /* MSCCLPP_HAVE_LIBFABRIC */
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-
-_Static_assert(sizeof(struct fi_context2) <= 64, "fi_context2 fits the op's context bytes");
+_Static_assert(sizeof(struct ofi_context2) <= 64, "fi_context2 fits the op's context bytes");
 
 /* ---- loader ------------------------------------------------------------------- */
 
 static struct {
   void* handle;
-  int (*getinfo)(uint32_t, const char*, const char*, uint64_t, const struct fi_info*, struct fi_info**);
-  void (*freeinfo)(struct fi_info*);
-  struct fi_info* (*dupinfo)(const struct fi_info*);
-  int (*fabric)(struct fi_fabric_attr*, struct fid_fabric**, void*);
+  int (*getinfo)(uint32_t, const char*, const char*, uint64_t, const struct ofi_info*, struct ofi_info**);
+  void (*freeinfo)(struct ofi_info*);
+  struct ofi_info* (*dupinfo)(const struct ofi_info*);
+  int (*fabric)(struct ofi_fabric_attr*, struct ofi_fid_fabric**, void*);
   const char* (*strerror)(int);
   uint32_t (*version)(void);
   char error[256];
@@ -224,9 +84,9 @@ static void libLoad(void) {
     lib.handle = NULL;
     return;
   }
-  if (lib.version() < FI_VERSION(1, 9)) {
-    snprintf(lib.error, sizeof(lib.error), "libfabric %u.%u is too old (1.9 or later needed)", FI_MAJOR(lib.version()),
-             FI_MINOR(lib.version()));
+  if (lib.version() < OFI_VERSION(1, 9)) {
+    snprintf(lib.error, sizeof(lib.error), "libfabric %u.%u is too old (1.9 or later needed)", OFI_MAJOR(lib.version()),
+             OFI_MINOR(lib.version()));
     dlclose(lib.handle);
     lib.handle = NULL;
   }
@@ -245,7 +105,7 @@ const char* mscclppNetLibError(void) {
 /* The API version asked for: what the headers know, at most what the
  * library runs. */
 static uint32_t apiVersion(void) {
-  uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), run = lib.version();
+  uint32_t built = OFI_ABI_VERSION, run = lib.version();
   return run < built ? run : built;
 }
 
@@ -263,12 +123,12 @@ struct mscclppNet {
   double timeoutSec;
   const uint32_t* abortFlag;
   pthread_mutex_t lock;
-  struct fi_info* info;
-  struct fid_fabric* fabric;
-  struct fid_domain* domain;
-  struct fid_ep* ep;
-  struct fid_cq* cq;
-  struct fid_av* av;
+  struct ofi_info* info;
+  struct ofi_fid_fabric* fabric;
+  struct ofi_fid_domain* domain;
+  struct ofi_fid_ep* ep;
+  struct ofi_fid_cq* cq;
+  struct ofi_fid_av* av;
   uint8_t addr[MSCCLPP_NET_ADDR_MAX];
   size_t addrLen;
   uint64_t mrMode;
@@ -295,10 +155,10 @@ int mscclppNetHasHmem(const struct mscclppNet* net) { return net->hmem; }
 int mscclppNetHasCqSignals(const struct mscclppNet* net) { return net->cqDataSize >= 4 && net->injectSize >= 8; }
 int mscclppNetHasTwoTargetSignals(const struct mscclppNet* net) { return net->twoTargets; }
 
-static const char* provName(const struct fi_info* i) {
+static const char* provName(const struct ofi_info* i) {
   return i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
 }
-static const char* domName(const struct fi_info* i) {
+static const char* domName(const struct ofi_info* i) {
   return i->domain_attr && i->domain_attr->name ? i->domain_attr->name : "?";
 }
 
@@ -327,34 +187,34 @@ static int hostOnlyProvider(const char* prov) {
   return strcmp(prov, "shm") == 0 || strcmp(prov, "sm2") == 0 || strncmp(prov, "shm;", 4) == 0;
 }
 
-static struct fi_info* baseHints(const char* prov, const char* domain, int ordered, int hmem) {
-  struct fi_info* h = lib.dupinfo(NULL);
+static struct ofi_info* baseHints(const char* prov, const char* domain, int ordered, int hmem) {
+  struct ofi_info* h = lib.dupinfo(NULL);
   if (h == NULL) return NULL;
-  h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE | (hmem ? FI_HMEM : 0);
-  h->mode = FI_CONTEXT | FI_CONTEXT2;
-  h->ep_attr->type = FI_EP_RDM;
-  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
-                            (hmem ? FI_MR_HMEM : 0);
-  h->domain_attr->threading = FI_THREAD_DOMAIN;
-  if (ordered) h->tx_attr->msg_order = FI_ORDER_WAW | FI_ORDER_RMA_WAW;
+  h->caps = OFI_RMA | OFI_WRITE | OFI_REMOTE_WRITE | (hmem ? OFI_HMEM : 0);
+  h->mode = OFI_CONTEXT | OFI_CONTEXT2;
+  h->ep_attr->type = OFI_EP_RDM;
+  h->domain_attr->mr_mode = OFI_MR_LOCAL | OFI_MR_VIRT_ADDR | OFI_MR_ALLOCATED | OFI_MR_PROV_KEY | OFI_MR_ENDPOINT |
+                            (hmem ? OFI_MR_HMEM : 0);
+  h->domain_attr->threading = OFI_THREAD_DOMAIN;
+  if (ordered) h->tx_attr->msg_order = OFI_ORDER_WAW | OFI_ORDER_RMA_WAW;
   if (prov != NULL && prov[0]) h->fabric_attr->prov_name = strdup(prov);
   if (domain != NULL && domain[0]) h->domain_attr->name = strdup(domain);
   return h;
 }
 
 static void listProviders(const char* prov, char* buf, size_t len) {
-  struct fi_info* h = lib.dupinfo(NULL);
-  struct fi_info* all = NULL;
+  struct ofi_info* h = lib.dupinfo(NULL);
+  struct ofi_info* all = NULL;
   buf[0] = '\0';
   if (h == NULL) return;
   if (prov != NULL && prov[0]) h->fabric_attr->prov_name = strdup(prov);
   if (lib.getinfo(apiVersion(), NULL, NULL, 0, h, &all) == 0) {
     size_t used = 0;
-    for (struct fi_info* i = all; i != NULL && used < len; i = i->next) {
+    for (struct ofi_info* i = all; i != NULL && used < len; i = i->next) {
       char item[96];
       snprintf(item, sizeof(item), "%s on %s (%s%s)", provName(i), domName(i),
-               i->ep_attr->type == FI_EP_RDM ? "RDM" : i->ep_attr->type == FI_EP_MSG ? "MSG" : "DGRAM",
-               (i->caps & FI_RMA) ? ", RMA" : ", no RMA");
+               i->ep_attr->type == OFI_EP_RDM ? "RDM" : i->ep_attr->type == OFI_EP_MSG ? "MSG" : "DGRAM",
+               (i->caps & OFI_RMA) ? ", RMA" : ", no RMA");
       if (strstr(buf, item) != NULL) continue;
       used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "; " : "", item);
     }
@@ -367,13 +227,13 @@ static void listProviders(const char* prov, char* buf, size_t len) {
 /* Pick provider and domain, then learn what that pair offers (write order,
  * FI_HMEM). */
 static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct mscclppNet* net) {
-  struct fi_info* hints = baseHints(cfg->provider, NULL, 0, 0);
+  struct ofi_info* hints = baseHints(cfg->provider, NULL, 0, 0);
   if (hints == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET, "fi_allocinfo failed");
-  struct fi_info* all = NULL;
+  struct ofi_info* all = NULL;
   int rc = lib.getinfo(apiVersion(), NULL, NULL, 0, hints, &all);
   lib.freeinfo(hints);
-  const struct fi_info* pick = NULL;
-  for (const struct fi_info* i = rc == 0 ? all : NULL; i != NULL && pick == NULL; i = i->next) {
+  const struct ofi_info* pick = NULL;
+  for (const struct ofi_info* i = rc == 0 ? all : NULL; i != NULL && pick == NULL; i = i->next) {
     if ((cfg->provider == NULL || cfg->provider[0] == '\0') && hostOnlyProvider(provName(i))) continue;
     if (ifnameMatches(cfg->ifname, domName(i))) pick = i;
   }
@@ -396,7 +256,7 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
       res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
                        "network transport: libfabric %u.%u finds no provider%s%s%s with RMA on FI_EP_RDM (fi_getinfo: "
                        "%s); providers found: %s",
-                       FI_MAJOR(lib.version()), FI_MINOR(lib.version()), cfg->provider[0] ? " '" : "",
+                       OFI_MAJOR(lib.version()), OFI_MINOR(lib.version()), cfg->provider[0] ? " '" : "",
                        cfg->provider, cfg->provider[0] ? "'" : "", rc ? lib.strerror(-rc) : "no match", found);
     if (all) lib.freeinfo(all);
     return res;
@@ -406,11 +266,11 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
   snprintf(dom, sizeof(dom), "%s", domName(pick));
   char fabricName[48];
   snprintf(fabricName, sizeof(fabricName), "%s", pick->fabric_attr->name ? pick->fabric_attr->name : "?");
-  struct fi_info* chosen = NULL;
+  struct ofi_info* chosen = NULL;
   for (int pass = 0; pass < 4 && chosen == NULL; pass++) {
     int ordered = pass < 2, hmem = (pass % 2) == 0;
-    struct fi_info* h = baseHints(prov, dom, ordered, hmem);
-    struct fi_info* r = NULL;
+    struct ofi_info* h = baseHints(prov, dom, ordered, hmem);
+    struct ofi_info* r = NULL;
     if (h != NULL && lib.getinfo(apiVersion(), NULL, NULL, 0, h, &r) == 0 && r != NULL) {
       chosen = lib.dupinfo(r);
       net->hmem = hmem;
@@ -442,9 +302,9 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
                     net->iovLimit >= 2 && net->injectSize >= 16 &&
                     !(cfg->signal != NULL && strcmp(cfg->signal, "cq") == 0);
   snprintf(net->desc, sizeof(net->desc), "%s on %s (%s; mr_mode%s%s%s%s%s; %s signals%s%s)", prov, dom, fabricName,
-           (net->mrMode & FI_MR_VIRT_ADDR) ? " virt_addr" : " offsets", (net->mrMode & FI_MR_PROV_KEY) ? " prov_key" : "",
-           (net->mrMode & FI_MR_LOCAL) ? " local" : "", (net->mrMode & FI_MR_ENDPOINT) ? " endpoint" : "",
-           (net->mrMode & FI_MR_HMEM) ? " hmem" : "",
+           (net->mrMode & OFI_MR_VIRT_ADDR) ? " virt_addr" : " offsets", (net->mrMode & OFI_MR_PROV_KEY) ? " prov_key" : "",
+           (net->mrMode & OFI_MR_LOCAL) ? " local" : "", (net->mrMode & OFI_MR_ENDPOINT) ? " endpoint" : "",
+           (net->mrMode & OFI_MR_HMEM) ? " hmem" : "",
            net->signalMode == MSCCLPP_NET_SIGNAL_ORDERED ? "ordered" : "fenced",
            net->twoTargets ? ", a small put's in its message" : "",
            net->hmem ? ", FI_HMEM" : ", GPU memory staged");
@@ -452,17 +312,17 @@ static mscclppResult_t pickInfo(const struct mscclppNetConfig* cfg, struct msccl
 }
 
 static void netClose(struct mscclppNet* net) {
-  if (net->ep) fi_close(&net->ep->fid);
+  if (net->ep) ofi_close(&net->ep->fid);
   net->ep = NULL;
   while (net->zombies) { /* nothing can touch their buffers any more */
     struct mscclppNetConn* z = net->zombies;
     net->zombies = z->zombieNext;
     z->destroy(z);
   }
-  if (net->av) fi_close(&net->av->fid);
-  if (net->cq) fi_close(&net->cq->fid);
-  if (net->domain) fi_close(&net->domain->fid);
-  if (net->fabric) fi_close(&net->fabric->fid);
+  if (net->av) ofi_close(&net->av->fid);
+  if (net->cq) ofi_close(&net->cq->fid);
+  if (net->domain) ofi_close(&net->domain->fid);
+  if (net->fabric) ofi_close(&net->fabric->fid);
   if (net->info) lib.freeinfo(net->info);
   while (net->freeOps) {
     struct mscclppNetOp* o = net->freeOps;
@@ -473,7 +333,7 @@ static void netClose(struct mscclppNet* net) {
   free(net);
 }
 
-#define OFI_CHECK(call, what)                                                                                      \
+#define NET_FI_CHECK(call, what)                                                                                      \
   do {                                                                                                             \
     int rc_ = (int)(call);                                                                                         \
     if (rc_ != 0) {                                                                                                \
@@ -493,25 +353,25 @@ static mscclppResult_t netOpen(const struct mscclppNetConfig* cfg, struct mscclp
   net->nextKey = 1;
   mscclppResult_t res = pickInfo(cfg, net);
   if (res != mscclppSuccess) goto fail_close;
-  OFI_CHECK(lib.fabric(net->info->fabric_attr, &net->fabric, NULL), "fi_fabric");
-  OFI_CHECK(fi_domain(net->fabric, net->info, &net->domain, NULL), "fi_domain");
-  struct fi_cq_attr cqAttr;
+  NET_FI_CHECK(lib.fabric(net->info->fabric_attr, &net->fabric, NULL), "fi_fabric");
+  NET_FI_CHECK(ofi_domain(net->fabric, net->info, &net->domain, NULL), "fi_domain");
+  struct ofi_cq_attr cqAttr;
   memset(&cqAttr, 0, sizeof(cqAttr));
-  cqAttr.format = FI_CQ_FORMAT_DATA;
+  cqAttr.format = OFI_CQ_FORMAT_DATA;
   cqAttr.size = net->info->tx_attr->size + net->info->rx_attr->size;
-  cqAttr.wait_obj = FI_WAIT_NONE;
-  OFI_CHECK(fi_cq_open(net->domain, &cqAttr, &net->cq, NULL), "fi_cq_open");
-  struct fi_av_attr avAttr;
+  cqAttr.wait_obj = OFI_WAIT_NONE;
+  NET_FI_CHECK(ofi_cq_open(net->domain, &cqAttr, &net->cq, NULL), "fi_cq_open");
+  struct ofi_av_attr avAttr;
   memset(&avAttr, 0, sizeof(avAttr));
-  avAttr.type = net->info->domain_attr->av_type != FI_AV_UNSPEC ? net->info->domain_attr->av_type : FI_AV_TABLE;
+  avAttr.type = net->info->domain_attr->av_type != OFI_AV_UNSPEC ? net->info->domain_attr->av_type : OFI_AV_TABLE;
   avAttr.count = 256;
-  OFI_CHECK(fi_av_open(net->domain, &avAttr, &net->av, NULL), "fi_av_open");
-  OFI_CHECK(fi_endpoint(net->domain, net->info, &net->ep, NULL), "fi_endpoint");
-  OFI_CHECK(fi_ep_bind(net->ep, &net->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-  OFI_CHECK(fi_ep_bind(net->ep, &net->av->fid, 0), "fi_ep_bind(av)");
-  OFI_CHECK(fi_enable(net->ep), "fi_enable");
+  NET_FI_CHECK(ofi_av_open(net->domain, &avAttr, &net->av, NULL), "fi_av_open");
+  NET_FI_CHECK(ofi_endpoint(net->domain, net->info, &net->ep, NULL), "fi_endpoint");
+  NET_FI_CHECK(ofi_ep_bind(net->ep, &net->cq->fid, OFI_TRANSMIT | OFI_RECV), "fi_ep_bind(cq)");
+  NET_FI_CHECK(ofi_ep_bind(net->ep, &net->av->fid, 0), "fi_ep_bind(av)");
+  NET_FI_CHECK(ofi_enable(net->ep), "fi_enable");
   net->addrLen = sizeof(net->addr);
-  OFI_CHECK(fi_getname(&net->ep->fid, net->addr, &net->addrLen), "fi_getname");
+  NET_FI_CHECK(ofi_getname(net->ep, net->addr, &net->addrLen), "fi_getname");
   MSCCLPP_INFO(MSCCLPP_LOG_NET, "rank %d: network transport %s (inject %zu, tx queue %zu)", cfg->rank, net->desc,
                net->injectSize, net->txDepth);
   *out = net;
@@ -526,40 +386,40 @@ fail_close:
 static mscclppResult_t regLocked(struct mscclppNet* net, void* ptr, size_t size, int cudaDevice,
                                  struct mscclppMemNetReg* out) {
   struct iovec iov = {ptr, size};
-  struct fi_mr_attr attr;
+  struct ofi_mr_attr attr;
   memset(&attr, 0, sizeof(attr));
   attr.mr_iov = &iov;
   attr.iov_count = 1;
-  attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ;
+  attr.access = OFI_REMOTE_WRITE | OFI_REMOTE_READ | OFI_WRITE | OFI_READ;
   attr.requested_key = net->nextKey++;
-  attr.iface = cudaDevice >= 0 ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+  attr.iface = cudaDevice >= 0 ? OFI_HMEM_CUDA : OFI_HMEM_SYSTEM;
   if (cudaDevice >= 0) attr.device.cuda = cudaDevice;
-  struct fid_mr* mr = NULL;
-  int rc = fi_mr_regattr(net->domain, &attr, 0, &mr);
+  struct ofi_fid_mr* mr = NULL;
+  int rc = ofi_mr_regattr(net->domain, &attr, 0, &mr);
   if (rc != 0)
     return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET,
                       "network transport (%s) refused to register %zu bytes of %s memory at %p: %s", net->desc, size,
                       cudaDevice >= 0 ? "GPU" : "host", ptr, lib.strerror(-rc));
-  if (net->mrMode & FI_MR_ENDPOINT) {
-    rc = fi_mr_bind(mr, &net->ep->fid, 0);
-    if (rc == 0) rc = fi_mr_enable(mr);
+  if (net->mrMode & OFI_MR_ENDPOINT) {
+    rc = ofi_mr_bind(mr, &net->ep->fid, 0);
+    if (rc == 0) rc = ofi_mr_enable(mr);
     if (rc != 0) {
-      fi_close(&mr->fid);
+      ofi_close(&mr->fid);
       return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET,
                         "network transport (%s): binding the registration of %p to the endpoint failed: %s", net->desc,
                         ptr, lib.strerror(-rc));
     }
   }
-  uint64_t key = fi_mr_key(mr);
-  if (key == FI_KEY_NOTAVAIL) {
-    fi_close(&mr->fid);
+  uint64_t key = ofi_mr_key(mr);
+  if (key == OFI_KEY_NOTAVAIL) {
+    ofi_close(&mr->fid);
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_NET,
                       "network transport (%s): the provider gives no memory key (raw keys are not handled)", net->desc);
   }
   out->key = key;
-  out->addr = (net->mrMode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)ptr : 0;
+  out->addr = (net->mrMode & OFI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)ptr : 0;
   out->mr = mr;
-  out->desc = fi_mr_desc(mr);
+  out->desc = ofi_mr_desc(mr);
   out->staged = 0;
   return mscclppSuccess;
 }
@@ -574,7 +434,7 @@ mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t
 
 void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg) {
   pthread_mutex_lock(&net->lock);
-  if (reg->mr != NULL) fi_close(&((struct fid_mr*)reg->mr)->fid);
+  if (reg->mr != NULL) ofi_close(&((struct ofi_fid_mr*)reg->mr)->fid);
   struct netRegNode* n = reg->priv;
   if (n != NULL) {
     if (n->prev) n->prev->next = n->next;
@@ -717,9 +577,9 @@ void mscclppNetAddress(const struct mscclppNet* net, uint8_t* addr, size_t* len)
 }
 
 mscclppResult_t mscclppNetInsertPeer(struct mscclppNet* net, const uint8_t* addr, size_t len, uint64_t* fiAddr) {
-  fi_addr_t a = FI_ADDR_NOTAVAIL;
+  ofi_addr_t a = OFI_ADDR_NOTAVAIL;
   pthread_mutex_lock(&net->lock);
-  int rc = fi_av_insert(net->av, addr, 1, &a, 0, NULL);
+  int rc = ofi_av_insert(net->av, addr, 1, &a, 0, NULL);
   pthread_mutex_unlock(&net->lock);
   if (rc != 1)
     return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_NET,
@@ -780,11 +640,11 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   struct mscclppNetConn* nc = o->nc;
   struct iovec iov[2];
   void* desc[2] = {NULL, NULL};
-  struct fi_rma_iov rma[2]; /* [1]: an inline put's signal (sigTarget) */
+  struct ofi_rma_iov rma[2]; /* [1]: an inline put's signal (sigTarget) */
   size_t nRma = 1;
-  struct fi_msg_rma msg;
+  struct ofi_msg_rma msg;
   memset(&msg, 0, sizeof(msg));
-  uint64_t flags = FI_COMPLETION;
+  uint64_t flags = OFI_COMPLETION;
   size_t n = 1;
   switch (o->kind) {
     case MSCCLPP_NET_OP_WRITE:
@@ -793,7 +653,7 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       desc[0] = o->desc;
       rma[0].addr = o->raddr;
       rma[0].len = o->len;
-      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
+      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= OFI_DELIVERY_COMPLETE;
       break;
     case MSCCLPP_NET_OP_SIGNAL:
     case MSCCLPP_NET_OP_CREDIT:
@@ -801,7 +661,7 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       iov[0].iov_len = sizeof(uint64_t);
       rma[0].addr = o->raddr;
       rma[0].len = sizeof(uint64_t);
-      flags |= FI_INJECT;
+      flags |= OFI_INJECT;
       break;
     case MSCCLPP_NET_OP_INLINE:
       /* the bytes live in the op; a signal rides along as remote CQ data */
@@ -809,10 +669,10 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       iov[0].iov_len = o->len;
       rma[0].addr = o->raddr;
       rma[0].len = o->len;
-      flags |= FI_INJECT;
+      flags |= OFI_INJECT;
       if (o->cqData != 0) {
         msg.data = o->cqData;
-        flags |= FI_REMOTE_CQ_DATA;
+        flags |= OFI_REMOTE_CQ_DATA;
       }
       if (o->sigTarget) { /* then the semaphore's new value, placed after the bytes */
         iov[1].iov_base = &o->sigValue;
@@ -823,7 +683,7 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
         rma[1].key = o->sigRkey;
         nRma = 2;
       }
-      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
+      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= OFI_DELIVERY_COMPLETE;
       break;
     case MSCCLPP_NET_OP_STAGE: {
       uint32_t slot = (uint32_t)(nc->sentSlots % MSCCLPP_NET_STAGE_SLOTS);
@@ -843,18 +703,18 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
           if (mscclppGpuIpcMemcpyAsync(nc->sendStream, b, src, o->len) != mscclppSuccess) {
             MSCCLPP_WARN(MSCCLPP_LOG_NET, "staging %zu bytes from device memory to the bounce slot failed: %s", o->len,
                          mscclppGetLastError());
-            return -FI_EIO;
+            return -OFI_EIO;
           }
           mscclppDeadline d = mscclppDeadlineIn(net->timeoutSec);
           for (int done = 0; !done;) {
             if (mscclppGpuIpcStreamQuery(nc->sendStream, &done) != mscclppSuccess) {
               MSCCLPP_WARN(MSCCLPP_LOG_NET, "waiting for the copy to the bounce slot failed: %s", mscclppGetLastError());
-              return -FI_EIO;
+              return -OFI_EIO;
             }
             if (mscclppDeadlinePassed(d)) {
               MSCCLPP_WARN(MSCCLPP_LOG_NET, "the copy of %zu bytes to the bounce slot did not complete in %.3g s",
                            o->len, net->timeoutSec);
-              return -FI_EIO;
+              return -OFI_EIO;
             }
           }
           src = b;
@@ -869,8 +729,8 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
       rma[0].len = MSCCLPP_NET_STAGE_HEADER + o->len;
       o->rkey = nc->peerRingKey;
       msg.data = ((uint64_t)nc->peerId << 16) | slot;
-      flags |= FI_REMOTE_CQ_DATA;
-      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= FI_DELIVERY_COMPLETE;
+      flags |= OFI_REMOTE_CQ_DATA;
+      if (net->signalMode == MSCCLPP_NET_SIGNAL_FENCED) flags |= OFI_DELIVERY_COMPLETE;
       break;
     }
   }
@@ -878,11 +738,11 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   msg.msg_iov = iov;
   msg.desc = desc;
   msg.iov_count = n;
-  msg.addr = (fi_addr_t)nc->fiAddr;
+  msg.addr = (ofi_addr_t)nc->fiAddr;
   msg.rma_iov = rma;
   msg.rma_iov_count = nRma;
   msg.context = o->fiContext;
-  ssize_t rc = fi_writemsg(net->ep, &msg, flags);
+  ssize_t rc = ofi_writemsg(net->ep, &msg, flags);
   if (rc == 0 && o->kind == MSCCLPP_NET_OP_STAGE) nc->sentSlots++;
   return (int)rc;
 }
@@ -912,7 +772,7 @@ static void postCreditLocked(struct mscclppNet* net, struct mscclppNetConn* nc) 
   int rc = postLocked(net, o);
   if (rc != 0) {
     opFreeLocked(net, o);
-    if (rc != -FI_EAGAIN)
+    if (rc != -OFI_EAGAIN)
       mscclppNetConnFailLocked(nc, "staging credit from rank %d to rank %d over %s could not be posted: %s", nc->rank,
                                nc->peerRank, net->desc, lib.strerror(-rc));
     return;
@@ -938,7 +798,7 @@ void mscclppNetKickLocked(struct mscclppNet* net, struct mscclppNetConn* nc) {
     }
     if (!readyLocked(net, o)) break;
     int rc = postLocked(net, o);
-    if (rc == -FI_EAGAIN) {
+    if (rc == -OFI_EAGAIN) {
       if (retried++) break;
       readCqLocked(net); /* completions free provider resources */
       continue;
@@ -990,17 +850,17 @@ static void opDoneLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
 
 static void readCqLocked(struct mscclppNet* net) {
   for (int round = 0; round < 64; round++) {
-    struct fi_cq_data_entry e[16];
-    ssize_t n = fi_cq_read(net->cq, e, 16);
-    if (n == -FI_EAGAIN) return;
-    if (n == -FI_EAVAIL) {
-      struct fi_cq_err_entry err;
+    struct ofi_cq_data_entry e[16];
+    ssize_t n = ofi_cq_read(net->cq, e, 16);
+    if (n == -OFI_EAGAIN) return;
+    if (n == -OFI_EAVAIL) {
+      struct ofi_cq_err_entry err;
       memset(&err, 0, sizeof(err));
-      if (fi_cq_readerr(net->cq, &err, 0) != 1) return;
+      if (ofi_cq_readerr(net->cq, &err, 0) != 1) return;
       char prov[160] = "";
-      fi_cq_strerror(net->cq, err.prov_errno, err.err_data, prov, sizeof(prov));
+      ofi_cq_strerror(net->cq, err.prov_errno, err.err_data, prov, sizeof(prov));
       struct mscclppNetOp* o = err.op_context;
-      if (o != NULL && !(err.flags & FI_REMOTE_CQ_DATA)) {
+      if (o != NULL && !(err.flags & OFI_REMOTE_CQ_DATA)) {
         struct mscclppNetConn* nc = o->nc;
         if (nc != NULL && nc->conn != NULL)
           mscclppNetConnFailLocked(nc,
@@ -1020,7 +880,7 @@ static void readCqLocked(struct mscclppNet* net) {
       return;
     }
     for (ssize_t i = 0; i < n; i++) {
-      if (e[i].flags & FI_REMOTE_CQ_DATA) {
+      if (e[i].flags & OFI_REMOTE_CQ_DATA) {
         /* layout in net_ofi.h (MSCCLPP_NET_CQ_SIGNAL); the peer's bytes: checked */
         uint32_t d = (uint32_t)e[i].data, id = (d >> 16) & 0x7fffu;
         struct mscclppNetConn* nc = id < net->connEnd ? net->conns[id] : NULL;
@@ -1119,4 +979,3 @@ mscclppResult_t mscclppNetWaitWord(struct mscclppNet* net, struct mscclppNetConn
   }
 }
 
-#endif /* MSCCLPP_HAVE_LIBFABRIC */

@@ -6,9 +6,8 @@
  *
  * libfabric is opened with dlopen("libfabric.so.1") the first time the
  * network transport is wanted, so the library loads (and runs every other
- * transport) where libfabric is missing. Its headers are needed at build
- * time (MSCCLPP_HAVE_LIBFABRIC); without them every entry point here says
- * so.
+ * transport) where libfabric is missing. Its headers are not needed at
+ * build time: ofi_abi.h holds the part of its ABI used here.
  *
  * Threads: one mutex per endpoint (struct mscclppNet) guards every call into
  * libfabric and every field below it. The proxy thread and the application
