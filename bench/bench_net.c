@@ -59,7 +59,7 @@
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 #include "bench_stats.h"
 
 #ifdef MSCCLPP_HAVE_LIBFABRIC

@@ -14,7 +14,7 @@
 #include "core/params.h"
 #include "gpu/gpu.h"
 #include "mscclpp/core.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 
 #ifdef MSCCLPP_HAVE_LIBFABRIC
 #include <rdma/fabric.h>

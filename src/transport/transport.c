@@ -12,7 +12,7 @@
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
 #include "mscclpp/trigger.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 
 /* Same-host transports first: Auto takes the network only between hosts. */
 const struct mscclppTransportOps* const mscclppTransports[] = {&mscclppTransportCudaIpcOps, &mscclppTransportHostShmOps,

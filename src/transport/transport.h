@@ -23,7 +23,7 @@
 
 struct mscclppConnection;
 struct mscclppGpuIpcStream;
-struct mscclppNetConn;
+struct mscclppNetLink;
 
 /* What each side of a connection says about itself (sent at connect). */
 struct mscclppEndpoint {
@@ -97,7 +97,7 @@ struct mscclppConnection {
   struct mscclppGpuIpcStream* stream;
   int pending;              /* enqueued work not yet seen complete */
   /* Net */
-  struct mscclppNetConn* net;
+  struct mscclppNetLink* net;
 };
 
 /* Public semantics in include/mscclpp/connection.h. */

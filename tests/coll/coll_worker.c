@@ -51,7 +51,7 @@
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 
 static int rank = -1, nranks = -1;
 static mscclppComm_t comm;

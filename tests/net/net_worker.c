@@ -46,7 +46,7 @@
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
 #include "port_ops.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 
 #define MAX_RANKS 16
 #define TAG_CONN 31

@@ -15,7 +15,7 @@
 #include "harness.h"
 #include "memory/loopback.h"
 #include "memory/memory.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 static struct loopback lb;

@@ -33,7 +33,7 @@
 #include "mscclpp/comm.h"
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
-#include "transport/net/net_ofi.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
