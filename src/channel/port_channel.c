@@ -393,23 +393,21 @@ static mscclppResult_t checkLocal(const struct mscclppConnection* conn, const st
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
                       "%s: local memory %llu belongs to rank %d, not to this rank %d", fn,
                       (unsigned long long)m->record.memId, m->ownerRank, conn->rank);
-  if ((m->transports & (uint32_t)conn->ops->transport) == 0)
+  if (!mscclppConnCarries(conn, m))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
                       "%s: local memory %llu is not registered for transport %s (its transports: 0x%x)", fn,
                       (unsigned long long)m->record.memId, conn->ops->name, m->transports);
   return mscclppSuccess;
 }
 
-/* Where the inbound semaphore lives when the choice is not CudaIpc's:
- * Net: pinned host memory on both backends - the provider (or, when
- * staging, the receiving proxy) writes it and kernels poll it; a HostShared
- * arena may predate the network connection and then lacks the Net
- * registration. CudaIpc asked for device memory: device memory. */
-static enum mscclppSemArenaKind portDefaultArena(const struct mscclppConnection* conn, int device) {
-  return conn->ops->transport == mscclppTransportNet       ? MSCCLPP_SEM_ARENA_HOST_PINNED
-         : device < 0                                      ? MSCCLPP_SEM_ARENA_HOST
-         : conn->ops->transport == mscclppTransportHostShm ? MSCCLPP_SEM_ARENA_HOST_PINNED
-                                                           : MSCCLPP_SEM_ARENA_DEVICE;
+/* The arena of a semaphore whose home the transport's attributes give. */
+static enum mscclppSemArenaKind portArena(enum mscclppTransportSemHome home, int device) {
+  switch (home) {
+    case MSCCLPP_TRANSPORT_SEM_PINNED: return MSCCLPP_SEM_ARENA_HOST_PINNED;
+    case MSCCLPP_TRANSPORT_SEM_PINNED_ON_GPU: return device < 0 ? MSCCLPP_SEM_ARENA_HOST : MSCCLPP_SEM_ARENA_HOST_PINNED;
+    case MSCCLPP_TRANSPORT_SEM_DEVICE: break;
+  }
+  return device < 0 ? MSCCLPP_SEM_ARENA_HOST : MSCCLPP_SEM_ARENA_DEVICE;
 }
 
 mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struct mscclppConnection* conn,
@@ -428,16 +426,10 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   enum mscclppSemArenaKind kind;
   switch (cfg->semaphoreMem) {
     case mscclppPortSemaphoreAuto:
-      /* CudaIpc on a GPU: pinned host memory, so that a signal with nothing
-       * in flight is one CPU store (no driver call; the kernel polls it
-       * over PCIe), and one behind copies a stream-ordered write
-       * (transport_cuda_ipc.c). 8-byte ping-pong 7.4 us against 12.2 us in
-       * device memory (bench/RESULTS.md). */
-      kind = conn->ops->transport == mscclppTransportCudaIpc && device >= 0 ? MSCCLPP_SEM_ARENA_HOST_PINNED
-                                                                            : portDefaultArena(conn, device);
+      kind = portArena(mscclppConnAttrs(conn)->semAuto, device);
       break;
     case mscclppPortSemaphoreDevice:
-      kind = portDefaultArena(conn, device);
+      kind = portArena(mscclppConnAttrs(conn)->semDevice, device);
       break;
     case mscclppPortSemaphoreHostPinned:
       if (device < 0)
@@ -460,8 +452,7 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   mscclppResult_t res =
       mscclppChannelExchange(ctx, conn, cfg->tag, MSCCLPP_CHANNEL_KIND_PORT, kind, cfg->local, &end, &ch->peer);
   if (res != mscclppSuccess) goto fail_free;
-  if ((ch->peer.mem->transports & (uint32_t)conn->ops->transport) == 0 ||
-      (ch->peer.semMem->transports & (uint32_t)conn->ops->transport) == 0) {
+  if (!mscclppConnCarries(conn, ch->peer.mem) || !mscclppConnCarries(conn, ch->peer.semMem)) {
     res = mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_CHANNEL,
                      "%s: the memory rank %d offers (transports 0x%x) is not registered for transport %s", fn,
                      conn->remoteRank, ch->peer.mem->transports, conn->ops->name);
@@ -514,9 +505,9 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   h->srcPtr = (const uint8_t*)cfg->local->devPtr;
   h->srcSize = cfg->local->size;
   h->flags = mscclppConnCanWriteInline(conn) && cfg->local->devPtr != NULL ? MSCCLPP_PORT_CHANNEL_FLAG_INLINE : 0u;
-  /* CudaIpc from a GPU: the peer's memory is mapped here, kernels may store
-   * small puts into it themselves (MSCCLPP_PORT_CHANNEL_FLAG_STORE). */
-  if ((h->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) && conn->ops->transport == mscclppTransportCudaIpc &&
+  /* A transport that maps the peer's memory (CudaIpc) from a GPU: kernels
+   * may store small puts into it themselves (MSCCLPP_PORT_CHANNEL_FLAG_STORE). */
+  if ((h->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) && mscclppConnHasCap(conn, MSCCLPP_TRANSPORT_CAP_PEER_STORE) &&
       device >= 0 && ch->peer.mem->devPtr != NULL) {
     h->flags |= MSCCLPP_PORT_CHANNEL_FLAG_STORE;
     h->dstPtr = (uint8_t*)ch->peer.mem->devPtr;

@@ -12,7 +12,6 @@
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
 #include "mscclpp/trigger.h"
-#include "transport/net/net.h"
 
 /* Same-host transports first: Auto takes the network only between hosts. */
 const struct mscclppTransportOps* const mscclppTransports[] = {&mscclppTransportCudaIpcOps, &mscclppTransportHostShmOps,
@@ -69,10 +68,15 @@ mscclppResult_t mscclppTransportSelect(const struct mscclppEndpoint* local, cons
     if (used < sizeof(reasons))
       used += (size_t)snprintf(reasons + used, sizeof(reasons) - used, "%s%s: %s", i ? "; " : "", ops->name, why);
   }
+  char status[300] = "";
+  used = 0;
+  for (int i = 0; i < mscclppTransportCount; i++)
+    if (mscclppTransports[i]->status != NULL && used < sizeof(status))
+      used += (size_t)snprintf(status + used, sizeof(status) - used, "%s%s", used ? "; " : "",
+                               mscclppTransports[i]->status());
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_TRANSPORT,
-                    "no transport joins %s and %s (%s); ranks on different hosts need the network transport "
-                    "(libfabric: %s)",
-                    a, b, reasons, mscclppNetLibAvailable() ? "loaded" : mscclppNetLibError());
+                    "no transport joins %s and %s (%s); ranks on different hosts need the network transport (%s)", a,
+                    b, reasons, status);
 }
 
 /* ---- connections ------------------------------------------------------------------ */
@@ -105,14 +109,14 @@ mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int 
   ep->processToken = mscclppMemProcessToken();
   ep->hostHash = cfg->hostHash;
   snprintf(ep->hostName, sizeof(ep->hostName), "%s", cfg->hostName);
-  ep->available = mscclppTransportHostShm;
   ep->device = -1;
-  if (mscclppMemContextHasGpu(mctx) && mscclppGpuIpcCurrentDevice(&ep->device) == mscclppSuccess)
-    ep->available |= mscclppTransportCudaIpc;
-  /* Net: offered when libfabric loads; the provider is opened only if the
-   * network is chosen (its errors are reported then). */
-  if ((t == mscclppTransportAuto || t == mscclppTransportNet) && mscclppNetLibAvailable())
-    ep->available |= mscclppTransportNet;
+  if (mscclppMemContextHasGpu(mctx) && mscclppGpuIpcCurrentDevice(&ep->device) != mscclppSuccess) ep->device = -1;
+  ep->available = 0;
+  for (int i = 0; i < mscclppTransportCount; i++) {
+    const struct mscclppTransportOps* ops = mscclppTransports[i];
+    if (ops->available(ep, t == mscclppTransportAuto || t == (uint32_t)ops->transport))
+      ep->available |= (uint32_t)ops->transport;
+  }
   ep->requested = t;
 
   mscclppResult_t res;
@@ -139,6 +143,7 @@ mscclppResult_t mscclppConnCreate(struct mscclppMemContext* mctx, int peer, int 
                    c->remote.hostHash == ep->hostHash;
   res = mscclppTransportSelect(&c->local, &c->remote, &c->ops);
   if (res != mscclppSuccess) goto fail_free;
+  c->caps = c->ops->attrs->caps;
   res = c->ops->open(c);
   if (res != mscclppSuccess) goto fail_free;
   mscclppMemContextRetain(mctx);
@@ -173,7 +178,7 @@ static mscclppResult_t checkMem(const struct mscclppConnection* c, const struct 
                       "%s memory %llu belongs to rank %d, but the connection from rank %d to rank %d needs memory of "
                       "rank %d there",
                       what, (unsigned long long)m->record.memId, m->ownerRank, c->rank, c->remoteRank, wantRank);
-  if ((m->transports & (uint32_t)c->ops->transport) == 0)
+  if (!mscclppConnCarries(c, m))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT,
                       "%s memory %llu of rank %d is not registered for transport %s (its transports: 0x%x)", what,
                       (unsigned long long)m->record.memId, m->ownerRank, c->ops->name, m->transports);
@@ -232,7 +237,19 @@ mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* c, struct msccl
 }
 
 int mscclppConnCanWriteInline(const struct mscclppConnection* c) {
-  return c != NULL && c->ops->writeInline != mscclppTransportUnsupportedWriteInline;
+  return mscclppConnHasCap(c, MSCCLPP_TRANSPORT_CAP_WRITE_INLINE);
+}
+
+int mscclppConnStagesDeviceMemory(const struct mscclppConnection* c) {
+  return mscclppConnHasCap(c, MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE);
+}
+
+const struct mscclppTransportAttrs* mscclppConnAttrs(const struct mscclppConnection* c) { return c->ops->attrs; }
+
+int mscclppConnHasCap(const struct mscclppConnection* c, uint32_t cap) { return c != NULL && (c->caps & cap) == cap; }
+
+int mscclppConnCarries(const struct mscclppConnection* c, const struct mscclppRegisteredMemory* m) {
+  return (m->transports & (uint32_t)c->ops->transport) != 0;
 }
 
 mscclppResult_t mscclppConnQuery(struct mscclppConnection* c, int* idle) {
@@ -241,10 +258,12 @@ mscclppResult_t mscclppConnQuery(struct mscclppConnection* c, int* idle) {
   return c->ops->query(c, idle);
 }
 
-int mscclppConnNeedsProgress(const struct mscclppConnection* c) { return c->ops->progress != NULL; }
+int mscclppConnNeedsProgress(const struct mscclppConnection* c) {
+  return mscclppConnHasCap(c, MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS);
+}
 
 mscclppResult_t mscclppConnProgress(struct mscclppConnection* c) {
-  return c->ops->progress != NULL ? c->ops->progress(c) : mscclppSuccess;
+  return mscclppConnNeedsProgress(c) ? c->ops->progress(c) : mscclppSuccess;
 }
 
 mscclppResult_t mscclppConnFlush(struct mscclppConnection* c) {

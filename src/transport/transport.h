@@ -22,8 +22,6 @@
 #include "mscclpp/memory.h"
 
 struct mscclppConnection;
-struct mscclppGpuIpcStream;
-struct mscclppNetLink;
 
 /* What each side of a connection says about itself (sent at connect). */
 struct mscclppEndpoint {
@@ -41,9 +39,43 @@ struct mscclppEndpoint {
 
 #define MSCCLPP_ENDPOINT_BYTES 128
 
+/* What a transport can do or needs, as data: the layers above ask these
+ * instead of comparing transports. */
+#define MSCCLPP_TRANSPORT_CAP_WRITE_INLINE (1u << 0)   /* writeInline is carried out (not the unsupported slot) */
+#define MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS (1u << 1) /* progress must be called while idle */
+/* A GPU rank's kernels may store into the peer's memory through its device
+ * mapping (small puts without the proxy). */
+#define MSCCLPP_TRANSPORT_CAP_PEER_STORE (1u << 2)
+/* Per connection (conn->caps, set by open): GPU memory travels through
+ * pinned host buffers, a copy per chunk on each side (Net with a provider
+ * without FI_HMEM). */
+#define MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE (1u << 3)
+
+/* Where a connection's inbound semaphores live. */
+enum mscclppTransportSemHome {
+  MSCCLPP_TRANSPORT_SEM_DEVICE = 0,        /* device memory on a GPU, host memory on the host backend */
+  MSCCLPP_TRANSPORT_SEM_PINNED_ON_GPU = 1, /* pinned host memory on a GPU, host memory on the host backend */
+  MSCCLPP_TRANSPORT_SEM_PINNED = 2         /* pinned host memory on both backends */
+};
+
+struct mscclppTransportAttrs {
+  uint32_t caps; /* MSCCLPP_TRANSPORT_CAP_* */
+  /* the semaphore when the user asks for device memory, and when the
+   * choice is left to the library (port channels' semaphoreMem) */
+  enum mscclppTransportSemHome semDevice, semAuto;
+};
+
 struct mscclppTransportOps {
   const char* name;
   mscclppTransport_t transport;
+  const struct mscclppTransportAttrs* attrs;
+  /* Can this process run the transport (the endpoint's `available` bit)?
+   * wanted: the connection asks for it or for Auto (a transport whose probe
+   * costs, loading a library, probes only then). */
+  int (*available)(const struct mscclppEndpoint* local, int wanted);
+  /* Optional: a line on this process's copy of the transport for messages
+   * when no transport joins two ranks ("libfabric: loaded"). */
+  const char* (*status)(void);
   /* Can this transport join the two endpoints? Must be symmetric. On "no",
    * mscclppInvalidUsage and a sentence in why (nothing logged). */
   mscclppResult_t (*check)(const struct mscclppEndpoint* a, const struct mscclppEndpoint* b, char* why,
@@ -93,11 +125,8 @@ struct mscclppConnection {
   double timeoutSec;
   const uint32_t* abortFlag;
   struct mscclppEndpoint local, remote;
-  /* CudaIpc */
-  struct mscclppGpuIpcStream* stream;
-  int pending;              /* enqueued work not yet seen complete */
-  /* Net */
-  struct mscclppNetLink* net;
+  uint32_t caps;            /* ops->attrs->caps and what open learned (MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE) */
+  void* priv;               /* the transport's own state (open makes it, close frees it) */
 };
 
 /* Public semantics in include/mscclpp/connection.h. */
@@ -125,6 +154,11 @@ int mscclppConnCanWriteInline(const struct mscclppConnection* conn);
 /* Does conn carry GPU memory through pinned host buffers (Net with a
  * provider without FI_HMEM: a copy per chunk on each side)? */
 int mscclppConnStagesDeviceMemory(const struct mscclppConnection* conn);
+/* The transport's attributes, and whether conn has capability cap. */
+const struct mscclppTransportAttrs* mscclppConnAttrs(const struct mscclppConnection* conn);
+int mscclppConnHasCap(const struct mscclppConnection* conn, uint32_t cap);
+/* Is m registered for conn's transport? */
+int mscclppConnCarries(const struct mscclppConnection* conn, const struct mscclppRegisteredMemory* m);
 
 /* Pick the transport for two endpoints (symmetric: both ranks get the same
  * answer). mscclppInvalidUsage with the reason logged otherwise. */

@@ -71,9 +71,23 @@ static mscclppResult_t shmQuery(struct mscclppConnection* conn, int* idle) {
   return mscclppSuccess;
 }
 
+static int shmAvailable(const struct mscclppEndpoint* local, int wanted) {
+  (void)local;
+  (void)wanted;
+  return 1;
+}
+
+/* The semaphore in pinned host memory where there is a GPU: the CPU stores
+ * into it, the kernel polls it. */
+static const struct mscclppTransportAttrs shmAttrs = {.caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE,
+                                                      .semDevice = MSCCLPP_TRANSPORT_SEM_PINNED_ON_GPU,
+                                                      .semAuto = MSCCLPP_TRANSPORT_SEM_PINNED_ON_GPU};
+
 const struct mscclppTransportOps mscclppTransportHostShmOps = {
     .name = "HostShm",
     .transport = mscclppTransportHostShm,
+    .attrs = &shmAttrs,
+    .available = shmAvailable,
     .check = shmCheck,
     .open = shmOpen,
     .close = shmClose,

@@ -72,6 +72,12 @@ static void testOpsTables(void) {
     const struct mscclppTransportOps* o = mscclppTransports[i];
     CHECK(o->name != NULL && strcmp(o->name, mscclppTransportName(o->transport)) == 0);
     CHECK(o->check && o->open && o->close && o->write && o->signal && o->flush && o->query);
+    /* capabilities are data, and agree with the slots they describe */
+    CHECK(o->attrs != NULL && o->available != NULL);
+    CHECK(((o->attrs->caps & MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS) != 0) == (o->progress != NULL));
+    CHECK(((o->attrs->caps & MSCCLPP_TRANSPORT_CAP_WRITE_INLINE) != 0) ==
+          (o->writeInline != mscclppTransportUnsupportedWriteInline));
+    CHECK((o->attrs->caps & MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE) == 0); /* learned per connection, at open */
     CHECK((seen & (unsigned)o->transport) == 0);
     seen |= (unsigned)o->transport;
   }
@@ -80,6 +86,14 @@ static void testOpsTables(void) {
   /* Auto takes the network last: same-host transports win where they fit. */
   CHECK(mscclppTransports[mscclppTransportCount - 1]->transport == mscclppTransportNet);
   CHECK(mscclppTransportNetOps.progress != NULL); /* manual-progress providers need the proxy's calls */
+  /* only the transport that maps the peer's memory lets kernels store into it */
+  CHECK(mscclppTransportCudaIpcOps.attrs->caps & MSCCLPP_TRANSPORT_CAP_PEER_STORE);
+  CHECK(!(mscclppTransportNetOps.attrs->caps & MSCCLPP_TRANSPORT_CAP_PEER_STORE));
+  CHECK(!(mscclppTransportHostShmOps.attrs->caps & MSCCLPP_TRANSPORT_CAP_PEER_STORE));
+  CHECK(mscclppTransportNetOps.attrs->semAuto == MSCCLPP_TRANSPORT_SEM_PINNED);
+  struct mscclppEndpoint noGpu = {.device = -1};
+  CHECK(!mscclppTransportCudaIpcOps.available(&noGpu, 1) && mscclppTransportHostShmOps.available(&noGpu, 0));
+  CHECK(!mscclppTransportNetOps.available(&noGpu, 0)); /* libfabric is loaded only when the network is wanted */
   struct mscclppConnection fake = {.ops = &mscclppTransportHostShmOps};
   CHECK_RES(mscclppTransportUnsupportedWrite(&fake, NULL, 0, NULL, 0, 1), mscclppInvalidUsage);
   CHECK(errHas("write is not supported by transport HostShm"));

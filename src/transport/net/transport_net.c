@@ -214,7 +214,8 @@ static mscclppResult_t netOpen(struct mscclppConnection* c) {
     res = mscclppNetWaitWord(net, nc, &l->ctrl->hello, nonce, "connection greeting (proving the network path)");
   if (res == mscclppSuccess) res = mscclppNetWaitIdle(net, nc, "connection greeting (proving the network path)");
   if (res != mscclppSuccess) goto fail_remove;
-  c->net = l;
+  c->priv = l;
+  if (!mscclppNetHasHmem(net)) c->caps |= MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE;
   MSCCLPP_INFO(MSCCLPP_LOG_NET, "rank %d connected to rank %d (tag %d) over %s%s", c->rank, c->remoteRank, c->tag,
                mscclppNetDescribe(net), l->recv.ring ? " with a staging ring" : "");
   return mscclppSuccess;
@@ -224,12 +225,12 @@ fail_remove:
 }
 
 static mscclppResult_t netClose(struct mscclppConnection* c) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   if (l == NULL) return mscclppSuccess;
   struct mscclppNetConn* nc = &l->eng;
   mscclppResult_t res = mscclppNetWaitIdle(nc->net, nc, "closing the connection");
   mscclppNetConnRemove(nc->net, nc);
-  c->net = NULL;
+  c->priv = NULL;
   return res;
 }
 
@@ -268,7 +269,7 @@ static int staged(const struct mscclppRegisteredMemory* m) {
 
 static mscclppResult_t netWrite(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                 struct mscclppRegisteredMemory* src, uint64_t srcOffset, uint64_t size) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   struct mscclppNetConn* nc = &l->eng;
   struct mscclppNet* net = nc->net;
   MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "destination"));
@@ -315,7 +316,7 @@ static int hostKind(mscclppMemKind_t k) { return k != mscclppMemKindDevice && k 
 /* With net->lock held (one acquisition per signal or inline put). */
 static mscclppResult_t signalLocked(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
                                     uint64_t dstOffset, uint64_t value) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   struct mscclppNet* net = l->eng.net;
   const int viaRing = staged(dst) || l->send.stagedSinceSignal || mscclppNetStageRingBusy(l);
   if (viaRing && !l->send.peerHasRing)
@@ -345,7 +346,7 @@ static mscclppResult_t signalLocked(struct mscclppConnection* c, struct mscclppR
 static mscclppResult_t netSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst, uint64_t dstOffset,
                                  uint64_t value) {
   MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "signal destination"));
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   pthread_mutex_t* lock = mscclppNetLock(l->eng.net);
   pthread_mutex_lock(lock);
   mscclppResult_t res = signalLocked(c, dst, dstOffset, value);
@@ -358,7 +359,7 @@ static mscclppResult_t writeInlineLocked(struct mscclppConnection* c, struct msc
                                          uint64_t dstOffset, const void* bytes, uint32_t size,
                                          struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset,
                                          uint64_t sigValue) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   struct mscclppNet* net = l->eng.net;
   const int sigStaged =
       sigDst != NULL && (staged(sigDst) || l->send.stagedSinceSignal || mscclppNetStageRingBusy(l));
@@ -408,7 +409,7 @@ static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclp
                                       struct mscclppRegisteredMemory* sigDst, uint64_t sigOffset, uint64_t sigValue) {
   MSCCLPP_RETURN_ON_ERROR(needNet(c, dst, "destination"));
   if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(needNet(c, sigDst, "signal destination"));
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   pthread_mutex_t* lock = mscclppNetLock(l->eng.net);
   pthread_mutex_lock(lock);
   mscclppResult_t res = writeInlineLocked(c, dst, dstOffset, bytes, size, sigDst, sigOffset, sigValue);
@@ -417,27 +418,48 @@ static mscclppResult_t netWriteInline(struct mscclppConnection* c, struct mscclp
 }
 
 static mscclppResult_t netFlush(struct mscclppConnection* c) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   return mscclppNetWaitIdle(l->eng.net, &l->eng, "flush");
 }
 
 static mscclppResult_t netQuery(struct mscclppConnection* c, int* idle) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   return mscclppNetProgress(l->eng.net, &l->eng, idle);
 }
 
 static mscclppResult_t netProgress(struct mscclppConnection* c) {
-  struct mscclppNetLink* l = c->net;
+  struct mscclppNetLink* l = c->priv;
   return mscclppNetProgress(l->eng.net, &l->eng, NULL);
 }
 
-int mscclppConnStagesDeviceMemory(const struct mscclppConnection* c) {
-  return c != NULL && c->ops == &mscclppTransportNetOps && c->net != NULL && !mscclppNetHasHmem(c->net->eng.net);
+/* Offered when libfabric loads; the provider is opened only if the network
+ * is chosen (its errors are reported then). */
+static int netAvailable(const struct mscclppEndpoint* local, int wanted) {
+  (void)local;
+  return wanted && mscclppNetLibAvailable();
 }
+
+static const char* netStatus(void) {
+  static __thread char text[300];
+  snprintf(text, sizeof(text), "libfabric: %s", mscclppNetLibAvailable() ? "loaded" : mscclppNetLibError());
+  return text;
+}
+
+/* Semaphores in pinned host memory on both backends: the provider (or, when
+ * staging, the receiving proxy) writes them and kernels poll them; a
+ * HostShared arena may predate the network connection and then lacks the
+ * Net registration. */
+static const struct mscclppTransportAttrs netAttrs = {
+    .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS,
+    .semDevice = MSCCLPP_TRANSPORT_SEM_PINNED,
+    .semAuto = MSCCLPP_TRANSPORT_SEM_PINNED};
 
 const struct mscclppTransportOps mscclppTransportNetOps = {
     .name = "Net",
     .transport = mscclppTransportNet,
+    .attrs = &netAttrs,
+    .available = netAvailable,
+    .status = netStatus,
     .check = netCheck,
     .open = netOpen,
     .close = netClose,
