@@ -15,7 +15,7 @@
  *         memory: a plain store once the stream has drained)
  *   SYNC  every connection with copies in flight drained
  * (Net: DATA is an RMA write, FLAG an ordered or fenced 8-byte write, or a
- * staged message the peer's proxy applies; see transport_net.c.)
+ * staged message the peer's proxy applies; see src/transport/net/staging.h.)
  *   INLINE  (instead of DATA) the trigger's own 1..8 bytes, written with the
  *         signal by mscclppConnWriteInline (CudaIpc: one cuStreamBatchMemOp
  *         of two stream writes, no copy engine; HostShm: memcpy + store)
