@@ -184,7 +184,7 @@ case "$what" in
         run "$b" "$np" "${sw[@]}"
         nt=$LOGS/$(echo "${b}_${np}_${sw[*]}" | tr -c 'A-Za-z0-9_.-' '_').log
         pl=$LOGS/perf_${b}_${np}.log
-        timeout "$RUN_TIMEOUT" "$LAUNCH" -n "$np" --timeout "$((RUN_TIMEOUT - 5))" -- "$PERF" "${b//_/}" "${sw[@]}" >"$pl" 2>&1
+        timeout "$RUN_TIMEOUT" "$LAUNCH" -n "$np" --no-prefix --timeout "$((RUN_TIMEOUT - 5))" -- "$PERF" "${b//_/}" "${sw[@]}" >"$pl" 2>&1
         {
           echo "## $b, $np ranks: out-of-place time per call (us), nccl-tests through libmscclpp_nccl.so vs mscclpp-perf"
           printf '%12s %14s %14s %8s\n' bytes nccl-tests mscclpp-perf ratio
