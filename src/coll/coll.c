@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coll/coll_hier.h"
+#include "coll/hier/coll_hier.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/gpu_ipc.h"

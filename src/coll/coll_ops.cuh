@@ -1,6 +1,6 @@
 /*
  * The element operators of the GPU collectives, shared by the kernels of
- * coll_kernels.cu and coll_port_kernels.cu (CUDA only).
+ * coll_gpu_kernels.cu and coll_port_kernels.cu (CUDA only).
  *
  * Integers with wrap-around (computed unsigned), float and double natively,
  * half / bfloat16 / fp8 through float with round-to-nearest at each step.

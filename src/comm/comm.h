@@ -46,13 +46,13 @@ struct mscclppComm {
    * first (a hook, so that comm never includes coll). */
   struct mscclppCollHost* collHost;
   struct mscclppCollGpu* collGpu;
-  struct mscclppCollPort* collPort; /* the GPU backend's port channel family (coll/coll_gpu_port.c) */
+  struct mscclppCollPort* collPort; /* the GPU backend's port channel family (coll/port/coll_port.c) */
   struct mscclppCollHier* collHier; /* child communicators of the hierarchical collectives */
   /* > 0: how many ranks of the whole job run on this rank's GPU, set on a
    * communicator made from another's ranks (a hierarchical allreduce's
    * children, ncclCommSplit) by its parent (mscclppCommGpuShare): it sees
    * only some of them, and the GPU collectives size their grids so that
-   * every rank's blocks stay resident together (coll/coll_gpu.c). */
+   * every rank's blocks stay resident together (coll/gpu/coll_gpu.c). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
 };

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_host_reduce.h"
+#include "coll/host/coll_host_reduce.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "nccl/nccl_internal.h"

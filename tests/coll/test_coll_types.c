@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_host_reduce.h"
+#include "coll/host/coll_host_reduce.h"
 #include "harness.h"
 
 struct format {

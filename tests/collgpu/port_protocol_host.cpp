@@ -29,7 +29,7 @@ static struct { unsigned x; } threadIdx = {0}, blockDim = {1};
 static inline void __syncthreads() {}
 static inline int __syncthreads_or(int p) { return p; }
 
-#include "coll/coll_port_kernels.cu"
+#include "coll/port/coll_port_kernels.cu"
 #include "harness.h"
 #include "mscclpp/comm.h"
 #include "mscclpp/connection.h"

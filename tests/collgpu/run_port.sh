@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_port.sh mscclpp-run mscclpp-info coll_gpu_worker N HOSTS [worker args]:
-# the GPU collectives over port channels (coll/coll_gpu_port.c), checked by
+# the GPU collectives over port channels (coll/port/coll_port.c), checked by
 # coll_gpu_worker with N ranks sharing the GPU(s) (under MPS when available).
 #   HOSTS=1  one host; MSCCLPP_ALGO forces "port" for every collective and
 #            send/recv (port channels over CUDA IPC)

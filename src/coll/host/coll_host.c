@@ -66,7 +66,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/coll_host_reduce.h"
+#include "coll/host/coll_host_reduce.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/util.h"

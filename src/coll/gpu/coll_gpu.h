@@ -1,6 +1,6 @@
 /*
  * The GPU backend's shared definitions: what coll_gpu.c (host, C) passes to
- * the kernels of coll_kernels.cu, and the layout of each rank's scratch.
+ * the kernels of coll_gpu_kernels.cu, and the layout of each rank's scratch.
  *
  * Every rank owns one scratch allocation of device memory that every other
  * rank maps (a memory channel per peer); it holds
@@ -141,12 +141,12 @@ struct mscclppCollGpuP2pList {
   struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
 };
 
-/* coll_kernels.cu: how many blocks of `nthreads` threads of the direct
+/* coll_gpu_kernels.cu: how many blocks of `nthreads` threads of the direct
  * kernel for `type` fit on one SM at once (registers, shared memory). Every
  * rank's blocks must be resident together, as they wait for each other. */
 int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
 
-/* coll_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
+/* coll_gpu_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
  * is the op list of a sendrecv launch, NULL otherwise. `pdl`: launch with
  * programmatic dependent launch (compute capability 9.0 and later only):
  * every kernel waits for the previous kernel on the stream before its first

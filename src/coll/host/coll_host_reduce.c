@@ -3,7 +3,7 @@
  * loop body (REDUCE_BODY) instantiated per (type, operator) by the X-macro
  * tables below; no per-type copy of an algorithm.
  */
-#include "coll/coll_host_reduce.h"
+#include "coll/host/coll_host_reduce.h"
 
 #include <string.h>
 

@@ -8,7 +8,7 @@
  * the scratch), so there is no rendezvous of user buffers: a call is an
  * enqueue, and works the same in a CUDA graph.
  */
-#include "coll/coll_gpu_port.h"
+#include "coll/coll.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ void mscclppCollPortRelease(struct mscclppComm* comm) { (void)comm; }
 
 #include <cuda_runtime_api.h>
 
-#include "coll/coll_port.h"
+#include "coll/port/coll_port.h"
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"

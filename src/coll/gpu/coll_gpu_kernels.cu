@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "coll/coll_gpu.h"
+#include "coll/gpu/coll_gpu.h"
 #include "coll/coll_kind.h"
 #include "coll/coll_ops.cuh"
 #include "mscclpp/coll.h"

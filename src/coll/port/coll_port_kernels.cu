@@ -18,7 +18,7 @@
 
 #include "coll/coll_kind.h"
 #include "coll/coll_ops.cuh"
-#include "coll/coll_port.h"
+#include "coll/port/coll_port.h"
 #include "mscclpp/coll.h"
 
 typedef struct mscclppCollPortLaunch PortLaunch;

@@ -1,5 +1,5 @@
 /*
- * The GPU backend, host side (kernels: coll_kernels.cu; layout and
+ * The GPU backend, host side (kernels: coll_gpu_kernels.cu; layout and
  * algorithms: coll_gpu.h).
  *
  * Per communicator, made at the first collective: a scratch allocation in
@@ -29,8 +29,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/coll_gpu.h"
-#include "coll/coll_gpu_port.h"
+#include "coll/gpu/coll_gpu.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -436,7 +435,7 @@ static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64
 
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
-  if (mscclppCollPortWanted(comm, a->kind, a->algo)) return mscclppCollPortRun(comm, a); /* coll_gpu_port.c */
+  if (mscclppCollPortWanted(comm, a->kind, a->algo)) return mscclppCollPortRun(comm, a); /* coll_port.c */
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
   mscclppResult_t res = mscclppSuccess;

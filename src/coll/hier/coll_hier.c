@@ -34,7 +34,7 @@
  * and a lost rank is named in the parent's numbering. The children live
  * until the parent's collRelease destroys them.
  */
-#include "coll/coll_hier.h"
+#include "coll/hier/coll_hier.h"
 
 #include <stdint.h>
 #include <stdio.h>

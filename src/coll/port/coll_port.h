@@ -1,7 +1,7 @@
 /*
  * The GPU algorithm family "port": every collective and send/recv between
  * any ranks, on any hosts, through port channels (host side
- * coll_gpu_port.c, kernels coll_port_kernels.cu). coll_gpu.c hands a call
+ * coll_port.c, kernels coll_port_kernels.cu). coll_gpu.c hands a call
  * here when the communicator spans hosts or MSCCLPP_ALGO names "port".
  *
  * Each rank owns two regions of the same layout, cut into slots of
