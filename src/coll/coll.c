@@ -1,6 +1,7 @@
 /*
- * The collective API: argument checks, groups of send/recv, MSCCLPP_ALGO,
- * and the choice of backend (coll.h).
+ * The collective API: argument checks, groups of send/recv, and the
+ * dispatch of each call to where the selection table (select.c) says
+ * (coll.h).
  */
 #include "coll/coll.h"
 
@@ -11,28 +12,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/gpu_ipc.h"
-
-static const char* const kindNames[MSCCLPP_COLL_KINDS] = {"allreduce", "allgather", "reducescatter", "broadcast",
-                                                          "reduce",    "alltoall",  "sendrecv"};
-
-/* The algorithms each collective has on the GPU (the host backend has one
- * per collective and ignores the choice; keep in step with coll_gpu.c),
- * and allreduce's two ways across hosts, chosen here: "hier" (coll_hier.c)
- * and "flat" (the backend's own, over all ranks). */
-static const char* const algoNames[MSCCLPP_COLL_KINDS] = {
-    "packet,packet2,rsag,hier,flat,port", "packet,direct,port", "packet,direct,port", "packet,direct,port",
-    "packet,direct,port",         "direct,port",        "direct,port"};
-
-const char* mscclppCollKindName(mscclppCollKind kind) {
-  return (unsigned)kind < MSCCLPP_COLL_KINDS ? kindNames[kind] : "unknown";
-}
-
-const char* mscclppCollAlgoNames(const char* coll) {
-  if (coll == NULL) return NULL;
-  for (int k = 0; k < MSCCLPP_COLL_KINDS; k++)
-    if (strcmp(coll, kindNames[k]) == 0) return algoNames[k];
-  return NULL;
-}
 
 static const size_t typeSizes[mscclppNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 static const char* const typeNames[mscclppNumTypes] = {"int8",    "uint8",    "int32",   "uint32",
@@ -48,79 +27,14 @@ const char* mscclppDataTypeName(mscclppDataType_t datatype) {
 }
 const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppNumOps ? opNames[op] : "unknown"; }
 
-/* MSCCLPP_ALGO's entry for `kind` ("allreduce=rsag,allgather=packet"), copied
- * into buf; NULL when the variable names none. An unknown collective or
- * algorithm is an error naming it. */
-mscclppResult_t mscclppCollForcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
-                                      const char** algo) {
-  *algo = NULL;
-  const char* s = comm->params.algo;
-  while (*s != '\0') {
-    const char* end = strchr(s, ',');
-    size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
-    const char* eq = memchr(s, '=', len);
-    if (eq == NULL)
-      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
-                        "MSCCLPP_ALGO=\"%s\": entry \"%.*s\" is not collective=algorithm", comm->params.algo, (int)len,
-                        s);
-    size_t klen = (size_t)(eq - s), alen = len - klen - 1;
-    int k = -1;
-    for (int i = 0; i < MSCCLPP_COLL_KINDS; i++)
-      if (strlen(kindNames[i]) == klen && memcmp(kindNames[i], s, klen) == 0) k = i;
-    if (k < 0)
-      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
-                        "MSCCLPP_ALGO=\"%s\": unknown collective \"%.*s\" "
-                        "(allreduce, allgather, reducescatter, "
-                        "broadcast, reduce, alltoall, sendrecv)",
-                        comm->params.algo, (int)klen, s);
-    /* the algorithm must be one of the collective's */
-    const char* names = algoNames[k];
-    int known = 0;
-    for (const char* n = names; *n != '\0';) {
-      const char* ne = strchr(n, ',');
-      size_t nl = ne != NULL ? (size_t)(ne - n) : strlen(n);
-      if (nl == alen && memcmp(n, eq + 1, alen) == 0) known = 1;
-      n += nl + (ne != NULL);
-    }
-    if (!known)
-      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
-                        "MSCCLPP_ALGO=\"%s\": %s has no algorithm \"%.*s\" (it has: %s)", comm->params.algo,
-                        kindNames[k], (int)alen, eq + 1, names);
-    if (k == (int)kind) {
-      if (alen >= bufSize) alen = bufSize - 1;
-      memcpy(buf, eq + 1, alen);
-      buf[alen] = '\0';
-      *algo = buf;
-    }
-    s += len + (end != NULL);
-  }
-  return mscclppSuccess;
-}
-
-static int useGpu(const struct mscclppComm* comm) {
-#ifdef MSCCLPP_HAVE_CUDA
-  (void)comm;
-  return mscclppGpuIpcAvailable();
-#else
-  (void)comm;
-  return 0;
-#endif
-}
-
-static void collRelease(struct mscclppComm* comm) {
-  mscclppCollHierRelease(comm); /* the children first: they use the parent's abort object */
-  mscclppCollHostRelease(comm);
-  mscclppCollGpuRelease(comm);
-}
+/* ---- dispatch: the selection table's choice, run ----
+ * Every collective, all-to-all (in place too) included, comes here from
+ * run() below (and from coll/hier/ for the steps on its children); groups
+ * of send/recv come to runP2p. */
 
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
-  if (comm->collRelease == NULL) comm->collRelease = collRelease;
-  /* Hierarchical allreduce across hosts, on both backends, unless
-   * MSCCLPP_ALGO names another algorithm (coll_hier.c falls back to the
-   * flat path where the hierarchy does not apply). On the H200 with 4 ranks
-   * as 2 pretend hosts it took half the flat path's time (bench/RESULTS.md,
-   * 2026-12-03, seventh session). */
-  if (a->kind == MSCCLPP_COLL_ALLREDUCE && comm->localNranks != comm->nranks) {
+  const uint64_t bytes = (uint64_t)a->count * a->typeSize;
+  if (mscclppCollSelectHier(comm, a->kind, a->algo)) {
     int ran = 0;
     /* the first hierarchical call makes the child communicators, maybe
      * while the caller's stream is being captured */
@@ -128,12 +42,50 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
     mscclppResult_t res = mscclppCollHierAllReduce(comm, a, &ran);
     mscclppGpuIpcCaptureRestore(mode);
     MSCCLPP_RETURN_ON_ERROR(res);
-    if (ran) return mscclppSuccess;
+    if (ran) {
+      mscclppCollSelectTell(comm, a->kind, bytes, MSCCLPP_COLL_BACKEND_HIER, MSCCLPP_COLL_ALGO_HIER);
+      return mscclppSuccess;
+    }
   }
   struct mscclppCollArgs b = *a;
-  if (b.algo != NULL && (strcmp(b.algo, "hier") == 0 || strcmp(b.algo, "flat") == 0))
-    b.algo = NULL; /* this layer's choice, made: the backend picks its own */
-  return useGpu(comm) ? mscclppCollGpuRun(comm, &b) : mscclppCollHostRun(comm, &b);
+  if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT)
+    b.algo = MSCCLPP_COLL_ALGO_AUTO; /* this layer's choice, made: the backend's rules pick */
+  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
+  switch (backend) {
+    case MSCCLPP_COLL_BACKEND_PORT:
+      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_PORT);
+      return mscclppCollPortRun(comm, &b);
+    case MSCCLPP_COLL_BACKEND_GPU:
+      b.algo = b.kind == MSCCLPP_COLL_ALLREDUCE ? mscclppCollSelectGpuAllreduce(comm, b.algo, comm->nranks, bytes)
+                                                : MSCCLPP_COLL_ALGO_DIRECT;
+      mscclppCollSelectTell(comm, b.kind, bytes, backend, b.algo);
+      return mscclppCollGpuRun(comm, &b);
+    default:
+      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_AUTO);
+      return mscclppCollHostRun(comm, &b);
+  }
+}
+
+static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                              mscclppStream_t stream) {
+  if (nops == 0) return mscclppSuccess;
+  mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, MSCCLPP_COLL_SENDRECV, &forced));
+  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
+  uint64_t bytes = 0;
+  for (int i = 0; i < nops; i++) bytes += ops[i].bytes;
+  mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, backend,
+                        backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
+                        : backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
+                                                              : MSCCLPP_COLL_ALGO_AUTO);
+  switch (backend) {
+    case MSCCLPP_COLL_BACKEND_PORT:
+      return mscclppCollPortP2p(comm, ops, nops, stream);
+    case MSCCLPP_COLL_BACKEND_GPU:
+      return mscclppCollGpuP2p(comm, ops, nops, stream);
+    default:
+      return mscclppCollHostP2p(comm, ops, nops);
+  }
 }
 
 static mscclppResult_t checkBuf(const char* fn, const char* what, const void* p, size_t count, size_t typeSize) {
@@ -150,7 +102,6 @@ static mscclppResult_t checkCommon(const char* fn, struct mscclppComm* comm, msc
   if ((unsigned)type >= mscclppNumTypes)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: unknown data type %d", fn, (int)type);
   *typeSize = typeSizes[type];
-  if (comm->collRelease == NULL) comm->collRelease = collRelease;
   return mscclppSuccess;
 }
 
@@ -175,12 +126,6 @@ mscclppResult_t mscclppGroupStart(void) {
   }
   groupDepth++;
   return mscclppSuccess;
-}
-
-static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
-                              mscclppStream_t stream) {
-  if (nops == 0) return mscclppSuccess;
-  return useGpu(comm) ? mscclppCollGpuP2p(comm, ops, nops, stream) : mscclppCollHostP2p(comm, ops, nops);
 }
 
 mscclppResult_t mscclppGroupEnd(void) {
@@ -250,14 +195,13 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: count %zu is too large", fn, a->count);
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
-  char buf[64];
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollForcedAlgo(comm, a->kind, buf, sizeof(buf), &a->algo));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
   if (a->count == 0) return mscclppSuccess;
   return mscclppCollDispatch(comm, a);
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \
-  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), NULL }
+  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO }
 
 mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
                                  mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {

@@ -1,16 +1,23 @@
 /*
  * The collective layer's inside: what the API (coll.c) hands to a backend.
  *
- * coll.c checks the arguments, resolves groups of send/recv, picks the
- * backend (the GPU when the communicator has a device, else the host
- * backend; for allreduce across hosts, first the hierarchy of coll_hier.c
- * on child communicators, coll/hier/) and calls it with one mscclppCollArgs (a
+ * coll.c checks the arguments, resolves groups of send/recv and hands each
+ * call to mscclppCollDispatch, which asks the selection table (select.h)
+ * where it runs: the hierarchy across hosts (coll/hier/, allreduce only),
+ * the GPU backend (coll/gpu/) or its port channel family (coll/port/), or
+ * the host backend (coll/host/). A backend gets one mscclppCollArgs (a
  * collective) or a list of mscclppCollP2pOp (a group of sends and
- * receives). A backend keeps its per-communicator state (scratch memory,
- * channels to every peer, round counters) behind comm->collHost /
- * comm->collGpu (the hierarchy: comm->collHier), made on first use, which
- * every rank reaches at the same collective call; comm destruction calls
- * mscclppCollRelease.
+ * receives).
+ *
+ * Per-communicator state: the communicator holds one opaque pointer
+ * (comm->coll) to a mscclppCollState: the selection state and one slot per
+ * backend. Every backend follows one first-use policy (mscclppCollSlotGet):
+ * its state is built privately at the first call that needs it (which every
+ * rank reaches) and published in its slot only when complete; a failed
+ * build is remembered, and every later call fails at once naming it (no
+ * call ever sees half-built state), while what the build made is kept for
+ * the release at destroy, where every rank releases together (a peer may
+ * have mapped it). comm destruction calls the layer's release hook.
  */
 #ifndef MSCCLPP_SRC_COLL_COLL_H_
 #define MSCCLPP_SRC_COLL_COLL_H_
@@ -21,9 +28,7 @@
 #include "mscclpp/coll.h"
 
 #include "coll/coll_kind.h"
-
-/* "allreduce", ... as MSCCLPP_ALGO and mscclppCollAlgoNames spell them. */
-const char* mscclppCollKindName(mscclppCollKind kind);
+#include "coll/select.h"
 
 /* One collective call, checked. `count` is the API's count argument (per
  * rank for allgather/alltoall, the output's for reduce-scatter). */
@@ -37,7 +42,7 @@ struct mscclppCollArgs {
   mscclppRedOp_t op; /* mscclppSum for the copy-only collectives */
   int root;          /* broadcast, reduce; 0 otherwise */
   mscclppStream_t stream;
-  const char* algo;  /* MSCCLPP_ALGO's choice for this collective, or NULL */
+  mscclppCollAlgo algo; /* MSCCLPP_ALGO's choice for this collective (MSCCLPP_COLL_ALGO_AUTO: none) */
 };
 
 /* One send or receive of a group (or a lone mscclppSend/Recv). */
@@ -48,56 +53,76 @@ struct mscclppCollP2pOp {
   size_t bytes;
 };
 
-/* MSCCLPP_ALGO's entry for `kind` ("allreduce=rsag,allgather=packet" of
- * comm's parameters), copied into buf; *algo = NULL when it names none. An
- * unknown collective or algorithm is mscclppInvalidArgument naming it. */
-mscclppResult_t mscclppCollForcedAlgo(const struct mscclppComm* comm, mscclppCollKind kind, char* buf, size_t bufSize,
-                                      const char** algo);
+/* ---- per-communicator state (coll/state.c) ---- */
 
-/* Run a checked call (count > 0) on comm: the hierarchical allreduce
- * (coll_hier.h) where it applies, else comm's backend. The API calls it, and
- * coll_hier.c for the steps on its child communicators. Sets comm's
- * collRelease. */
+/* One backend's state under the first-use policy (top of this file). */
+struct mscclppCollSlot {
+  void* ready;             /* the complete state, published; NULL until then */
+  void* remains;           /* what a failed build made, for the release at destroy (NULL: nothing) */
+  mscclppResult_t failure; /* the failed build's code; mscclppSuccess while none failed */
+  char why[256];           /* ... and its reason, as mscclppGetLastError said it */
+};
+
+struct mscclppCollState {
+  struct mscclppCollSelect select;
+  struct mscclppCollSlot host, gpu, port, hier;
+};
+
+/* comm's collective state, made (empty) at the layer's first call, which
+ * also sets comm's release hook. mscclppSystemError when out of memory. */
+mscclppResult_t mscclppCollStateOf(struct mscclppComm* comm, struct mscclppCollState** state);
+
+/* Builds a backend's state privately. On success *built is the complete
+ * state; on failure *built is what the build made and could not free
+ * alone (released at destroy with the backend's release), or NULL. */
+typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** built);
+
+/* The slot's state in *state: published already, or built now by `build`
+ * and published when complete. After a failed build every call returns
+ * mscclppInvalidUsage naming `what` and the first failure. */
+mscclppResult_t mscclppCollSlotGet(struct mscclppComm* comm, struct mscclppCollSlot* slot, const char* what,
+                                   mscclppCollBuildFn build, void** state);
+
+/* Run a checked call (count > 0) on comm, where the selection table says.
+ * The API calls it, and coll/hier/ for the steps on its child
+ * communicators. */
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a);
 
-/* The host backend (coll/host/coll_host.c): runs the call to completion on this
+/* ---- the backends ----
+ * Each Run/P2p builds the backend's state at its first call (the policy
+ * above); each Release frees a state of that backend, complete or what a
+ * failed build left (`state` as the slot holds it), at comm destruction. */
+
+/* The host backend (coll/host/): runs the call to completion on this
  * thread. */
 mscclppResult_t mscclppCollHostRun(struct mscclppComm* comm, const struct mscclppCollArgs* args);
 mscclppResult_t mscclppCollHostP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops);
-void mscclppCollHostRelease(struct mscclppComm* comm);
+void mscclppCollHostRelease(struct mscclppComm* comm, void* state);
 
-/* The GPU backend (coll/gpu/coll_gpu.c, kernels in coll/gpu/coll_gpu_kernels.cu): enqueues on the
- * stream. Built only with CUDA; without it these return
- * mscclppInvalidUsage. */
+/* The GPU backend (coll/gpu/): enqueues on the stream. Built only with
+ * CUDA; without it these return mscclppInvalidUsage. Release waits for the
+ * device and holds a bootstrap barrier (every rank calls it). */
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* args);
 mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                   mscclppStream_t stream);
-void mscclppCollGpuRelease(struct mscclppComm* comm);
+void mscclppCollGpuRelease(struct mscclppComm* comm, void* state);
 
-/* The GPU backend's "port" family (coll/port/coll_port.c; streams, scratch
- * layout and algorithms: coll/port/coll_port.h). The GPU backend hands a
- * call here when mscclppCollPortWanted says so. */
-
-/* 1 when the call must or may use the port family: the communicator spans
- * hosts (nothing else reaches every rank), or MSCCLPP_ALGO chose "port" for
- * this collective (`algo`, as coll.c resolved it) or, for send/recv
- * (kind MSCCLPP_COLL_SENDRECV, algo NULL), named sendrecv=port. */
-int mscclppCollPortWanted(const struct mscclppComm* comm, mscclppCollKind kind, const char* algo);
-
-/* Enqueue the collective / the group of sends and receives on its stream.
- * The first call of a communicator (which every rank reaches) connects to
- * every peer (transport Auto: CUDA IPC on the host, Net between hosts),
- * allocates and registers the scratch and builds two port channels per peer.
- * Errors: mscclppInvalidUsage (more than MSCCLPP_COLL_PORT_MAX_RANKS ranks,
- * a group of more than MSCCLPP_COLL_PORT_MAX_P2P operations, sends to self
- * that do not match the receives from self), and those of the connection,
- * memory, channel and CUDA calls, logged where they are decided. */
+/* The GPU backend's "port" family (coll/port/; streams, scratch layout and
+ * algorithms: coll/port/coll_port.h), which the selection table picks when
+ * the communicator spans hosts or MSCCLPP_ALGO names port. Enqueue the
+ * collective / the group of sends and receives on its stream. The first
+ * call of a communicator (which every rank reaches) connects to every peer
+ * (transport Auto: CUDA IPC on the host, Net between hosts), allocates and
+ * registers the scratch and builds two port channels per peer. Errors:
+ * mscclppInvalidUsage (more than MSCCLPP_COLL_PORT_MAX_RANKS ranks, a group
+ * of more than MSCCLPP_COLL_PORT_MAX_P2P operations, sends to self that do
+ * not match the receives from self), and those of the connection, memory,
+ * channel and CUDA calls, logged where they are decided. Without CUDA they
+ * return mscclppInvalidUsage. */
 mscclppResult_t mscclppCollPortRun(struct mscclppComm* comm, const struct mscclppCollArgs* args);
 mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                    mscclppStream_t stream);
-
-/* Free the communicator's port state (after its kernels; every rank calls
- * it: it holds two bootstrap barriers). */
-void mscclppCollPortRelease(struct mscclppComm* comm);
+/* After its kernels; every rank calls it: it holds two bootstrap barriers. */
+void mscclppCollPortRelease(struct mscclppComm* comm, void* state);
 
 #endif /* MSCCLPP_SRC_COLL_COLL_H_ */

@@ -16,10 +16,7 @@ struct mscclppMemContext;
 struct mscclppAbort;
 struct mscclppChannelContext;
 struct mscclppSeedState;
-struct mscclppCollHost;
-struct mscclppCollGpu;
-struct mscclppCollPort;
-struct mscclppCollHier;
+struct mscclppCollState;
 
 struct mscclppComm {
   int rank;
@@ -41,18 +38,16 @@ struct mscclppComm {
   int watcherRunning;
   int watcherStop; /* __atomic */
   struct mscclppSeedState* seed;          /* the seed API's connections (comm/seed.c); NULL until used */
-  /* The collective layer (above this one) keeps its state here, made on the
-   * first collective call, and sets collRelease so that destruction frees it
-   * first (a hook, so that comm never includes coll). */
-  struct mscclppCollHost* collHost;
-  struct mscclppCollGpu* collGpu;
-  struct mscclppCollPort* collPort; /* the GPU backend's port channel family (coll/port/coll_port.c) */
-  struct mscclppCollHier* collHier; /* child communicators of the hierarchical collectives */
+  /* The collective layer (above this one) keeps its state here, opaque to
+   * this layer, made at the first collective call, and sets collRelease so
+   * that destruction frees it first (a hook, so that comm never includes
+   * coll). */
+  struct mscclppCollState* coll;
   /* > 0: how many ranks of the whole job run on this rank's GPU, set on a
    * communicator made from another's ranks (a hierarchical allreduce's
-   * children, ncclCommSplit) by its parent (mscclppCommGpuShare): it sees
+   * children, ncclCommSplit) through mscclppCommSetDeviceShare: it sees
    * only some of them, and the GPU collectives size their grids so that
-   * every rank's blocks stay resident together (coll/gpu/coll_gpu.c). */
+   * every rank's blocks stay resident together (mscclppCommGpuShare). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
 };
@@ -73,6 +68,12 @@ int mscclppGpuShareCount(const struct mscclppGpuIdent* all, int n, int me);
  * ranks (a hierarchy's child, an ncclCommSplit) is given as its
  * deviceShare. 1 without a GPU. */
 mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share);
+
+/* Tell comm, made from some of another communicator's ranks, that `share`
+ * ranks of the job run on its GPU (what mscclppCommGpuShare of the parent
+ * said); the largest hint given is kept. Call it before comm's first
+ * collective. */
+void mscclppCommSetDeviceShare(struct mscclppComm* comm, int share);
 
 /* comm/seed.c: destroy what mscclppConnectionSetup built (channels,
  * connections, registrations) and forget the declarations. */

@@ -40,3 +40,7 @@ mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share) {
   *share = same > comm->deviceShare ? same : comm->deviceShare;
   return mscclppSuccess;
 }
+
+void mscclppCommSetDeviceShare(struct mscclppComm* comm, int share) {
+  if (share > comm->deviceShare) comm->deviceShare = share;
+}

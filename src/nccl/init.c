@@ -230,7 +230,7 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   if (r != mscclppSuccess) return fromM(r);
   /* a split's ranks may share their GPU with the parent's others, whose
    * kernels run beside theirs: the GPU collectives size their grids so */
-  if (comm->deviceShare > mc->deviceShare) mc->deviceShare = comm->deviceShare;
+  mscclppCommSetDeviceShare(mc, comm->deviceShare);
   struct mscclppParams params;
   r = mscclppParamsLoad(&params);
   ncclResult_t res = fromM(r);

@@ -32,7 +32,7 @@
  * abort object (mscclppCommBorrowAbort): one error domain, so a rank lost
  * anywhere or an error in a child fails the parent's later calls at once,
  * and a lost rank is named in the parent's numbering. The children live
- * until the parent's collRelease destroys them.
+ * until the parent's destruction releases the collective state.
  */
 #include "coll/hier/coll_hier.h"
 
@@ -65,10 +65,8 @@ struct mscclppCollHier {
   struct mscclppComm* cross;
 };
 
-void mscclppCollHierRelease(struct mscclppComm* comm) {
-  struct mscclppCollHier* s = comm->collHier;
-  if (s == NULL) return;
-  comm->collHier = NULL;
+void mscclppCollHierRelease(struct mscclppComm* comm, void* state) {
+  struct mscclppCollHier* s = (struct mscclppCollHier*)state;
   /* cross first: it was made last */
   if (s->cross != NULL && mscclppCommDestroy(s->cross) != mscclppSuccess)
     MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: destroying the cross-host communicator failed: %s", comm->rank,
@@ -179,8 +177,8 @@ static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppColl
   if (res == mscclppSuccess)
     res = makeChild(comm, s->crossMembers, s->hosts, s->hostIndex, TAG_ID_CROSS, "cross-host", &s->cross);
   if (res == mscclppSuccess) {
-    s->local->deviceShare = share;
-    s->cross->deviceShare = share;
+    mscclppCommSetDeviceShare(s->local, share);
+    mscclppCommSetDeviceShare(s->cross, share);
     if (share > 1)
       MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %d ranks of the job share this GPU: the children size their kernels so",
                    comm->rank, share);
@@ -218,22 +216,34 @@ static mscclppResult_t stepFailed(struct mscclppComm* comm, const char* step, ms
                     why);
 }
 
+/* The state's first part, built privately (coll.h's first-use policy): the
+ * hosts' layout. The children are made at the first call that runs
+ * hierarchically (makeChildren: a failure there is remembered too). */
+static mscclppResult_t hierBuild(struct mscclppComm* comm, void** built) {
+  struct mscclppCollHier* s = (struct mscclppCollHier*)calloc(1, sizeof(*s));
+  if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  mscclppResult_t res = learnLayout(comm, s);
+  if (res != mscclppSuccess) {
+    mscclppCollHierRelease(comm, s);
+    return res;
+  }
+  *built = s;
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppCollHierAllReduce(struct mscclppComm* comm, const struct mscclppCollArgs* a, int* ran) {
   *ran = 0;
-  if (a->algo != NULL && strcmp(a->algo, "hier") != 0) return mscclppSuccess; /* flat, or a backend's algorithm */
-  struct mscclppCollHier* s = comm->collHier;
-  if (s == NULL) {
-    s = (struct mscclppCollHier*)calloc(1, sizeof(*s));
-    if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-    comm->collHier = s;
-  }
-  if (s->layout == LAYOUT_UNKNOWN) MSCCLPP_RETURN_ON_ERROR(learnLayout(comm, s));
+  struct mscclppCollState* st;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
+  void* built = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->hier, "hierarchical allreduce", hierBuild, &built));
+  struct mscclppCollHier* s = (struct mscclppCollHier*)built;
   /* avg divides at each level: exact only for floats and L a power of two
    * (integers would truncate the partial sums) */
   int avgInexact = a->op == mscclppAvg && (a->type < mscclppFloat16 || (s->perHost & (s->perHost - 1)) != 0);
   if (s->layout != LAYOUT_EVEN || s->perHost < 2 || s->hosts < 2 || a->count % (size_t)s->perHost != 0 ||
       avgInexact) {
-    if (a->algo != NULL && !s->fallbackTold) {
+    if (a->algo == MSCCLPP_COLL_ALGO_HIER && !s->fallbackTold) {
       s->fallbackTold = 1;
       MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                    "rank %d: MSCCLPP_ALGO=allreduce=hier does not apply to %zu elements, %s, over %d hosts of %s: "
@@ -248,21 +258,20 @@ mscclppResult_t mscclppCollHierAllReduce(struct mscclppComm* comm, const struct 
 
   const size_t seg = a->count / (size_t)s->perHost;
   uint8_t* mine = (uint8_t*)a->recv + (size_t)s->localIndex * seg * a->typeSize;
-  char rsAlgo[64], agAlgo[64];
   struct mscclppCollArgs rs = *a, ar = *a, ag = *a;
   rs.kind = MSCCLPP_COLL_REDUCESCATTER;
   rs.recv = mine;
   rs.count = seg;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollForcedAlgo(comm, rs.kind, rsAlgo, sizeof(rsAlgo), &rs.algo));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, rs.kind, &rs.algo));
   ar.send = mine;
   ar.recv = mine;
   ar.count = seg;
-  ar.algo = NULL; /* one rank per host: the backend's own choice */
+  ar.algo = MSCCLPP_COLL_ALGO_AUTO; /* one rank per host: the backend's own choice */
   ag.kind = MSCCLPP_COLL_ALLGATHER;
   ag.send = mine;
   ag.count = seg;
   ag.op = mscclppSum;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollForcedAlgo(comm, ag.kind, agAlgo, sizeof(agAlgo), &ag.algo));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, ag.kind, &ag.algo));
 
   mscclppResult_t res = mscclppCollDispatch(s->local, &rs);
   if (res != mscclppSuccess) return stepFailed(comm, "reduce-scatter among this host's ranks", res);

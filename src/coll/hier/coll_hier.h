@@ -8,18 +8,19 @@
 
 #include "coll/coll.h"
 
-/* Allreduce `a` (checked, count > 0) on a communicator that spans hosts:
- * runs it hierarchically and sets *ran = 1 when that applies (every host
- * has the same number L > 1 of ranks, count % L == 0, and MSCCLPP_ALGO
- * names neither flat nor a backend's algorithm), else leaves *ran = 0 for
- * the flat path. Every rank makes the same choice. The first call learns
+/* Allreduce `a` (checked, count > 0) on a communicator that spans hosts,
+ * where the selection table wants the hierarchy tried: runs it
+ * hierarchically and sets *ran = 1 when that applies (every host has the
+ * same number L > 1 of ranks, count % L == 0), else leaves *ran = 0 for the
+ * flat path. Every rank makes the same choice. The first call learns
  * the hosts' layout (a bootstrap allgather: every rank must reach it, as
  * every rank reaches an allreduce), the first that runs hierarchically
  * makes the two child communicators. A child's failure is returned with
  * the child's reason (a lost rank named in this communicator's numbering). */
 mscclppResult_t mscclppCollHierAllReduce(struct mscclppComm* comm, const struct mscclppCollArgs* a, int* ran);
 
-/* Destroy the child communicators and the state (the parent's collRelease). */
-void mscclppCollHierRelease(struct mscclppComm* comm);
+/* Destroy the child communicators and the state (`state` as the parent's
+ * collective state holds it, at the parent's destruction). */
+void mscclppCollHierRelease(struct mscclppComm* comm, void* state);
 
 #endif /* MSCCLPP_SRC_COLL_COLL_HIER_H_ */

@@ -145,16 +145,13 @@ static void hostFree(struct mscclppComm* comm, struct mscclppCollHost* h) {
   free(h);
 }
 
-void mscclppCollHostRelease(struct mscclppComm* comm) {
-  struct mscclppCollHost* h = comm->collHost;
-  if (h == NULL) return;
-  comm->collHost = NULL;
+void mscclppCollHostRelease(struct mscclppComm* comm, void* state) {
   /* No barrier: peers keep their mappings of this scratch and of the
    * semaphores when this rank frees its own (memory files), every credit
    * this rank owed was signalled before its last call returned (and, to a
    * remote peer, received: see the top), and ranks that only ever ran
    * send/recv with some peers may not all get here. */
-  hostFree(comm, h);
+  hostFree(comm, (struct mscclppCollHost*)state);
 }
 
 static size_t perPeerBytes(const struct mscclppComm* comm) {
@@ -164,11 +161,9 @@ static size_t perPeerBytes(const struct mscclppComm* comm) {
   return b / (SLOTS * 64) * (SLOTS * 64);
 }
 
-static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHost** out) {
-  if (comm->collHost != NULL) {
-    *out = comm->collHost;
-    return mscclppSuccess;
-  }
+/* The state, built privately (coll.h's first-use policy); a failed build
+ * frees what it made (no peer has seen it: connections come later). */
+static mscclppResult_t hostBuild(struct mscclppComm* comm, void** built) {
   struct mscclppCollHost* h = (struct mscclppCollHost*)calloc(1, sizeof(*h));
   if (h == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   h->rank = comm->rank;
@@ -195,8 +190,16 @@ static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHos
   }
   MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: host collectives, scratch %zu bytes (%d x %d slots of %zu bytes%s)",
                h->rank, bytes, h->nranks, SLOTS, h->slotBytes, h->staging ? ", and as many staging slots" : "");
-  comm->collHost = h;
-  *out = h;
+  *built = h;
+  return mscclppSuccess;
+}
+
+static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHost** out) {
+  struct mscclppCollState* st;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
+  void* built = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->host, "host collectives", hostBuild, &built));
+  *out = (struct mscclppCollHost*)built;
   return mscclppSuccess;
 }
 

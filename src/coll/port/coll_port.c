@@ -1,7 +1,8 @@
 /*
  * The GPU backend's "port" algorithm family, host side: the per-communicator
  * state (connections, the registered scratch, two port channels per peer,
- * device counters), made at the first call, and the launches. Kernels and
+ * device counters), built at the first call (coll.h's first-use policy),
+ * and the launches. Kernels and
  * the streams they run: coll_port_kernels.cu, coll_port.h.
  *
  * Only this rank's buffers are touched by its kernel (the data goes through
@@ -20,12 +21,6 @@
 
 #ifndef MSCCLPP_HAVE_CUDA
 
-int mscclppCollPortWanted(const struct mscclppComm* comm, mscclppCollKind kind, const char* algo) {
-  (void)comm;
-  (void)kind;
-  (void)algo;
-  return 0;
-}
 mscclppResult_t mscclppCollPortRun(struct mscclppComm* comm, const struct mscclppCollArgs* args) {
   (void)comm;
   (void)args;
@@ -40,7 +35,10 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
   (void)stream;
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "GPU send/recv over port channels: this build has no CUDA");
 }
-void mscclppCollPortRelease(struct mscclppComm* comm) { (void)comm; }
+void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
+  (void)comm;
+  (void)state;
+}
 
 #else
 
@@ -60,7 +58,6 @@ void mscclppCollPortRelease(struct mscclppComm* comm) { (void)comm; }
 
 struct mscclppCollPort {
   int rank, nranks;
-  int ready; /* 0: the setup failed part way (kept for mscclppCollPortRelease) */
   uint64_t slotBytes;
   void* scratch; /* device memory: the slots for peers on this host */
   size_t scratchBytes;
@@ -79,28 +76,8 @@ static mscclppResult_t cudaFail(cudaError_t err, const char* what) {
   return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_COLL, "%s: %s", what, cudaGetErrorString(err));
 }
 
-/* MSCCLPP_ALGO names sendrecv=port (coll.c checked the whole variable). */
-static int p2pForced(const struct mscclppComm* comm) {
-  static const char entry[] = "sendrecv=port";
-  const char* s = comm->params.algo;
-  while (*s != '\0') {
-    const char* end = strchr(s, ',');
-    size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
-    if (len == sizeof(entry) - 1 && memcmp(s, entry, len) == 0) return 1;
-    s += len + (end != NULL);
-  }
-  return 0;
-}
-
-int mscclppCollPortWanted(const struct mscclppComm* comm, mscclppCollKind kind, const char* algo) {
-  if (comm->localNranks != comm->nranks) return 1;
-  if (kind == MSCCLPP_COLL_SENDRECV) return p2pForced(comm);
-  return algo != NULL && strcmp(algo, "port") == 0;
-}
-
-void mscclppCollPortRelease(struct mscclppComm* comm) {
-  struct mscclppCollPort* p = comm->collPort;
-  if (p == NULL) return;
+void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
+  struct mscclppCollPort* p = (struct mscclppCollPort*)state;
   (void)cudaDeviceSynchronize(); /* this rank's kernels are done */
   /* ... and every rank's: nothing more is pushed to or waited from a peer */
   (void)mscclppBootstrapBarrier(comm);
@@ -119,7 +96,6 @@ void mscclppCollPortRelease(struct mscclppComm* comm) {
   if (p->peers != NULL) (void)cudaFree(p->peers);
   if (p->state != NULL) (void)cudaFree(p->state);
   free(p);
-  comm->collPort = NULL;
 }
 
 /* Bytes of one slot: MSCCLPP_COLL_SCRATCH_BYTES per peer for its inbox and
@@ -144,23 +120,9 @@ static mscclppResult_t agreeSlotBytes(struct mscclppComm* comm, uint64_t* out) {
   return mscclppSuccess;
 }
 
-/* Make the state on first use (every rank reaches the same call). On
- * failure what was made stays in comm->collPort for mscclppCollPortRelease. */
-static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPort** out) {
-  if (comm->collPort != NULL) {
-    if (!comm->collPort->ready)
-      return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                        "GPU collectives over port channels: the setup of this communicator failed earlier");
-    *out = comm->collPort;
-    return mscclppSuccess;
-  }
-  if (comm->nranks > MAXR)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                      "GPU collectives over port channels: %d ranks; this release supports up to %d", comm->nranks,
-                      MAXR);
-  struct mscclppCollPort* p = (struct mscclppCollPort*)calloc(1, sizeof(*p));
-  if (p == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  comm->collPort = p;
+/* The state's setup on p (zeroed; every rank reaches the same call). On
+ * failure what was made stays in p for mscclppCollPortRelease. */
+static mscclppResult_t portSetup(struct mscclppComm* comm, struct mscclppCollPort* p) {
   p->rank = comm->rank;
   p->nranks = comm->nranks;
   MSCCLPP_RETURN_ON_ERROR(agreeSlotBytes(comm, &p->slotBytes));
@@ -223,8 +185,29 @@ static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPor
                "scratch %zu bytes of device memory%s",
                p->rank, p->nranks - 1, nets, (unsigned long long)p->slotBytes, p->scratchBytes,
                hostSlots > 0 ? " and as much pinned host memory (the slots of peers over the network)" : "");
-  p->ready = 1;
-  *out = p;
+  return mscclppSuccess;
+}
+
+/* The state, built privately (coll.h's first-use policy). A failed build
+ * hands what it made to the slot: peers may hold channels to it, so it is
+ * released at destroy, with every rank. */
+static mscclppResult_t portBuild(struct mscclppComm* comm, void** built) {
+  if (comm->nranks > MAXR)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "GPU collectives over port channels: %d ranks; this release supports up to %d", comm->nranks,
+                      MAXR);
+  struct mscclppCollPort* p = (struct mscclppCollPort*)calloc(1, sizeof(*p));
+  if (p == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  *built = p;
+  return portSetup(comm, p);
+}
+
+static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPort** out) {
+  struct mscclppCollState* st;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
+  void* built = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->port, "GPU collectives over port channels", portBuild, &built));
+  *out = (struct mscclppCollPort*)built;
   return mscclppSuccess;
 }
 

@@ -1,0 +1,72 @@
+/*
+ * The collective layer's per-communicator state and its one first-use
+ * policy (coll.h): build privately, publish only when complete, remember a
+ * failed build.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coll/coll.h"
+#include "coll/hier/coll_hier.h"
+#include "core/error.h"
+#include "core/log.h"
+
+/* What a slot holds for its backend's release: the complete state or what
+ * a failed build left. */
+static void* slotTake(struct mscclppCollSlot* slot) {
+  void* p = slot->ready != NULL ? slot->ready : slot->remains;
+  slot->ready = NULL;
+  slot->remains = NULL;
+  return p;
+}
+
+/* comm's release hook (comm.h): every backend's state, then the layer's. */
+static void collRelease(struct mscclppComm* comm) {
+  struct mscclppCollState* st = comm->coll;
+  if (st == NULL) return;
+  void* p;
+  /* the hierarchy's children first: they use the parent's abort object */
+  if ((p = slotTake(&st->hier)) != NULL) mscclppCollHierRelease(comm, p);
+  if ((p = slotTake(&st->host)) != NULL) mscclppCollHostRelease(comm, p);
+  if ((p = slotTake(&st->port)) != NULL) mscclppCollPortRelease(comm, p);
+  if ((p = slotTake(&st->gpu)) != NULL) mscclppCollGpuRelease(comm, p);
+  comm->coll = NULL;
+  free(st);
+}
+
+mscclppResult_t mscclppCollStateOf(struct mscclppComm* comm, struct mscclppCollState** state) {
+  if (comm->coll == NULL) {
+    struct mscclppCollState* st = (struct mscclppCollState*)calloc(1, sizeof(*st));
+    if (st == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+    comm->coll = st;
+    comm->collRelease = collRelease;
+  }
+  *state = comm->coll;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCollSlotGet(struct mscclppComm* comm, struct mscclppCollSlot* slot, const char* what,
+                                   mscclppCollBuildFn build, void** state) {
+  if (slot->ready != NULL) {
+    *state = slot->ready;
+    return mscclppSuccess;
+  }
+  if (slot->failure != mscclppSuccess)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "rank %d: %s: the setup of this communicator's state failed at an earlier call (%s: %s); "
+                      "destroy the communicator",
+                      comm->rank, what, mscclppGetErrorString(slot->failure), slot->why);
+  void* built = NULL;
+  mscclppResult_t res = build(comm, &built);
+  if (res != mscclppSuccess) {
+    /* the build logged why, where it decided; keep what it made for the
+     * release at destroy, and never hand it to a call */
+    slot->failure = res;
+    snprintf(slot->why, sizeof(slot->why), "%s", mscclppGetLastError());
+    slot->remains = built;
+    return res;
+  }
+  slot->ready = built;
+  *state = built;
+  return mscclppSuccess;
+}
