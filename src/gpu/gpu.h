@@ -79,6 +79,30 @@ mscclppResult_t mscclppGpuMemcpy(int device, void* dst, const void* src, size_t 
 /* Make `device` current on the calling thread (nothing on the host backend). */
 mscclppResult_t mscclppGpuSetDevice(int device);
 
+/* ---- what kernels' hosts (the collectives) need of the current device ---- */
+
+/* The calling thread's current device, as launches size their grids. */
+struct mscclppGpuDeviceInfo {
+  int device;   /* its index */
+  int smCount;  /* streaming multiprocessors */
+  int ccMajor;  /* compute capability, major */
+};
+/* mscclppUnhandledCudaError when the runtime cannot say; mscclppInvalidUsage
+ * without CUDA. */
+mscclppResult_t mscclppGpuCurrentDeviceInfo(struct mscclppGpuDeviceInfo* info);
+
+/* Wait for all work of the current device (the collectives' release: their
+ * kernels must be done before their channels go). Never fails: there is
+ * nothing a caller could do about an error at that point; it is logged.
+ * Nothing on the host backend. */
+void mscclppGpuDeviceSynchronize(void);
+
+/* Enqueue a copy (any direction, unified addressing) on a stream of the
+ * application (a cudaStream_t: the mscclppStream_t a collective was called
+ * with). */
+struct CUstream_st;
+mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes);
+
 /* ---- streams ------------------------------------------------------------------
  * A non-blocking stream of one device (it never waits for the legacy default
  * stream): the library's one stream of the device (gpu_ipc.h), shared by

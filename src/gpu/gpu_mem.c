@@ -213,6 +213,51 @@ mscclppResult_t mscclppGpuSetDevice(int device) {
 #endif
 }
 
+/* ---- the current device, for the collectives ------------------------------ */
+
+mscclppResult_t mscclppGpuCurrentDeviceInfo(struct mscclppGpuDeviceInfo* info) {
+#ifdef MSCCLPP_HAVE_CUDA
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&info->smCount, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&info->ccMajor, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err != cudaSuccess) return cudaFail(err, "cudaGetDevice / cudaDeviceGetAttribute", dev, 0);
+  info->device = dev;
+  return mscclppSuccess;
+#else
+  (void)info;
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "the current device: mscclpp was built without CUDA");
+#endif
+}
+
+void mscclppGpuDeviceSynchronize(void) {
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    MSCCLPP_WARN(MSCCLPP_LOG_GPU, "cudaDeviceSynchronize: %s", cudaGetErrorString(err));
+  }
+#endif
+}
+
+mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return mscclppSuccess;
+#ifdef MSCCLPP_HAVE_CUDA
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaMemcpyAsync(%p <- %p, %zu bytes): %s", dst, src,
+                      bytes, cudaGetErrorString(err));
+  }
+  return mscclppSuccess;
+#else
+  (void)stream;
+  (void)dst;
+  (void)src;
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "a copy on a CUDA stream: mscclpp was built without CUDA");
+#endif
+}
+
 /* ---- streams ---------------------------------------------------------------- */
 
 struct mscclppGpuStream {

@@ -52,26 +52,15 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
 
 #else
 
-#include <cuda_runtime_api.h>
-
 #include "coll/gpu/coll_gpu_state.h"
 #include "gpu/abort.h"
+#include "gpu/gpu.h"
 
 #define TAG_BASE 0x7d000000
 
-static mscclppResult_t cudaFail(cudaError_t err, const char* what) {
-  (void)cudaGetLastError();
-  return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_COLL, "%s: %s", what, cudaGetErrorString(err));
-}
-#define CUDA_TRY(call, what)                           \
-  do {                                                 \
-    cudaError_t e_ = (call);                           \
-    if (e_ != cudaSuccess) return cudaFail(e_, what);  \
-  } while (0)
-
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollGpu* g = (struct mscclppCollGpu*)state;
-  (void)cudaDeviceSynchronize(); /* kernels that use the channels must be done */
+  mscclppGpuDeviceSynchronize(); /* kernels that use the channels must be done */
   for (int i = 0; i < g->nopen; i++) (void)mscclppGpuIpcCloseHandle(g->open[i].base);
   free(g->open);
   for (int r = 0; r < g->nranks; r++) {
@@ -85,10 +74,9 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   if (g->scratch != NULL) (void)mscclppMemFree(comm, g->scratch);
   if (g->boardMem != NULL) (void)mscclppDeregisterMemory(g->boardMem);
   if (g->board != NULL) (void)mscclppMemFree(comm, g->board);
-  if (g->state != NULL) (void)cudaFree(g->state);
-  for (int i = 0; i < 2; i++)
-    if (g->stage[i] != NULL) (void)cudaFree(g->stage[i]);
-  for (int i = 0; i < g->nretired; i++) (void)cudaFree(g->retired[i]);
+  mscclppGpuDeviceFree(g->device, g->state);
+  for (int i = 0; i < 2; i++) mscclppGpuDeviceFree(g->device, g->stage[i]);
+  for (int i = 0; i < g->nretired; i++) mscclppGpuDeviceFree(g->device, g->retired[i]);
   free(g);
 }
 
@@ -98,10 +86,10 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   g->rank = comm->rank;
   g->nranks = comm->nranks;
   mscclppResult_t res = mscclppSuccess;
-  int dev = 0;
-  CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
-  g->device = dev;
-  CUDA_TRY(cudaDeviceGetAttribute(&g->nsm, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  struct mscclppGpuDeviceInfo dev;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuCurrentDeviceInfo(&dev));
+  g->device = dev.device;
+  g->nsm = dev.smCount;
   MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &g->abort));
   mscclppAbortWaitContext(g->abort, comm->params.timeout, 1, &g->wait);
 
@@ -116,8 +104,8 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->scratchBytes, &g->scratch));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppRegisterMemory(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));
-  CUDA_TRY(cudaMalloc((void**)&g->state, sizeof(*g->state)), "cudaMalloc(collective state)");
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcZero(g->state, sizeof(*g->state))); /* the first call may be captured */
+  /* zeroed on the library's stream: the first call may be captured */
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuDeviceAlloc(g->device, sizeof(*g->state), (void**)&g->state));
   g->scratchOf[g->rank] = (uint8_t*)g->scratch;
   g->scopeGpu = 1;
   for (int r = 0; r < g->nranks; r++) {
@@ -145,9 +133,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
                         : cap;
   if (g->packetBlocks < 1) g->packetBlocks = 1;
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
-  int major = 0;
-  CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-  g->pdl = comm->params.collPdl != 0 && major >= 9;
+  g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
   /* the board */
   size_t boardBytes = BOARD_SLOTS * sizeof(struct boardEntry);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, boardBytes, (void**)&g->board));
@@ -166,7 +152,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
                "%s scope, scratch %zu bytes",
-               g->rank, g->nranks, dev, g->nsm, g->sharing, g->scopeGpu ? "gpu" : "system", g->scratchBytes);
+               g->rank, g->nranks, g->device, g->nsm, g->sharing, g->scopeGpu ? "gpu" : "system", g->scratchBytes);
   return mscclppSuccess;
 }
 
@@ -205,7 +191,7 @@ static mscclppResult_t stageBuffer(struct mscclppCollGpu* g, int which, size_t b
       g->stage[which] = NULL;
     }
     size_t sz = bytes < STAGE_MIN_BYTES ? STAGE_MIN_BYTES : bytes;
-    CUDA_TRY(cudaMalloc(&g->stage[which], sz), "cudaMalloc(collective staging buffer)");
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuDeviceAlloc(g->device, sz, &g->stage[which]));
     g->stageBytes[which] = sz;
   }
   *out = g->stage[which];
@@ -331,7 +317,7 @@ static void directGrid(struct mscclppCollGpu* g, const struct mscclppCollArgs* a
  * (mine[0]: send, mine[1]: recv); those that cannot be shared are replaced
  * by staging buffers (*kSend, *kRecv), the input copied in on the stream. */
 static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCollArgs* a, const struct gpuCall* c,
-                               cudaStream_t stream, struct boardBuf mine[2], const uint8_t** kSend, uint8_t** kRecv,
+                               mscclppStream_t stream, struct boardBuf mine[2], const uint8_t** kSend, uint8_t** kRecv,
                                int* stagedRecv) {
   const uint8_t* send = (const uint8_t*)a->send;
   uint8_t* recv = (uint8_t*)a->recv;
@@ -367,15 +353,14 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
     }
   }
   if (stagedSend) {
-    cudaError_t e = cudaMemcpyAsync((void*)*kSend, send, c->inBytes, cudaMemcpyDeviceToDevice, stream);
-    if (e != cudaSuccess) return cudaFail(e, "cudaMemcpyAsync (staging in)");
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, (void*)*kSend, send, c->inBytes));
   }
   return mscclppSuccess;
 }
 
 /* Enqueue L; `what` names the kernel in the error. */
 static mscclppResult_t launch(const struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
-                              const struct mscclppCollGpuP2pList* p2p, cudaStream_t stream, const char* what) {
+                              const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
   const char* why = NULL;
   mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
@@ -389,7 +374,7 @@ static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppC
   L->recv[g->rank] = (uint8_t*)a->recv;
   L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
   packetGrid(g, c->inBytes, L);
-  return launch(g, L, NULL, (cudaStream_t)a->stream, "allreduce");
+  return launch(g, L, NULL, a->stream, "allreduce");
 }
 
 /* A direct kernel: this rank's buffers (staged when they cannot be
@@ -397,7 +382,7 @@ static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppC
  * of its staging buffer. */
 static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
                                  const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
-  cudaStream_t stream = (cudaStream_t)a->stream;
+  mscclppStream_t stream = a->stream;
   struct boardBuf mine[2];
   memset(mine, 0, sizeof(mine));
   const uint8_t* kSend = NULL;
@@ -418,8 +403,7 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
   directGrid(g, a, c, L);
   MSCCLPP_RETURN_ON_ERROR(launch(g, L, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
-    cudaError_t e = cudaMemcpyAsync(a->recv, kRecv, c->outBytes, cudaMemcpyDeviceToDevice, stream);
-    if (e != cudaSuccess) return cudaFail(e, "cudaMemcpyAsync (staging out)");
+    MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
   return mscclppSuccess;
 }
@@ -430,8 +414,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   callSizes(comm, a, &c);
   if (comm->nranks == 1) { /* one rank: a copy (every operator of one value is the value) */
     if (c.hasRecv && a->send != a->recv) {
-      cudaError_t e = cudaMemcpyAsync(a->recv, a->send, c.outBytes, cudaMemcpyDeviceToDevice, (cudaStream_t)a->stream);
-      if (e != cudaSuccess) return cudaFail(e, "cudaMemcpyAsync");
+      MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(a->stream, a->recv, a->send, c.outBytes));
     }
     return mscclppSuccess;
   }
@@ -451,10 +434,9 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
 }
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+  int mode = mscclppGpuIpcCaptureRelax();
   mscclppResult_t res = gpuRun(comm, a);
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  mscclppGpuIpcCaptureRestore(mode);
   return res;
 }
 
@@ -464,8 +446,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                       "a group of %d sends and receives; the GPU backend takes up to %d per group", nops,
                       MSCCLPP_COLL_GPU_MAX_P2P);
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+  int mode = mscclppGpuIpcCaptureRelax();
   struct mscclppCollGpu* g = NULL;
   mscclppResult_t res = gpuState(comm, &g);
   if (res == mscclppSuccess) {
@@ -491,10 +472,10 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     if (P.nops > 0) {
       L.nblocks = lanes;
       L.nthreads = 1024;
-      res = launch(g, &L, &P, (cudaStream_t)stream, "send/recv");
+      res = launch(g, &L, &P, stream, "send/recv");
     }
   }
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  mscclppGpuIpcCaptureRestore(mode);
   return res;
 }
 

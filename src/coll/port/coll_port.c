@@ -42,9 +42,8 @@ void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
 
 #else
 
-#include <cuda_runtime_api.h>
-
 #include "coll/port/coll_port.h"
+#include "gpu/gpu.h"
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
@@ -58,6 +57,7 @@ void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
 
 struct mscclppCollPort {
   int rank, nranks;
+  int device; /* current when the state was built */
   uint64_t slotBytes;
   void* scratch; /* device memory: the slots for peers on this host */
   size_t scratchBytes;
@@ -71,14 +71,9 @@ struct mscclppCollPort {
   struct mscclppCollPortDevState* state; /* device */
 };
 
-static mscclppResult_t cudaFail(cudaError_t err, const char* what) {
-  (void)cudaGetLastError();
-  return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_COLL, "%s: %s", what, cudaGetErrorString(err));
-}
-
 void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollPort* p = (struct mscclppCollPort*)state;
-  (void)cudaDeviceSynchronize(); /* this rank's kernels are done */
+  mscclppGpuDeviceSynchronize(); /* this rank's kernels are done */
   /* ... and every rank's: nothing more is pushed to or waited from a peer */
   (void)mscclppBootstrapBarrier(comm);
   for (int r = 0; r < p->nranks; r++) {
@@ -93,8 +88,8 @@ void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
   if (p->scratch != NULL) (void)mscclppMemFree(comm, p->scratch);
   if (p->hostScratchMem != NULL) (void)mscclppDeregisterMemory(p->hostScratchMem);
   if (p->hostScratch != NULL) (void)mscclppMemFree(comm, p->hostScratch);
-  if (p->peers != NULL) (void)cudaFree(p->peers);
-  if (p->state != NULL) (void)cudaFree(p->state);
+  mscclppGpuDeviceFree(p->device, p->peers);
+  mscclppGpuDeviceFree(p->device, p->state);
   free(p);
 }
 
@@ -124,6 +119,7 @@ static mscclppResult_t agreeSlotBytes(struct mscclppComm* comm, uint64_t* out) {
  * failure what was made stays in p for mscclppCollPortRelease. */
 static mscclppResult_t portSetup(struct mscclppComm* comm, struct mscclppCollPort* p) {
   p->rank = comm->rank;
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCurrentDevice(&p->device));
   p->nranks = comm->nranks;
   MSCCLPP_RETURN_ON_ERROR(agreeSlotBytes(comm, &p->slotBytes));
   /* connections first: the regions' registrations then cover their transports */
@@ -166,20 +162,12 @@ static mscclppResult_t portSetup(struct mscclppComm* comm, struct mscclppCollPor
     if (res == mscclppSuccess) res = mscclppPortChannelGetDeviceHandle(p->data[r], &hostPeers[r].data);
     if (res == mscclppSuccess) res = mscclppPortChannelGetDeviceHandle(p->credit[r], &hostPeers[r].credit);
   }
-  cudaError_t e = cudaSuccess;
-  if (res == mscclppSuccess) {
-    e = cudaMalloc((void**)&p->peers, peersBytes);
-    if (e != cudaSuccess) res = cudaFail(e, "cudaMalloc(port channel handles)");
-  }
-  if (res == mscclppSuccess) {
-    e = cudaMemcpy(p->peers, hostPeers, peersBytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) res = cudaFail(e, "cudaMemcpy(port channel handles)");
-  }
+  if (res == mscclppSuccess) res = mscclppGpuDeviceAlloc(p->device, peersBytes, (void**)&p->peers);
+  if (res == mscclppSuccess) res = mscclppGpuMemcpy(p->device, p->peers, hostPeers, peersBytes);
   free(hostPeers);
   MSCCLPP_RETURN_ON_ERROR(res);
-  e = cudaMalloc((void**)&p->state, sizeof(*p->state));
-  if (e != cudaSuccess) return cudaFail(e, "cudaMalloc(port collective state)");
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcZero(p->state, sizeof(*p->state))); /* the first call may be captured */
+  /* zeroed on the library's stream: the first call may be captured */
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuDeviceAlloc(p->device, sizeof(*p->state), (void**)&p->state));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d: GPU collectives over port channels to %d peers (%d over the network), slots of %llu bytes, "
                "scratch %zu bytes of device memory%s",
@@ -220,16 +208,13 @@ static void fillCommon(const struct mscclppCollPort* p, struct mscclppCollPortLa
 }
 
 mscclppResult_t mscclppCollPortRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
-  if (e != cudaSuccess) return cudaFail(e, "cudaThreadExchangeStreamCaptureMode");
+  int mode = mscclppGpuIpcCaptureRelax();
   mscclppResult_t res = mscclppSuccess;
   const int copyOnly =
       a->kind == MSCCLPP_COLL_ALLGATHER || a->kind == MSCCLPP_COLL_BROADCAST || a->kind == MSCCLPP_COLL_ALLTOALL;
   if (comm->nranks == 1) { /* a copy (every operator of one value is the value) */
     if (a->send != a->recv) {
-      e = cudaMemcpyAsync(a->recv, a->send, a->count * a->typeSize, cudaMemcpyDeviceToDevice, (cudaStream_t)a->stream);
-      if (e != cudaSuccess) res = cudaFail(e, "cudaMemcpyAsync");
+      res = mscclppGpuMemcpyOnAppStream(a->stream, a->recv, a->send, a->count * a->typeSize);
     }
     goto restore;
   }
@@ -252,13 +237,13 @@ mscclppResult_t mscclppCollPortRun(struct mscclppComm* comm, const struct mscclp
     res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel over port channels: %s",
                      mscclppCollKindName(a->kind), why);
 restore:
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  mscclppGpuIpcCaptureRestore(mode);
   return res;
 }
 
 /* Sends to this rank and receives from it, the i-th with the i-th, as
  * device copies on the stream. */
-static mscclppResult_t selfCopies(const struct mscclppCollP2pOp* ops, int nops, cudaStream_t stream) {
+static mscclppResult_t selfCopies(const struct mscclppCollP2pOp* ops, int nops, mscclppStream_t stream) {
   int s = 0, r = 0;
   for (;;) {
     while (s < nops && !(ops[s].isSend && ops[s].peer < 0)) s++;
@@ -268,10 +253,8 @@ static mscclppResult_t selfCopies(const struct mscclppCollP2pOp* ops, int nops, 
       return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                         "send/recv group: the sends to this rank do not match its receives from itself (count "
                         "and sizes)");
-    if (ops[s].buf != ops[r].buf) {
-      cudaError_t e = cudaMemcpyAsync(ops[r].buf, ops[s].buf, ops[s].bytes, cudaMemcpyDeviceToDevice, stream);
-      if (e != cudaSuccess) return cudaFail(e, "cudaMemcpyAsync (send to self)");
-    }
+    if (ops[s].buf != ops[r].buf)
+      MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, ops[r].buf, ops[s].buf, ops[s].bytes));
     s++;
     r++;
   }
@@ -283,9 +266,7 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                       "a group of %d sends and receives; the GPU backend over port channels takes up to %d per group",
                       nops, MSCCLPP_COLL_PORT_MAX_P2P);
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
-  if (e != cudaSuccess) return cudaFail(e, "cudaThreadExchangeStreamCaptureMode");
+  int mode = mscclppGpuIpcCaptureRelax();
   static _Thread_local struct mscclppCollPortP2pList P;
   struct mscclppCollP2pOp self[MSCCLPP_COLL_PORT_MAX_P2P];
   int nself = 0;
@@ -324,7 +305,7 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
     laneChunks[lane] += (ops[i].bytes + p->slotBytes - 1) / p->slotBytes;
     if (laneChunks[lane] > P.rounds) P.rounds = laneChunks[lane];
   }
-  if (res == mscclppSuccess) res = selfCopies(self, nself, (cudaStream_t)stream);
+  if (res == mscclppSuccess) res = selfCopies(self, nself, stream);
   if (res == mscclppSuccess && P.nops > 0) {
     struct mscclppCollPortLaunch L;
     memset(&L, 0, sizeof(L));
@@ -335,7 +316,7 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
     if (res != mscclppSuccess)
       res = mscclppErr(res, MSCCLPP_LOG_COLL, "launching the send/recv kernel over port channels: %s", why);
   }
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  mscclppGpuIpcCaptureRestore(mode);
   return res;
 }
 
