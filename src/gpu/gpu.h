@@ -104,15 +104,18 @@ struct CUstream_st;
 mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes);
 
 /* ---- streams ------------------------------------------------------------------
- * A non-blocking stream of one device (it never waits for the legacy default
- * stream): the library's one stream of the device (gpu_ipc.h), shared by
- * every such object, so work on it is in order with all the library's
- * other stream work. On the host backend a stream is a token and every
- * operation on it completes before it returns. */
-typedef struct mscclppGpuStream* mscclppGpuStream_t;
+ * The library's one non-blocking stream of a device (it never waits for the
+ * legacy default stream; gpu_ipc.h's mscclppGpuIpcProcessStream), so work
+ * on it is in order with all the library's other stream work. One object
+ * per device, kept for the process's life: the transport's stream
+ * (gpu_ipc.h) is the same object. On the host backend a stream is a token
+ * and every operation on it completes before it returns. */
+typedef struct mscclppGpuIpcStream* mscclppGpuStream_t;
 
+/* The stream object of `device` (made at first use). */
 mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream);
-/* Waits for nothing; NULL is ignored. */
+/* Pairs with Create; releases nothing (the object is the device's). NULL
+ * is ignored. */
 void mscclppGpuStreamDestroy(mscclppGpuStream_t stream);
 /* Enqueue a copy (any direction). */
 mscclppResult_t mscclppGpuMemcpyAsync(mscclppGpuStream_t stream, void* dst, const void* src, size_t bytes);

@@ -110,13 +110,14 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr);
  * (gpu_mem_ipc.c says why). */
 mscclppResult_t mscclppGpuIpcProcessStream(void** stream);
 
-/* ---- the transport's stream ---------------------------------------------------
- * A non-blocking stream of the current device. Operations are enqueued in
- * order; nothing here waits except mscclppGpuIpcStreamQuery's check. */
+/* ---- the transport's operations on the library stream -------------------------
+ * struct mscclppGpuIpcStream is gpu.h's stream object (mscclppGpuStream_t),
+ * of the current device here. Operations are enqueued in order; nothing
+ * here waits except mscclppGpuIpcStreamQuery's check. */
 struct mscclppGpuIpcStream;
 
-/* The current device's transport stream (one object per device, kept for
- * the process's life: Destroy releases nothing, it pairs with Create). */
+/* The current device's stream object (one per device, kept for the
+ * process's life: Destroy releases nothing, it pairs with Create). */
 mscclppResult_t mscclppGpuIpcStreamCreate(struct mscclppGpuIpcStream** stream);
 void mscclppGpuIpcStreamDestroy(struct mscclppGpuIpcStream* stream);
 /* Enqueue a copy (any direction, unified addressing). */

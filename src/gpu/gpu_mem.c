@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
+#include "gpu/gpu_stream.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -260,51 +261,32 @@ mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* ds
 
 /* ---- streams ---------------------------------------------------------------- */
 
-struct mscclppGpuStream {
-  int device;
-#ifdef MSCCLPP_HAVE_CUDA
-  cudaStream_t stream;
-#endif
-};
+/* The host backend's stream token: operations on it complete at once. */
+static struct mscclppGpuIpcStream hostStream = {.device = MSCCLPP_HOST_BACKEND_DEVICE};
 
 mscclppResult_t mscclppGpuStreamCreate(int device, mscclppGpuStream_t* stream) {
   if (stream == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuStreamCreate: NULL output");
-  struct mscclppGpuStream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_GPU, "cannot allocate a stream object");
-  s->device = device < 0 ? MSCCLPP_HOST_BACKEND_DEVICE : device;
-  if (device >= 0) {
-#ifdef MSCCLPP_HAVE_CUDA
-    int prev;
-    mscclppResult_t res = enterDevice(device, &prev);
-    if (res != mscclppSuccess) {
-      free(s);
-      return res;
-    }
-    void* sp = NULL;
-    res = mscclppGpuIpcProcessStream(&sp); /* the library's one stream (gpu_ipc.h) */
-    leaveDevice(prev);
-    if (res != mscclppSuccess) {
-      free(s);
-      return res;
-    }
-    s->stream = (cudaStream_t)sp;
-#else
-    free(s);
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
-                      device);
-#endif
+  if (device < 0) {
+    *stream = &hostStream;
+    return mscclppSuccess;
   }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
+  struct mscclppGpuIpcStream* s = NULL;
+  mscclppResult_t res = mscclppGpuIpcStreamCreate(&s); /* the device's object (gpu_mem_ipc.c) */
+  leaveDevice(prev);
+  MSCCLPP_RETURN_ON_ERROR(res);
   *stream = s;
   return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
 }
 
-void mscclppGpuStreamDestroy(mscclppGpuStream_t stream) {
-  if (stream == NULL) return;
-#ifdef MSCCLPP_HAVE_CUDA
-  /* its cudaStream_t is the library's, kept for the process's life */
-#endif
-  free(stream);
-}
+/* The object is the device's, kept for the process's life. */
+void mscclppGpuStreamDestroy(mscclppGpuStream_t stream) { (void)stream; }
 
 mscclppResult_t mscclppGpuMemcpyAsync(mscclppGpuStream_t stream, void* dst, const void* src, size_t bytes) {
   if (stream == NULL || ((dst == NULL || src == NULL) && bytes > 0))

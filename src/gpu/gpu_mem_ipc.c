@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
+#include "gpu/gpu_stream.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda.h>
@@ -644,18 +645,12 @@ mscclppResult_t mscclppGpuIpcHostUnregister(void* ptr) {
 
 /* ---- the transport's stream --------------------------------------------------- */
 
-/* The transport's stream: the process's stream (mscclppGpuIpcProcessStream)
- * and what the device can do on it, one object per device, made at first
- * use and kept for the process's life like the stream itself (the copies of
+/* The stream object (gpu_stream.h) of each device, made at first use and
+ * kept for the process's life like the stream itself (the copies of
  * different connections are serialized on it, as the copy engine would
  * mostly do). A stream per connection (3 with 4 ranks, plus the
  * application's) once put a copy behind a spinning kernel on a shared
  * hardware queue (see mscclppGpuIpcProcessStream). */
-struct mscclppGpuIpcStream {
-  cudaStream_t stream; /* NULL until made */
-  int device;
-  int canWriteValue64; /* cuStreamWriteValue64 usable on this device */
-};
 
 static pthread_mutex_t transportLock = PTHREAD_MUTEX_INITIALIZER;
 static struct mscclppGpuIpcStream transportStream[MSCCLPP_GPU_MAX_DEVICES];
