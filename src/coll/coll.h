@@ -11,7 +11,7 @@
  *
  * Per-communicator state: the communicator holds one opaque pointer
  * (comm->coll) to a mscclppCollState: the selection state and one slot per
- * backend. Every backend follows one first-use policy (mscclppCollSlotGet):
+ * backend. Every backend follows one first-use policy (mscclppCollBackendState):
  * its state is built privately at the first call that needs it (which every
  * rank reaches) and published in its slot only when complete; a failed
  * build is remembered, and every later call fails at once naming it (no
@@ -65,7 +65,7 @@ struct mscclppCollSlot {
 
 struct mscclppCollState {
   struct mscclppCollSelect select;
-  struct mscclppCollSlot host, gpu, port, hier;
+  struct mscclppCollSlot slot[MSCCLPP_COLL_BACKENDS]; /* by mscclppCollBackend */
 };
 
 /* comm's collective state, made (empty) at the layer's first call, which
@@ -77,11 +77,11 @@ mscclppResult_t mscclppCollStateOf(struct mscclppComm* comm, struct mscclppCollS
  * alone (released at destroy with the backend's release), or NULL. */
 typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** built);
 
-/* The slot's state in *state: published already, or built now by `build`
- * and published when complete. After a failed build every call returns
- * mscclppInvalidUsage naming `what` and the first failure. */
-mscclppResult_t mscclppCollSlotGet(struct mscclppComm* comm, struct mscclppCollSlot* slot, const char* what,
-                                   mscclppCollBuildFn build, void** state);
+/* `backend`'s state on comm in *state: published already, or built now by
+ * `build` and published when complete. After a failed build every call
+ * returns mscclppInvalidUsage naming the backend and the first failure. */
+mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
+                                        mscclppCollBuildFn build, void** state);
 
 /* Run a checked call (count > 0) on comm, where the selection table says.
  * The API calls it, and coll/hier/ for the steps on its child

@@ -38,7 +38,7 @@ static const struct {
     [MSCCLPP_COLL_SENDRECV] = {"sendrecv", "direct,port"},
 };
 
-static const char* const backendNames[] = {[MSCCLPP_COLL_BACKEND_HOST] = "host",
+static const char* const backendNames[MSCCLPP_COLL_BACKENDS] = {[MSCCLPP_COLL_BACKEND_HOST] = "host",
                                            [MSCCLPP_COLL_BACKEND_GPU] = "gpu",
                                            [MSCCLPP_COLL_BACKEND_PORT] = "gpu over port channels",
                                            [MSCCLPP_COLL_BACKEND_HIER] = "hierarchical (on child communicators)"};
@@ -52,7 +52,7 @@ const char* mscclppCollAlgoName(mscclppCollAlgo algo) {
 }
 
 const char* mscclppCollBackendName(mscclppCollBackend backend) {
-  return (unsigned)backend <= MSCCLPP_COLL_BACKEND_HIER ? backendNames[backend] : "unknown";
+  return (unsigned)backend < MSCCLPP_COLL_BACKENDS ? backendNames[backend] : "unknown";
 }
 
 const char* mscclppCollAlgoNames(const char* coll) {
@@ -115,7 +115,7 @@ static void parse(struct mscclppCollSelect* sel, const char* text) {
 }
 
 mscclppResult_t mscclppCollSelectForced(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo* algo) {
-  struct mscclppCollState* st;
+  struct mscclppCollState* st = NULL;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
   struct mscclppCollSelect* sel = &st->select;
   if (!sel->parsed || strcmp(sel->text, comm->params.algo) != 0) parse(sel, comm->params.algo);

@@ -44,7 +44,8 @@ typedef enum {
   MSCCLPP_COLL_BACKEND_HOST = 0, /* coll/host/: CPU threads play the kernels */
   MSCCLPP_COLL_BACKEND_GPU,      /* coll/gpu/: memory channels and the board, one host */
   MSCCLPP_COLL_BACKEND_PORT,     /* coll/port/: the GPU over port channels, any hosts */
-  MSCCLPP_COLL_BACKEND_HIER      /* coll/hier/: allreduce composed on child communicators */
+  MSCCLPP_COLL_BACKEND_HIER,     /* coll/hier/: allreduce composed on child communicators */
+  MSCCLPP_COLL_BACKENDS
 } mscclppCollBackend;
 
 /* The selection state of one communicator (inside its collective state). */

@@ -26,10 +26,10 @@ static void collRelease(struct mscclppComm* comm) {
   if (st == NULL) return;
   void* p;
   /* the hierarchy's children first: they use the parent's abort object */
-  if ((p = slotTake(&st->hier)) != NULL) mscclppCollHierRelease(comm, p);
-  if ((p = slotTake(&st->host)) != NULL) mscclppCollHostRelease(comm, p);
-  if ((p = slotTake(&st->port)) != NULL) mscclppCollPortRelease(comm, p);
-  if ((p = slotTake(&st->gpu)) != NULL) mscclppCollGpuRelease(comm, p);
+  if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_HIER])) != NULL) mscclppCollHierRelease(comm, p);
+  if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_HOST])) != NULL) mscclppCollHostRelease(comm, p);
+  if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_PORT])) != NULL) mscclppCollPortRelease(comm, p);
+  if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_GPU])) != NULL) mscclppCollGpuRelease(comm, p);
   comm->coll = NULL;
   free(st);
 }
@@ -45,17 +45,20 @@ mscclppResult_t mscclppCollStateOf(struct mscclppComm* comm, struct mscclppCollS
   return mscclppSuccess;
 }
 
-mscclppResult_t mscclppCollSlotGet(struct mscclppComm* comm, struct mscclppCollSlot* slot, const char* what,
-                                   mscclppCollBuildFn build, void** state) {
+mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
+                                        mscclppCollBuildFn build, void** state) {
+  struct mscclppCollState* st = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
+  struct mscclppCollSlot* slot = &st->slot[backend];
   if (slot->ready != NULL) {
     *state = slot->ready;
     return mscclppSuccess;
   }
   if (slot->failure != mscclppSuccess)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                      "rank %d: %s: the setup of this communicator's state failed at an earlier call (%s: %s); "
-                      "destroy the communicator",
-                      comm->rank, what, mscclppGetErrorString(slot->failure), slot->why);
+                      "rank %d: %s collectives: the setup of this communicator's state failed at an earlier call (%s: "
+                      "%s); destroy the communicator",
+                      comm->rank, mscclppCollBackendName(backend), mscclppGetErrorString(slot->failure), slot->why);
   void* built = NULL;
   mscclppResult_t res = build(comm, &built);
   if (res != mscclppSuccess) {

@@ -171,12 +171,7 @@ static mscclppResult_t gpuBuild(struct mscclppComm* comm, void** built) {
 }
 
 static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu** out) {
-  struct mscclppCollState* st;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
-  void* built = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->gpu, "GPU collectives", gpuBuild, &built));
-  *out = (struct mscclppCollGpu*)built;
-  return mscclppSuccess;
+  return mscclppCollBackendState(comm, MSCCLPP_COLL_BACKEND_GPU, gpuBuild, (void**)out);
 }
 
 /* ---- staging ---------------------------------------------------------------------- */

@@ -233,11 +233,8 @@ static mscclppResult_t hierBuild(struct mscclppComm* comm, void** built) {
 
 mscclppResult_t mscclppCollHierAllReduce(struct mscclppComm* comm, const struct mscclppCollArgs* a, int* ran) {
   *ran = 0;
-  struct mscclppCollState* st;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
-  void* built = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->hier, "hierarchical allreduce", hierBuild, &built));
-  struct mscclppCollHier* s = (struct mscclppCollHier*)built;
+  struct mscclppCollHier* s = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollBackendState(comm, MSCCLPP_COLL_BACKEND_HIER, hierBuild, (void**)&s));
   /* avg divides at each level: exact only for floats and L a power of two
    * (integers would truncate the partial sums) */
   int avgInexact = a->op == mscclppAvg && (a->type < mscclppFloat16 || (s->perHost & (s->perHost - 1)) != 0);

@@ -195,12 +195,7 @@ static mscclppResult_t hostBuild(struct mscclppComm* comm, void** built) {
 }
 
 static mscclppResult_t hostState(struct mscclppComm* comm, struct mscclppCollHost** out) {
-  struct mscclppCollState* st;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
-  void* built = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->host, "host collectives", hostBuild, &built));
-  *out = (struct mscclppCollHost*)built;
-  return mscclppSuccess;
+  return mscclppCollBackendState(comm, MSCCLPP_COLL_BACKEND_HOST, hostBuild, (void**)out);
 }
 
 /* The memory channels to a peer of this host (or this rank). */

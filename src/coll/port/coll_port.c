@@ -191,12 +191,7 @@ static mscclppResult_t portBuild(struct mscclppComm* comm, void** built) {
 }
 
 static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPort** out) {
-  struct mscclppCollState* st;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
-  void* built = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollSlotGet(comm, &st->port, "GPU collectives over port channels", portBuild, &built));
-  *out = (struct mscclppCollPort*)built;
-  return mscclppSuccess;
+  return mscclppCollBackendState(comm, MSCCLPP_COLL_BACKEND_PORT, portBuild, (void**)out);
 }
 
 static void fillCommon(const struct mscclppCollPort* p, struct mscclppCollPortLaunch* L) {
