@@ -672,10 +672,7 @@ static void testCrossProcess(void) {
 #include <cuda_runtime_api.h>
 
 static void testGpuRegister(void) {
-  if (!mscclppGpuIpcAvailable()) {
-    printf("  skipped: needs a GPU\n");
-    return;
-  }
+  if (!mscclppGpuIpcAvailable()) SKIP_CASE("needs a GPU");
   struct mscclppMemContext* ctx = newCtx(&rank0);
   void *dev = NULL, *cu = NULL, *ext = NULL, *managed = NULL;
   CHECK_RES(mscclppMemContextAlloc(ctx, mscclppMemKindDevice, 1000, &dev), mscclppSuccess);
@@ -739,12 +736,13 @@ static void testGpuRegister(void) {
   CHECK_RES(mscclppMemContextDestroy(ctx), mscclppSuccess);
 }
 #else
-static void testGpuRegister(void) { printf("  skipped: built without CUDA\n"); }
+static void testGpuRegister(void) { SKIP_CASE("built without CUDA"); }
 #endif
 
 static void testNoMessageLeft(void) { CHECK(loopFini(&lb) == 0); }
 
-int main(void) {
+int main(int argc, char** argv) {
+  harnessInit(argc, argv);
   setenv("MSCCLPP_DEBUG", "NONE", 1);
   loopInit(&lb, 10);
   RUN(testRecordRoundTrip);

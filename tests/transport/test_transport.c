@@ -278,10 +278,7 @@ static void selfConnection(mscclppTransport_t t) {
 static void testSelfHostShm(void) { selfConnection(mscclppTransportHostShm); }
 static void testSelfAuto(void) { selfConnection(mscclppTransportAuto); }
 static void testSelfCudaIpc(void) {
-  if (!mscclppGpuIpcAvailable()) {
-    printf("  skipped: CudaIpc needs a GPU\n");
-    return;
-  }
+  if (!mscclppGpuIpcAvailable()) SKIP_CASE("CudaIpc needs a GPU");
   selfConnection(mscclppTransportCudaIpc);
 }
 
@@ -559,10 +556,7 @@ static void testPingPong(void) {
 #include <cuda_runtime_api.h>
 
 static void testGpuCopies(void) {
-  if (!mscclppGpuIpcAvailable()) {
-    printf("  skipped: needs a GPU\n");
-    return;
-  }
+  if (!mscclppGpuIpcAvailable()) SKIP_CASE("needs a GPU");
   struct mscclppMemContext* c0 = newCtx(&rank0, 0);
   struct mscclppMemContext* c1 = newCtx(&rank1, 0);
   struct connectArgs a0, a1;
@@ -663,12 +657,13 @@ static void testGpuCopies(void) {
   CHECK_RES(mscclppMemContextDestroy(c1), mscclppSuccess);
 }
 #else
-static void testGpuCopies(void) { printf("  skipped: built without CUDA\n"); }
+static void testGpuCopies(void) { SKIP_CASE("built without CUDA"); }
 #endif
 
 static void testNoMessageLeft(void) { CHECK(loopFini(&lb) == 0); }
 
-int main(void) {
+int main(int argc, char** argv) {
+  harnessInit(argc, argv);
   setenv("MSCCLPP_DEBUG", "NONE", 1);
   loopInit(&lb, 10);
   RUN(testOpsTables);
