@@ -138,7 +138,7 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
   fi
 fi
 if [ "$what" = all ] || [ "$what" = net ]; then
-  have net_worker_gpu && step net_gpu_staged_2 200 env MSCCLPP_NET_IFNAME==lo mscclpp-run -n 2 --timeout 190 -- "$BIN/net_worker_gpu" 67108864
+  have channel_worker_gpu && step net_gpu_staged_2 200 env MSCCLPP_NET_IFNAME==lo mscclpp-run -n 2 --timeout 190 -- "$BIN/channel_worker_gpu" net 67108864
   have channel_worker_gpu && step "channel_mp_gpu_2 (after net)" 300 mscclpp-run -n 2 --timeout 280 -- "$BIN/channel_worker_gpu" gpu quick
 fi
 if [ "$what" = all ] || [ "$what" = torch ]; then

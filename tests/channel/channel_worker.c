@@ -1,34 +1,59 @@
 /*
- * One rank of the multi-process channel tests on the host backend, started
- * by mscclpp-run (CPU threads play the kernels; peers' memory is host shared
- * memory; the port channel proxy copies with memcpy):
+ * One rank of the multi-process port-channel tests on the host backend (CPU
+ * threads play the kernels), parameterised by transport: host shared memory
+ * (the proxy copies with memcpy) or the network (libfabric: tcp;ofi_rxm on
+ * 127.0.0.1 under mscclpp-run, or two network namespaces under
+ * tests/net/netns_test.sh). The GPU counterpart is channel_worker_gpu.cu;
+ * both drive the port channel through tests/channel/port_ops.h.
  *
- *   channel_worker host [maxBytes]
- *       every rank builds a HostShm connection, a port channel and a memory
- *       channel to every rank (itself included); then, in rounds that pair
- *       rank r with rank r ^ d (d = 0 .. nranks-1, nranks a power of two),
- *       both partners run every operation on sizes from 1 B up to maxBytes
- *       (odd sizes, unaligned source and destination offsets) and check the
- *       received bytes, and the guard bytes around them, byte for byte:
+ *   channel_worker ops shm|net|auto [maxBytes] [staged]
+ *       every rank connects to every rank (itself included) with the
+ *       transport (auto: ranks on different hosts must get Net, a rank with
+ *       itself HostShm) and builds a port channel on each (and, over shared
+ *       memory, a memory channel); then, in rounds that pair rank r with
+ *       rank r ^ d (d = 0 .. nranks-1, nranks a power of two), both partners
+ *       run every operation on sizes from 1 B up to maxBytes (odd sizes,
+ *       unaligned source and destination offsets) and check the received
+ *       bytes, and the guard bytes around them, byte for byte:
  *         port:   put+signal, putWithSignal, putWithSignalAndFlush,
- *                 put+flush+signal received by poll
+ *                 put+flush+signal received by poll; puts of 1..8 bytes
+ *                 twice, inside the trigger (the channel's INLINE flag, which
+ *                 both transports set) and as copies (flag cleared)
+ *       over shared memory:
  *         memory: put (3 threads), get (3 threads), LL16 and LL8 packets
  *                 (3 threads), single-element read/write (4, 8, 16 bytes)
- *       then 300 rounds of LL16 packets exchanged back to back through two
- *       alternating buffers with no other synchronization (buffer reuse).
- *   channel_worker errors
+ *         then 300 rounds of LL16 packets exchanged back to back through two
+ *         alternating buffers with no other synchronization (buffer reuse);
+ *       over the network: a script of inline and larger puts, overlapping,
+ *         with and without signals, pushed back to back, must land exactly
+ *         and in order (inline, copies, inline again).
+ *       "staged" (net) registers the memory as GPU memory without FI_HMEM
+ *       would be (mscclppNetTestForceStaging): the staging ring protocol
+ *       (chunks, credits, signals applied by the receiver) runs on host
+ *       memory.
+ *   channel_worker errors shm
  *       bad arguments are refused naming the value; a trigger with an
  *       unregistered memory id fails on the proxy and reaches every later
  *       wait as mscclppAborted and mscclppCommGetAsyncError as the proxy's
  *       error; a communicator with live channels refuses to be destroyed.
+ *   channel_worker errors net
+ *       no such provider, no such interface and no such MSCCLPP_NET_SIGNAL
+ *       are refused with a clear message.
  *   channel_worker kill V
- *       ranks exchange put+signal around a ring; rank V SIGKILLs itself in
- *       the middle: every survivor's wait must return within 10 s, the async
- *       error must be mscclppRemoteError naming rank V, and teardown must
- *       work (prints SURVIVOR_OK; see tests/bootstrap/test_kill.sh).
+ *       ranks exchange put+signal around a ring (shared memory); rank V
+ *       SIGKILLs itself in the middle: every survivor's wait must return
+ *       within 10 s, the async error must be mscclppRemoteError naming rank
+ *       V, and teardown must work (prints SURVIVOR_OK; see
+ *       tests/bootstrap/test_kill.sh).
+ *   channel_worker linkdown
+ *       2 ranks over the network: rank 0 streams 16 MiB putWithSignal to
+ *       rank 1, which waits and acknowledges; the script takes the link
+ *       down: both must report an error within MSCCLPP_TIMEOUT (+ slack) and
+ *       exit; each prints "LINKDOWN_ERROR rank R status S after T s".
  *
- * GPUs are hidden (CUDA_VISIBLE_DEVICES="") so this runs the host backend
- * on any machine. Each rank prints "rank R: <mode> passed".
+ * Network modes exit 77 (skipped) where libfabric cannot be loaded. GPUs are
+ * hidden (CUDA_VISIBLE_DEVICES="") so this runs the host backend on any
+ * machine. Each rank prints "rank R: <mode> passed".
  */
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +71,7 @@
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/port_channel.h"
 #include "port_ops.h"
+#include "transport/net/net.h"
 
 #define MAX_RANKS 64
 #define TAG_CONN 11
@@ -58,7 +84,8 @@
 static int rank = -1, nranks = -1;
 static mscclppComm_t comm;
 
-/* Layout of each rank's buffer: SRC [0, S) | DST [S, 2S) | PKT halves. */
+/* Layout of each rank's buffer: SRC [0, S) | DST [S, 2S) | PKT halves
+ * (memory channels only). */
 static size_t S, pktHalf, total;
 static uint8_t* buf;
 static uint8_t** pat; /* pat[r]: the bytes rank r sends, S + 256 long */
@@ -67,11 +94,51 @@ struct peer {
   int rank;
   mscclppConnection_t conn;
   mscclppPortChannel_t port;
-  mscclppMemoryChannel_t mem;
+  mscclppMemoryChannel_t mem; /* NULL over the network */
   mscclppPortChannelDeviceHandle ph;
   mscclppMemoryChannelDeviceHandle mh;
 };
 static struct peer peers[MAX_RANKS];
+
+struct sizeCase {
+  uint64_t size, srcOff, dstOff;
+};
+
+/* What the port-channel protocol runs over one transport. */
+struct variant {
+  const char* name;
+  mscclppTransport_t transport;   /* of the connections */
+  mscclppTransport_t registerFor; /* of the registration */
+  const struct sizeCase* cases;
+  size_t ncases;
+  uint64_t slack;     /* a case runs when size + offset <= maxBytes + slack */
+  double pollSeconds; /* PORT_PUT_FLUSH_SIGNAL_POLL's bound */
+  int memoryChannels; /* memory channels beside the port channels */
+  int script;         /* the script of back-to-back puts */
+};
+
+static const struct sizeCase shmCases[] = {
+    {1, 0, 0},         {1, 3, 5},         {3, 1, 2},           {8, 0, 0},           {4, 4, 8},
+    {8, 1, 3},         {4, 0, 2},         {63, 7, 1},
+    {4096, 0, 0},      {4097, 13, 5},     {65537, 1, 0},       {1 << 20, 0, 0},     {(1 << 20) + 7, 5, 3},
+    {4 << 20, 8, 16},  {(16 << 20) + 1, 3, 1}, {64 << 20, 0, 0}, {(64 << 20) - 3, 1, 2},
+};
+static const struct sizeCase netCases[] = {
+    {1, 0, 0},          {1, 3, 5},          {3, 1, 2},           {8, 0, 0},       {4, 4, 8},
+    {8, 1, 3},          {4, 0, 2},          {7, 2, 6},           {63, 7, 1},
+    {4096, 0, 0},       {4097, 13, 5},      {65537, 1, 0},       {1 << 20, 0, 0}, {(1 << 20) + 7, 5, 3},
+    {4 << 20, 8, 16},   {(16 << 20) + 1, 3, 1}, {64 << 20, 0, 0}, {(256u << 20) - 64, 64, 0},
+};
+#define NCASES(t) (sizeof(t) / sizeof((t)[0]))
+
+static const struct variant shmVariant = {"shm", mscclppTransportHostShm, mscclppTransportHostShm, shmCases,
+                                          NCASES(shmCases), 0, 20, 1, 0};
+/* registered before any connection: the provider registration happens when
+ * the record is first sent (channel creation) */
+static const struct variant netVariant = {"net", mscclppTransportNet, mscclppTransportNet | mscclppTransportHostShm,
+                                          netCases, NCASES(netCases), 64, 30, 0, 1};
+static const struct variant autoVariant = {"auto", mscclppTransportAuto, mscclppTransportNet | mscclppTransportHostShm,
+                                           netCases, NCASES(netCases), 64, 30, 0, 1};
 
 static double nowSec(void) {
   struct timespec ts;
@@ -106,42 +173,62 @@ static void makePatterns(void) {
 
 static mscclppRegisteredMemory_t localMem;
 
-static void setup(size_t maxBytes) {
+static void setup(size_t maxBytes, const struct variant* v) {
   S = maxBytes + 64;
-  pktHalf = mscclppPacketBytes16(PKT_MAX_BYTES + 16);
+  pktHalf = v->memoryChannels ? mscclppPacketBytes16(PKT_MAX_BYTES + 16) : 0;
   total = 2 * S + 2 * pktHalf;
   void* p = NULL;
   CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, total, &p), mscclppSuccess);
   if (p == NULL) exit(1);
   buf = p;
   memset(buf + S, GUARD, S);
-  CHECK_RES(mscclppRegisterMemory(comm, buf, total, mscclppTransportHostShm, &localMem), mscclppSuccess);
+  CHECK_RES(mscclppRegisterMemory(comm, buf, total, v->registerFor, &localMem), mscclppSuccess);
   for (int d = 0; d < nranks; d++) {
     struct peer* q = &peers[d];
     q->rank = rank ^ d;
-    CHECK_RES(mscclppConnectionCreate(comm, q->rank, TAG_CONN, mscclppTransportHostShm, &q->conn), mscclppSuccess);
+    CHECK_RES(mscclppConnectionCreate(comm, q->rank, TAG_CONN, v->transport, &q->conn), mscclppSuccess);
+    if (harnessFailures_) exit(1);
+    if (v->transport != mscclppTransportHostShm) {
+      mscclppTransport_t got = mscclppTransportAuto;
+      CHECK_RES(mscclppConnectionTransport(q->conn, &got), mscclppSuccess);
+      if (v->transport == mscclppTransportAuto && q->rank == rank) {
+        /* this rank itself: same host, HostShm */
+        CHECK(got == mscclppTransportHostShm);
+      } else {
+        CHECK(got == mscclppTransportNet);
+      }
+    }
     mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
     pc.tag = TAG_PORT;
     pc.local = localMem;
     CHECK_RES(mscclppPortChannelCreate(comm, q->conn, &pc, &q->port), mscclppSuccess);
-    mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
-    mc.tag = TAG_MEM;
-    mc.local = localMem;
-    CHECK_RES(mscclppMemoryChannelCreate(comm, q->conn, &mc, &q->mem), mscclppSuccess);
+    q->mem = NULL;
+    if (v->memoryChannels) {
+      mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+      mc.tag = TAG_MEM;
+      mc.local = localMem;
+      CHECK_RES(mscclppMemoryChannelCreate(comm, q->conn, &mc, &q->mem), mscclppSuccess);
+    }
     if (harnessFailures_) exit(1);
     CHECK_RES(mscclppPortChannelGetDeviceHandle(q->port, &q->ph), mscclppSuccess);
-    CHECK_RES(mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh), mscclppSuccess);
-    CHECK(q->mh.sem.scope == MSCCLPP_SEMAPHORE_SCOPE_SYS); /* host backend: no gpu scope */
+    if (q->mem) {
+      CHECK_RES(mscclppMemoryChannelGetDeviceHandle(q->mem, &q->mh), mscclppSuccess);
+      CHECK(q->mh.sem.scope == MSCCLPP_SEMAPHORE_SCOPE_SYS); /* host backend: no gpu scope */
+    }
+  }
+}
+
+static void destroyChannels(void) {
+  for (int d = 0; d < nranks; d++) {
+    CHECK_RES(mscclppPortChannelDestroy(peers[d].port), mscclppSuccess);
+    if (peers[d].mem) CHECK_RES(mscclppMemoryChannelDestroy(peers[d].mem), mscclppSuccess);
+    CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
   }
 }
 
 static void teardown(void) {
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  for (int d = 0; d < nranks; d++) {
-    CHECK_RES(mscclppPortChannelDestroy(peers[d].port), mscclppSuccess);
-    CHECK_RES(mscclppMemoryChannelDestroy(peers[d].mem), mscclppSuccess);
-    CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
-  }
+  destroyChannels();
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
@@ -237,9 +324,9 @@ static void ack(struct peer* q) {
 
 /* ---- the operations ------------------------------------------------------------------------ */
 
-static void portOp(struct peer* q, int op, uint64_t size, uint64_t srcOff, uint64_t dstOff) {
+static void portOp(struct peer* q, int op, uint64_t size, uint64_t srcOff, uint64_t dstOff, double pollSeconds) {
   fillSrc(srcOff, size);
-  portOpRun(&q->ph, op, srcOff, S + dstOff, size, 20);
+  portOpRun(&q->ph, op, srcOff, S + dstOff, size, pollSeconds);
   checkDst(portOpName[op], q->rank, dstOff, size);
   ack(q);
   iter++;
@@ -350,19 +437,61 @@ static void packetReuse(struct peer* q) {
   ack(q);
 }
 
-struct sizeCase {
-  uint64_t size, srcOff, dstOff;
+/* A script of puts pushed back to back on one channel (sizes 1..8 travel
+ * inline when the handle's flag says so): overlapping, inline after and
+ * before larger puts, signals with the last inline puts and alone. The
+ * receiver waits for the three signals and compares its DST with the
+ * script applied in order to a copy. */
+struct scriptPut {
+  uint32_t size, srcOff, dstOff;
+  int signal; /* 1: putWithSignal; 2: put, then a signal alone */
 };
-
-static const struct sizeCase cases[] = {
-    {1, 0, 0},         {1, 3, 5},         {3, 1, 2},           {8, 0, 0},           {4, 4, 8},
-    {8, 1, 3},         {4, 0, 2},         {63, 7, 1},
-    {4096, 0, 0},      {4097, 13, 5},     {65537, 1, 0},       {1 << 20, 0, 0},     {(1 << 20) + 7, 5, 3},
-    {4 << 20, 8, 16},  {(16 << 20) + 1, 3, 1}, {64 << 20, 0, 0}, {(64 << 20) - 3, 1, 2},
+static const struct scriptPut script[] = {
+    {8192, 0, 0, 0},   {1, 8200, 100, 0},    {8, 8208, 4000, 0},   {4096, 9000, 2000, 0}, {5, 13200, 3000, 0},
+    {3, 13300, 8190, 1}, {8, 13400, 8296, 1}, {2, 13500, 8400, 2}, {6, 13600, 8410, 0},
 };
+#define SCRIPT_SRC 13700u
+#define SCRIPT_DST 8410u /* the last put (no signal) lands at [SCRIPT_DST, SCRIPT_DST + 6) */
 
-static void testHost(size_t maxBytes) {
-  setup(maxBytes);
+static void scriptOp(struct peer* q) {
+  const mscclppPortChannelDeviceHandle* h = &q->ph;
+  const size_t n = sizeof(script) / sizeof(script[0]);
+  memcpy(buf, expected(rank), SCRIPT_SRC);
+  int signals = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct scriptPut* p = &script[i];
+    if (p->signal == 1) {
+      CHECK_RES(mscclppPortChannelDevicePutWithSignal(h, h->dst, S + p->dstOff, h->src, p->srcOff, p->size),
+                mscclppSuccess);
+    } else {
+      CHECK_RES(mscclppPortChannelDevicePut(h, h->dst, S + p->dstOff, h->src, p->srcOff, p->size), mscclppSuccess);
+      if (p->signal == 2) CHECK_RES(mscclppPortChannelDeviceSignal(h), mscclppSuccess);
+    }
+    signals += p->signal != 0;
+  }
+  for (int i = 0; i < signals; i++) CHECK_RES(mscclppPortChannelDeviceWait(h), mscclppSuccess);
+  /* what the partner's script leaves, in order; the last put comes without a signal: flushed by the ack below */
+  uint8_t want[SCRIPT_DST];
+  memset(want, GUARD, sizeof(want));
+  const uint8_t* from = expected(q->rank);
+  for (size_t i = 0; i + 1 < n; i++) memcpy(want + script[i].dstOff, from + script[i].srcOff, script[i].size);
+  uint8_t* d = buf + S;
+  uint64_t first = 0;
+  while (first < SCRIPT_DST && d[first] == want[first]) first++;
+  if (first < SCRIPT_DST)
+    fprintf(stderr, "rank %d: script from rank %d (inline %s): first wrong byte at DST+%llu\n", rank, q->rank,
+            (h->flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? "on" : "off", (unsigned long long)first);
+  CHECK(first == SCRIPT_DST);
+  ack(q); /* the last put (no signal) is in place once the partner has flushed and signalled */
+  const struct scriptPut* last = &script[n - 1];
+  CHECK(memcmp(d + last->dstOff, from + last->srcOff, last->size) == 0 && d[last->dstOff + last->size] == GUARD);
+  memset(d, GUARD, last->dstOff + last->size + 1);
+  ack(q); /* the partner writes my DST again only after this */
+  iter++;
+}
+
+static void testOps(size_t maxBytes, const struct variant* v) {
+  setup(maxBytes, v);
   makePatterns();
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   double t0 = nowSec();
@@ -371,25 +500,43 @@ static void testHost(size_t maxBytes) {
     int ncases = 0;
     /* my buffer is written by one partner per round: the previous one is done */
     CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && harnessFailures_ == 0; c++) {
-      const struct sizeCase* k = &cases[c];
-      if (k->size + k->srcOff > maxBytes || k->size + k->dstOff > maxBytes) continue;
+    for (size_t c = 0; c < v->ncases && harnessFailures_ == 0; c++) {
+      const struct sizeCase* k = &v->cases[c];
+      if (k->size + k->srcOff > maxBytes + v->slack || k->size + k->dstOff > maxBytes + v->slack) continue;
       ncases++;
-      for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+      for (int op = 0; op < PORT_OPS; op++) {
+        double t = nowSec();
+        portOp(q, op, k->size, k->srcOff, k->dstOff, v->pollSeconds);
+        if (getenv("CHANNEL_WORKER_SLOW") && nowSec() - t > 0.05) /* diagnosis of slow operations */
+          printf("rank %d: slow %s %llu bytes with %d: %.3f s\n", rank, portOpName[op], (unsigned long long)k->size,
+                 q->rank, nowSec() - t);
+      }
       if (k->size <= MSCCLPP_TRIGGER_INLINE_MAX) {
-        /* the same small puts as copies: shared memory carries them inline
+        /* the same small puts as copies: both transports carry them inline
          * unless the handle says otherwise */
         CHECK(q->ph.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
         q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
-        for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff);
+        for (int op = 0; op < PORT_OPS; op++) portOp(q, op, k->size, k->srcOff, k->dstOff, v->pollSeconds);
         q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
       }
-      for (int op = 0; op < 4; op++) memOp(q, op, k->size, k->srcOff, k->dstOff);
+      if (v->memoryChannels)
+        for (int op = 0; op < 4; op++) memOp(q, op, k->size, k->srcOff, k->dstOff);
     }
-    elementOp(q);
-    packetReuse(q);
-    printf("rank %d: partner %d: %d sizes x 8 operations, elements, packet reuse: %s\n", rank, q->rank, ncases,
+    if (v->memoryChannels) {
+      elementOp(q);
+      packetReuse(q);
+    }
+    if (v->script && maxBytes + 64 >= SCRIPT_SRC) {
+      scriptOp(q);
+      q->ph.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      scriptOp(q);
+      q->ph.flags |= MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      scriptOp(q);
+    }
+    printf("rank %d: partner %d over %s: %d sizes x %d port operations%s: %s\n", rank, q->rank, v->name, ncases,
+           PORT_OPS, v->memoryChannels ? ", 4 memory operations, elements, packet reuse" : v->script ? ", script" : "",
            harnessFailures_ ? "FAILED" : "ok");
+    fflush(stdout);
   }
   printf("rank %d: %d partners in %.2f s\n", rank, nranks, nowSec() - t0);
   mscclppResult_t async = mscclppInternalError;
@@ -400,10 +547,10 @@ static void testHost(size_t maxBytes) {
   free(pat);
 }
 
-/* ---- errors ---------------------------------------------------------------------------- */
+/* ---- errors over shared memory ---------------------------------------------------------------------------- */
 
 static void testErrors(void) {
-  setup(4096);
+  setup(4096, &shmVariant);
   struct peer* q = &peers[nranks > 1 ? 1 : 0];
   mscclppPortChannel_t ch = NULL;
   mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
@@ -449,10 +596,47 @@ static void testErrors(void) {
   teardown();
 }
 
+/* ---- errors over the network ---------------------------------------------------------------------- */
+
+static void testNetErrors(void) {
+  int peer = rank ^ 1;
+  mscclppConnection_t c = NULL;
+  /* A Net registration whose record is sent before any network connection:
+   * the record serves the same-host transports (no NET section yet). */
+  void* p = NULL;
+  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096, &p), mscclppSuccess);
+  mscclppRegisteredMemory_t m = NULL;
+  CHECK_RES(mscclppRegisterMemory(comm, p, 4096, mscclppTransportNet, &m), mscclppSuccess);
+  uint8_t rec[MSCCLPP_MEMORY_RECORD_MAX_BYTES];
+  size_t n = 0;
+  CHECK_RES(mscclppMemorySerialize(m, rec, sizeof(rec), &n), mscclppSuccess);
+  /* No such provider (both ranks fail before exchanging anything Net). */
+  setenv("MSCCLPP_NET_PROVIDER", "no-such-provider", 1);
+  CHECK_RES(mscclppConnectionCreate(comm, peer, 41, mscclppTransportNet, &c), mscclppInvalidUsage);
+  CHECK(strstr(mscclppGetLastError(), "no-such-provider") != NULL);
+  printf("rank %d: no provider: %s\n", rank, mscclppGetLastError());
+  /* An interface that does not exist. */
+  setenv("MSCCLPP_NET_PROVIDER", "tcp;ofi_rxm", 1);
+  setenv("MSCCLPP_NET_IFNAME", "=no-such-if0", 1);
+  CHECK_RES(mscclppConnectionCreate(comm, peer, 43, mscclppTransportNet, &c), mscclppInvalidUsage);
+  CHECK(strstr(mscclppGetLastError(), "no-such-if0") != NULL);
+  printf("rank %d: no interface: %s\n", rank, mscclppGetLastError());
+  unsetenv("MSCCLPP_NET_IFNAME");
+  /* A signal mode that does not exist. */
+  setenv("MSCCLPP_NET_SIGNAL", "sometimes", 1);
+  CHECK_RES(mscclppConnectionCreate(comm, peer, 45, mscclppTransportNet, &c), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_NET_SIGNAL='sometimes'") != NULL);
+  printf("rank %d: bad signal mode: %s\n", rank, mscclppGetLastError());
+  unsetenv("MSCCLPP_NET_SIGNAL");
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppDeregisterMemory(m), mscclppSuccess);
+  CHECK_RES(mscclppMemFree(comm, p), mscclppSuccess);
+}
+
 /* ---- kill ------------------------------------------------------------------------------ */
 
 static int testKill(int victim) {
-  setup(1 << 16);
+  setup(1 << 16, &shmVariant);
   struct peer* next = NULL;
   struct peer* prev = NULL;
   for (int d = 0; d < nranks; d++) {
@@ -488,11 +672,7 @@ static int testKill(int victim) {
     CHECK(strstr(why, want) != NULL);
     CHECK(waited < 10.0);
     /* teardown works after the loss */
-    for (int d = 0; d < nranks; d++) {
-      CHECK_RES(mscclppPortChannelDestroy(peers[d].port), mscclppSuccess);
-      CHECK_RES(mscclppMemoryChannelDestroy(peers[d].mem), mscclppSuccess);
-      CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
-    }
+    destroyChannels();
     CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
     CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
     CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
@@ -503,36 +683,107 @@ static int testKill(int victim) {
   return 1;
 }
 
+/* ---- the link goes down during a transfer ------------------------------------------ */
+
+static void testLinkDown(void) {
+  const size_t size = 16u << 20;
+  setup(size, &netVariant);
+  struct peer* q = &peers[1];
+  memset(buf, 0x5a, size);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  printf("LINKDOWN_READY rank %d\n", rank);
+  fflush(stdout);
+  double t0 = nowSec(), failAt = 0;
+  mscclppResult_t res = mscclppSuccess;
+  long rounds = 0;
+  for (;;) {
+    if (rank == 0) {
+      res = mscclppPortChannelDevicePutWithSignalAndFlush(&q->ph, q->ph.dst, S, q->ph.src, 0, size);
+      if (res == mscclppSuccess) res = mscclppPortChannelDeviceWait(&q->ph);
+    } else {
+      res = mscclppPortChannelDeviceWait(&q->ph);
+      if (res == mscclppSuccess) res = mscclppPortChannelDeviceSignal(&q->ph);
+    }
+    if (res != mscclppSuccess) break;
+    rounds++;
+    t0 = nowSec(); /* time from the last good round */
+  }
+  failAt = nowSec();
+  printf("LINKDOWN_ERROR rank %d status %s after %.1f s (%ld good rounds): %s\n", rank, mscclppGetErrorString(res),
+         failAt - t0, rounds, mscclppGetLastError());
+  fflush(stdout);
+  mscclppResult_t async = mscclppSuccess;
+  (void)mscclppCommGetAsyncError(comm, &async);
+  printf("rank %d: async error %s\n", rank, mscclppGetErrorString(async));
+  /* Teardown must not hang (each wait is bounded). */
+  for (int d = 0; d < nranks; d++) {
+    (void)mscclppPortChannelDestroy(peers[d].port);
+    (void)mscclppConnectionDestroy(peers[d].conn);
+  }
+  printf("LINKDOWN_TEARDOWN rank %d after %.1f s\n", rank, nowSec() - failAt);
+  fflush(stdout);
+  _exit(0); /* the bootstrap's peer may be unreachable: do not wait for it */
+}
+
+static const struct variant* variantNamed(const char* name) {
+  if (name && strcmp(name, "shm") == 0) return &shmVariant;
+  if (name && strcmp(name, "net") == 0) return &netVariant;
+  if (name && strcmp(name, "auto") == 0) return &autoVariant;
+  return NULL;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: channel_worker ops shm|net|auto [maxBytes] [staged] | errors shm|net | kill V | linkdown\n");
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  const char* mode = argc > 1 ? argv[1] : "host";
+  if (argc < 2) return usage();
+  const char* mode = argv[1];
+  const struct variant* v = NULL;
+  if (strcmp(mode, "ops") == 0 || strcmp(mode, "errors") == 0) {
+    v = variantNamed(argc > 2 ? argv[2] : NULL);
+    if (v == NULL || (strcmp(mode, "errors") == 0 && v == &autoVariant)) return usage();
+  } else if (strcmp(mode, "kill") == 0) {
+    v = &shmVariant;
+  } else if (strcmp(mode, "linkdown") == 0) {
+    v = &netVariant;
+  } else {
+    return usage();
+  }
   setenv("CUDA_VISIBLE_DEVICES", "", 1); /* the host backend, also on a GPU machine */
+  if (v->registerFor & mscclppTransportNet && !mscclppNetLibAvailable()) {
+    printf("SKIP: %s\n", mscclppNetLibError());
+    return 77;
+  }
   initComm();
   if (nranks > MAX_RANKS || (nranks & (nranks - 1)) != 0) {
     fprintf(stderr, "rank %d: needs a power of two of at most %d ranks\n", rank, MAX_RANKS);
     return 2;
   }
   if (strcmp(mode, "kill") == 0) return testKill(argc > 2 ? atoi(argv[2]) : 1);
-  if (strcmp(mode, "host") == 0) {
-    size_t maxBytes = argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : (size_t)64 << 20;
+  if (strcmp(mode, "linkdown") == 0) testLinkDown(); /* does not return */
+  if (strcmp(mode, "ops") == 0) {
+    size_t maxBytes = argc > 3 ? (size_t)strtoull(argv[3], NULL, 0) : v == &shmVariant ? (size_t)64 << 20 : (size_t)1 << 20;
+    if (argc > 4 && strcmp(argv[4], "staged") == 0) mscclppNetTestForceStaging(1);
 #if defined(__SANITIZE_THREAD__)
     /* ThreadSanitizer checks every byte memcpy/memcmp touch: sizes up to
      * 1 MiB show the races as well as 64 MiB would, in a fraction of the time */
-    if (maxBytes > ((size_t)1 << 20)) {
+    if (v == &shmVariant && maxBytes > ((size_t)1 << 20)) {
       printf("rank %d: ThreadSanitizer build: sizes capped at 1 MiB\n", rank);
       maxBytes = (size_t)1 << 20;
     }
 #endif
-    testHost(maxBytes);
-  } else if (strcmp(mode, "errors") == 0) {
+    testOps(maxBytes, v);
+  } else if (v == &shmVariant) {
     testErrors();
   } else {
-    fprintf(stderr, "usage: channel_worker host [maxBytes] | errors | kill V\n");
-    return 2;
+    testNetErrors();
   }
   mscclppResult_t res = mscclppCommDestroy(comm);
   if (res != mscclppSuccess) fprintf(stderr, "rank %d: mscclppCommDestroy: %s\n", rank, mscclppGetLastError());
   int ok = harnessFailures_ == 0 && res == mscclppSuccess;
-  if (ok) printf("rank %d: %s passed\n", rank, mode);
+  printf("rank %d: %s %s %s\n", rank, mode, v->name, ok ? "passed" : "FAILED");
   fflush(stdout);
   return ok ? 0 : 1;
 }

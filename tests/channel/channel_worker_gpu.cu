@@ -26,6 +26,26 @@
  * reuse). Exits 77 without a GPU. Each rank prints "rank R: gpu passed".
  *
  * compute-sanitizer: mscclpp-run -n 2 --mps -- compute-sanitizer --tool memcheck channel_worker_gpu gpu quick
+ *
+ *   MSCCLPP_NET_PROVIDER='tcp;ofi_rxm' MSCCLPP_NET_IFNAME==lo \
+ *     mscclpp-run -n 2 --mps -- channel_worker_gpu net [MAXBYTES]
+ *
+ * GPU memory over the network transport through the staging path (a
+ * provider without FI_HMEM, e.g. tcp;ofi_rxm), 2 ranks: each registers
+ * cudaMalloc memory (SRC | DST) for transport Net, connects to the other
+ * rank with Net and builds a port channel; for sizes from 1 B to MAXBYTES
+ * (odd sizes and offsets, several 1 MiB staging chunks at the top) both
+ * ranks run, one kernel per operation, put+signal, putWithSignal,
+ * putWithSignalAndFlush and put+flush+signal (received by a wait); the
+ * receiving kernel compares its DST with the expected bytes right after its
+ * wait returns (a semaphore raised before the last chunk is in GPU memory
+ * fails there), and the host checks the guard bytes. Puts of 1..8 bytes
+ * run twice: inside the trigger (the handle's INLINE flag, which Net sets;
+ * the bytes and the signal travel as one staging message) and as copies.
+ * Prints "rank R: gpu staged passed".
+ *
+ * The port operations are tests/channel/port_ops.h's, which the host
+ * backend's channel_worker.c runs too.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -39,6 +59,7 @@
 #include "mscclpp/memory.h"
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/port_channel.h"
+#include "port_ops.h"
 
 #define MAX_RANKS 16
 #define TAG_CONN 21
@@ -82,7 +103,6 @@ static struct peer peers[MAX_RANKS];
 
 /* ---- kernels ---------------------------------------------------------------------------- */
 
-enum { PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL_POLL, PORT_OPS };
 /* FIFO order against the kernel's own stores (MSCCLPP_PORT_CHANNEL_FLAG_STORE):
  * a copy of decoy bytes over the whole range, a copy of the right bytes
  * [8, size), then an 8-byte putWithSignal of the right first 8 bytes, which
@@ -96,25 +116,12 @@ __device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, ui
                                   uint64_t size, uint64_t decoy) {
   mscclppPortChannelDeviceHandle h = *hp;
   mscclppResult_t r = mscclppSuccess;
-  switch (op) {
-    case PORT_PUT_SIGNAL:
-      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, srcOff, size);
-      if (r == mscclppSuccess) r = mscclppPortChannelDeviceSignal(&h);
-      break;
-    case PORT_PUT_WITH_SIGNAL: r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, size); break;
-    case PORT_PUT_WITH_SIGNAL_FLUSH:
-      r = mscclppPortChannelDevicePutWithSignalAndFlush(&h, h.dst, dstOff, h.src, srcOff, size);
-      break;
-    case PORT_OVERWRITE:
-      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, decoy, size);
-      if (r == mscclppSuccess) r = mscclppPortChannelDevicePut(&h, h.dst, dstOff + 8, h.src, srcOff + 8, size - 8);
-      if (r == mscclppSuccess) r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, 8);
-      break;
-    default:
-      r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, srcOff, size);
-      if (r == mscclppSuccess) r = mscclppPortChannelDeviceFlush(&h);
-      if (r == mscclppSuccess) r = mscclppPortChannelDeviceSignal(&h);
-      break;
+  if (op == PORT_OVERWRITE) {
+    r = mscclppPortChannelDevicePut(&h, h.dst, dstOff, h.src, decoy, size);
+    if (r == mscclppSuccess) r = mscclppPortChannelDevicePut(&h, h.dst, dstOff + 8, h.src, srcOff + 8, size - 8);
+    if (r == mscclppSuccess) r = mscclppPortChannelDevicePutWithSignal(&h, h.dst, dstOff, h.src, srcOff, 8);
+  } else {
+    r = portOpIssue(&h, op, srcOff, dstOff, size);
   }
   if (r == mscclppSuccess) {
     if (op == PORT_PUT_FLUSH_SIGNAL_POLL) {
@@ -149,6 +156,14 @@ __global__ void portKernel(mscclppPortChannelDeviceHandle h, int op, uint64_t ds
       atomicMin(firstBad, (unsigned long long)i);
       break;
     }
+}
+
+/* "I am done with your data" -- and wait for the partner's. */
+__global__ void ackKernel(mscclppPortChannelDeviceHandle h, int* status) {
+  mscclppResult_t r = mscclppPortChannelDeviceFlush(&h);
+  if (r == mscclppSuccess) r = mscclppPortChannelDeviceSignal(&h);
+  if (r == mscclppSuccess) r = mscclppPortChannelDeviceWait(&h);
+  *status = (int)r;
 }
 
 enum { MEM_PUT, MEM_GET, MEM_LL16, MEM_LL8, MEM_OPS };
@@ -382,8 +397,6 @@ static void checkDst(const char* what, int from, uint64_t dstOff, uint64_t size)
   iter++;
 }
 
-static const char* portName[PORT_OPS] = {"port put+signal", "port putWithSignal", "port putWithSignalAndFlush",
-                                         "port put+flush+signal/poll"};
 static const char* memName[MEM_OPS] = {"memory put", "memory get", "LL16 packets", "LL8 packets"};
 static uint32_t packetFlag;
 
@@ -412,7 +425,7 @@ static void runCase(struct peer* q, uint64_t size, uint64_t srcOff, uint64_t dst
                        : op == PORT_OPS + 1 ? "port putWithSignal (copy, inline off)"
                        : op == PORT_OPS + 2 ? "port putWithSignal (inline, written by the proxy)"
                        : op == PORT_OPS + 3 ? "port put decoy + put + 8-byte putWithSignal (FIFO order)"
-                                            : portName[op];
+                                            : portOpName[op];
     if (finishKernel(name, q->rank)) {
       unsigned long long firstBad = 0;
       CUDA_CHECK(cudaMemcpy(&firstBad, dFirstBad, sizeof(firstBad), cudaMemcpyDeviceToHost));
@@ -521,18 +534,126 @@ static void testGpu(int quick) {
   teardown();
 }
 
+static void pattern(uint8_t* p, size_t n, int r, int iter) {
+  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1) + (uint64_t)iter * 0x632be59bd9b4e019ull;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (uint8_t)x;
+  }
+}
+
+/* ---- the network transport: GPU memory through the staging path ------------------------------- */
+
+/* 2 ranks; a Net connection to the other rank and one port channel over
+ * SRC | DST in cudaMalloc memory (see the top of this file). Returns the
+ * exit status. */
+static int testNet(size_t maxBytes) {
+  int ndev = 0, localRank = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&ndev));
+  mscclppCommLocalRank(comm, &localRank);
+  if (nranks != 2) {
+    fprintf(stderr, "channel_worker_gpu net runs with 2 ranks\n");
+    return 2;
+  }
+  CUDA_CHECK(cudaSetDevice(localRank % ndev));
+  const int peer = 1 - rank;
+  S = maxBytes + 64;
+  void* p = NULL;
+  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindDevice, 2 * S, &p), mscclppSuccess);
+  dbuf = (uint8_t*)p;
+  uint8_t* hexp = NULL;
+  CUDA_CHECK(cudaMalloc(&dExpect, S));
+  CUDA_CHECK(cudaMalloc(&dFirstBad, sizeof(*dFirstBad)));
+  CUDA_CHECK(cudaMalloc(&dStatus, sizeof(int)));
+  CUDA_CHECK(cudaMallocHost(&hbuf, S));
+  hexp = (uint8_t*)malloc(S);
+  CUDA_CHECK(cudaMemset(dbuf + S, GUARD, S));
+  mscclppConnection_t conn = NULL;
+  CHECK_RES(mscclppConnectionCreate(comm, peer, 51, mscclppTransportNet, &conn), mscclppSuccess);
+  mscclppRegisteredMemory_t mem = NULL;
+  CHECK_RES(mscclppRegisterMemory(comm, dbuf, 2 * S, mscclppTransportNet, &mem), mscclppSuccess);
+  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+  pc.tag = 52;
+  pc.local = mem;
+  mscclppPortChannel_t ch = NULL;
+  CHECK_RES(mscclppPortChannelCreate(comm, conn, &pc, &ch), mscclppSuccess);
+  mscclppPortChannelDeviceHandle h;
+  CHECK_RES(mscclppPortChannelGetDeviceHandle(ch, &h), mscclppSuccess);
+  if (harnessFailures_) return 1;
+
+  CHECK(h.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE);
+  const uint64_t sizes[][3] = {{1, 0, 0},         {8, 0, 0},           {3, 1, 2},             {4, 4, 8},
+                               {63, 7, 1},          {4097, 13, 5},         {1 << 20, 0, 0},
+                               {(1 << 20) + 7, 5, 3}, {(3 << 20) + 1, 1, 2}, {16 << 20, 0, 0}, {64 << 20, 0, 0}};
+  /* put+flush+signal is received by a wait here, not by polling */
+  const int ops[] = {PORT_PUT_SIGNAL, PORT_PUT_WITH_SIGNAL, PORT_PUT_WITH_SIGNAL_FLUSH, PORT_PUT_FLUSH_SIGNAL};
+  const int nops = (int)(sizeof(ops) / sizeof(ops[0]));
+  int iter = 0;
+  for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]) && !harnessFailures_; c++) {
+    uint64_t size = sizes[c][0], srcOff = sizes[c][1], dstOff = sizes[c][2];
+    if (size + srcOff > S || size + dstOff > S - 64 + 64) continue;
+    /* small puts: nops inline, then nops as copies */
+    const int runs = size <= MSCCLPP_TRIGGER_INLINE_MAX ? 2 * nops : nops;
+    for (int run = 0; run < runs && !harnessFailures_; run++, iter++) {
+      const int op = ops[run % nops];
+      mscclppPortChannelDeviceHandle hOp = h;
+      if (run >= nops) hOp.flags &= ~MSCCLPP_PORT_CHANNEL_FLAG_INLINE;
+      pattern(hbuf, size, rank, iter); /* what I send */
+      CUDA_CHECK(cudaMemcpy(dbuf + srcOff, hbuf, size, cudaMemcpyHostToDevice));
+      pattern(hexp, size, peer, iter); /* what I must receive */
+      CUDA_CHECK(cudaMemcpy(dExpect, hexp, size, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemset(dFirstBad, 0xff, sizeof(*dFirstBad)));
+      portKernel<<<1, 256>>>(hOp, op, S + dstOff, srcOff, size, 0, dbuf + S + dstOff, dExpect, dFirstBad, dStatus);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      int st = -1;
+      unsigned long long bad = 0;
+      CUDA_CHECK(cudaMemcpy(&st, dStatus, sizeof(st), cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(&bad, dFirstBad, sizeof(bad), cudaMemcpyDeviceToHost));
+      if (st != 0 || bad != ~0ull)
+        fprintf(stderr,
+                "rank %d: %s (%s), %llu bytes: status %d, first bad byte %lld (the semaphore overtook its "
+                "data?)\n",
+                rank, portOpName[op], (hOp.flags & MSCCLPP_PORT_CHANNEL_FLAG_INLINE) ? "inline" : "copy",
+                (unsigned long long)size, st, bad == ~0ull ? -1LL : (long long)bad);
+      CHECK(st == 0 && bad == ~0ull);
+      uint8_t g[2] = {GUARD, GUARD};
+      if (dstOff > 0) CUDA_CHECK(cudaMemcpy(&g[0], dbuf + S + dstOff - 1, 1, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(&g[1], dbuf + S + dstOff + size, 1, cudaMemcpyDeviceToHost));
+      CHECK(g[0] == GUARD && g[1] == GUARD);
+      CUDA_CHECK(cudaMemset(dbuf + S, GUARD, S));
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ackKernel<<<1, 1>>>(h, dStatus);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaMemcpy(&st, dStatus, sizeof(st), cudaMemcpyDeviceToHost));
+      CHECK(st == 0);
+    }
+    printf("rank %d: %llu bytes x %d operations: %s\n", rank, (unsigned long long)size, nops,
+           harnessFailures_ ? "FAILED" : "ok");
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppPortChannelDestroy(ch), mscclppSuccess);
+  CHECK_RES(mscclppConnectionDestroy(conn), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppDeregisterMemory(mem), mscclppSuccess);
+  CHECK_RES(mscclppMemFree(comm, dbuf), mscclppSuccess);
+  CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+  printf("rank %d: gpu staged %s\n", rank, harnessFailures_ ? "FAILED" : "passed");
+  return harnessFailures_ ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "gpu";
   int quick = argc > 2 && strcmp(argv[2], "quick") == 0;
   int ndevices = 0;
   if (cudaGetDeviceCount(&ndevices) != cudaSuccess || ndevices == 0) harnessSkip("needs a GPU");
   initComm();
+  if (strcmp(mode, "net") == 0) return testNet(argc > 2 ? strtoull(argv[2], NULL, 0) : (64u << 20));
   if (nranks > MAX_RANKS || (nranks & (nranks - 1)) != 0) {
     fprintf(stderr, "rank %d: needs a power of two of at most %d ranks\n", rank, MAX_RANKS);
     return 2;
   }
   if (strcmp(mode, "gpu") != 0) {
-    fprintf(stderr, "usage: channel_worker_gpu gpu [quick]\n");
+    fprintf(stderr, "usage: channel_worker_gpu gpu [quick] | net [MAXBYTES]\n");
     return 2;
   }
   testGpu(quick);

@@ -5,11 +5,11 @@
 # namespaces are allowed. One rank in each; the network transport over
 # tcp;ofi_rxm on the veth:
 #   1. transport Auto must pick Net between the namespaces; every port
-#      channel operation, 1 B .. 16 MiB, data checked (net_worker auto);
+#      channel operation, 1 B .. 16 MiB, data checked (channel_worker ops auto);
 #   2. the link goes down during a stream of 16 MiB transfers: both ranks
 #      must report an error within MSCCLPP_TIMEOUT (+ slack) and exit.
 # Exits 77 (skipped, visibly) where namespaces or veth cannot be made.
-# usage: netns_test.sh NET_WORKER
+# usage: netns_test.sh CHANNEL_WORKER
 set -u
 worker=$1
 . "$(dirname "$0")/../netns_pair.sh"
@@ -32,7 +32,7 @@ tmp=$(mktemp -d)
 fail=0
 
 # 1. transfers, Auto transport
-run_pair timeout 100 "$worker" auto 16777216
+run_pair timeout 100 "$worker" ops auto 16777216
 wait $p0; s0=$?; wait $p1; s1=$?
 sed 's/^/[0] /' "$tmp/r0"; sed 's/^/[1] /' "$tmp/r1"
 if [ $s0 -ne 0 ] || [ $s1 -ne 0 ]; then echo "FAIL: transfers between namespaces (status $s0, $s1)"; fail=1; fi
