@@ -28,7 +28,7 @@ struct mscclppComm {
   struct mscclppParams params;
   struct mscclppBootstrap* bootstrap; /* control plane: owns its sockets and its progress thread */
   struct mscclppMemContext* mem;      /* memory layer: made on first use (comm/memory_api.c); __atomic */
-  /* Made on first use by comm/comm_channel.c, under lazyLock: */
+  /* Made on first use by comm/comm_abort.c, under lazyLock: */
   pthread_mutex_t lazyLock;
   int device;                             /* CUDA device current then, or MSCCLPP_HOST_BACKEND_DEVICE */
   struct mscclppAbort* abort;             /* error domain of memory waits, the proxy, channels and kernels */
@@ -79,7 +79,7 @@ void mscclppCommSetDeviceShare(struct mscclppComm* comm, int share);
  * connections, registrations) and forget the declarations. */
 void mscclppSeedRelease(struct mscclppComm* comm);
 
-/* comm/comm_channel.c. The abort object (made for the current device, with
+/* comm/comm_abort.c. The abort object (made for the current device, with
  * the peer-loss watcher, on first call). */
 mscclppResult_t mscclppCommAbortOf(struct mscclppComm* comm, struct mscclppAbort** abort);
 /* The channel context (made on first call, on the memory context mctx). */

@@ -56,7 +56,7 @@
  *
  * Waits: a call that makes no progress for MSCCLPP_TIMEOUT fails with
  * mscclppTimeout (and raises the communicator's abort); when the abort is
- * raised (a lost peer: the watcher of comm_channel.c; a timeout elsewhere),
+ * raised (a lost peer: the watcher of comm_abort.c; a timeout elsewhere),
  * the call returns that error (mscclppRemoteError naming the lost rank) at
  * once, as does every later call.
  */

@@ -1,12 +1,14 @@
-/* The communicator's error domain and channel state, made on first use:
+/* The communicator's error domain, made on first use:
  *  - the abort object (for the device current at that moment, or the host
  *    backend without a GPU), shared by the memory layer's waits, the proxy,
- *    the FIFO and every channel's device waits;
+ *    the FIFO and every channel's device waits; a child communicator may
+ *    borrow its parent's;
  *  - a watcher thread that turns a peer lost by the bootstrap into an abort,
  *    so that kernels and proxy waits on the surviving ranks return within
  *    about WATCH_PERIOD_NS instead of running into the timeout;
+ *  - the asynchronous error the application reads;
  *  - the channel context (semaphores, opened peer memories, the port
- *    channel proxy).
+ *    channel proxy), made with the abort object.
  * See comm.h for the fields. */
 #include <pthread.h>
 #include <stdlib.h>
