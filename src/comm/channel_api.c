@@ -1,11 +1,53 @@
-/* The public channel API (include/mscclpp/port_channel.h,
- * memory_channel.h): each call finds the communicator's channel context and
- * forwards to the channel layer. */
+/* The communicator's channel context (semaphores, opened peer memories, the
+ * port channel proxy), made on first use with the abort object
+ * (comm_abort.c), and the public channel API (include/mscclpp/port_channel.h,
+ * memory_channel.h): each call finds that context and forwards to the channel
+ * layer. */
+#include <pthread.h>
+#include <string.h>
+
 #include "channel/channel.h"
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/abort.h"
+
+mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMemContext* mctx,
+                                      struct mscclppChannelContext** out) {
+  struct mscclppAbort* abort = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &abort));
+  pthread_mutex_lock(&comm->lazyLock);
+  mscclppResult_t res = mscclppSuccess;
+  if (comm->channels == NULL) {
+    struct mscclppChannelConfig cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.mctx = mctx;
+    cfg.abort = abort;
+    cfg.device = comm->device;
+    cfg.timeoutSec = comm->params.timeout;
+    cfg.fifoSize = (int)comm->params.fifoSize;
+    res = mscclppChannelContextCreate(&cfg, &comm->channels);
+  }
+  if (res == mscclppSuccess) *out = comm->channels;
+  pthread_mutex_unlock(&comm->lazyLock);
+  return res;
+}
+
+mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm) {
+  pthread_mutex_lock(&comm->lazyLock);
+  mscclppResult_t res = mscclppSuccess;
+  int live = mscclppChannelContextLive(comm->channels);
+  if (live > 0) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_INIT,
+                     "mscclppCommDestroy: %d channel(s) of rank %d are still alive; destroy them first", live,
+                     comm->rank);
+  } else if (comm->channels != NULL) {
+    res = mscclppChannelContextDestroy(comm->channels);
+    comm->channels = NULL;
+  }
+  pthread_mutex_unlock(&comm->lazyLock);
+  return res;
+}
 
 /* The channel context of comm, checking that conn belongs to it. */
 static mscclppResult_t channelsFor(mscclppComm_t comm, struct mscclppConnection* conn, const char* fn,

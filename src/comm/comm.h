@@ -28,7 +28,7 @@ struct mscclppComm {
   struct mscclppParams params;
   struct mscclppBootstrap* bootstrap; /* control plane: owns its sockets and its progress thread */
   struct mscclppMemContext* mem;      /* memory layer: made on first use (comm/memory_api.c); __atomic */
-  /* Made on first use by comm/comm_abort.c, under lazyLock: */
+  /* Made on first use by comm/comm_abort.c (channels: comm/channel_api.c), under lazyLock: */
   pthread_mutex_t lazyLock;
   int device;                             /* CUDA device current then, or MSCCLPP_HOST_BACKEND_DEVICE */
   struct mscclppAbort* abort;             /* error domain of memory waits, the proxy, channels and kernels */
@@ -82,12 +82,13 @@ void mscclppSeedRelease(struct mscclppComm* comm);
 /* comm/comm_abort.c. The abort object (made for the current device, with
  * the peer-loss watcher, on first call). */
 mscclppResult_t mscclppCommAbortOf(struct mscclppComm* comm, struct mscclppAbort** abort);
-/* The channel context (made on first call, on the memory context mctx). */
+/* comm/channel_api.c. The channel context (made on first call, on the
+ * memory context mctx, with the abort object). */
 mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMemContext* mctx,
                                       struct mscclppChannelContext** ctx);
 /* Destroy the channel context: mscclppInvalidUsage while channels live. */
 mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm);
-/* Make `child` use `parent`'s abort object and device instead of making its
+/* comm/comm_abort.c. Make `child` use `parent`'s abort object and device instead of making its
  * own (one error domain: an error or a lost peer on either aborts both; the
  * parent's watcher, which sees every process of the child, names lost ranks
  * in the parent's numbering). Call it before the child's first channel,

@@ -6,16 +6,13 @@
  *  - a watcher thread that turns a peer lost by the bootstrap into an abort,
  *    so that kernels and proxy waits on the surviving ranks return within
  *    about WATCH_PERIOD_NS instead of running into the timeout;
- *  - the asynchronous error the application reads;
- *  - the channel context (semaphores, opened peer memories, the port
- *    channel proxy), made with the abort object.
+ *  - the asynchronous error the application reads.
  * See comm.h for the fields. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "channel/channel.h"
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -67,41 +64,6 @@ mscclppResult_t mscclppCommAbortOf(struct mscclppComm* comm, struct mscclppAbort
   pthread_mutex_lock(&comm->lazyLock);
   mscclppResult_t res = abortLocked(comm);
   if (res == mscclppSuccess) *abort = comm->abort;
-  pthread_mutex_unlock(&comm->lazyLock);
-  return res;
-}
-
-mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMemContext* mctx,
-                                      struct mscclppChannelContext** out) {
-  pthread_mutex_lock(&comm->lazyLock);
-  mscclppResult_t res = abortLocked(comm);
-  if (res == mscclppSuccess && comm->channels == NULL) {
-    struct mscclppChannelConfig cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.mctx = mctx;
-    cfg.abort = comm->abort;
-    cfg.device = comm->device;
-    cfg.timeoutSec = comm->params.timeout;
-    cfg.fifoSize = (int)comm->params.fifoSize;
-    res = mscclppChannelContextCreate(&cfg, &comm->channels);
-  }
-  if (res == mscclppSuccess) *out = comm->channels;
-  pthread_mutex_unlock(&comm->lazyLock);
-  return res;
-}
-
-mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm) {
-  pthread_mutex_lock(&comm->lazyLock);
-  mscclppResult_t res = mscclppSuccess;
-  int live = mscclppChannelContextLive(comm->channels);
-  if (live > 0) {
-    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_INIT,
-                     "mscclppCommDestroy: %d channel(s) of rank %d are still alive; destroy them first", live,
-                     comm->rank);
-  } else if (comm->channels != NULL) {
-    res = mscclppChannelContextDestroy(comm->channels);
-    comm->channels = NULL;
-  }
   pthread_mutex_unlock(&comm->lazyLock);
   return res;
 }
