@@ -116,8 +116,6 @@ MSCCLPP_API mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclpp
 /* data holds nranks * bytesPerRank bytes; this rank's slice (at rank *
  * bytesPerRank) is sent, the others are filled in. */
 MSCCLPP_API mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, size_t bytesPerRank);
-/* The seed's spelling of the same. */
-MSCCLPP_API mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int bytesPerRank);
 
 /* Returns when every rank has entered the barrier. */
 MSCCLPP_API mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm);

@@ -1,7 +1,8 @@
 /* mscclpp: everything a host program includes. The device-side headers
  * (FIFO push, semaphores, port/memory channels, packets) come with the host
  * headers that hand out their handles, and compile in kernels (nvcc) and in
- * host-backend C code alike. */
+ * host-backend C code alike. The seed's API (mscclppConnect, mscclppDevConn,
+ * mscclppBootStrapAllGather, ...) is opt-in: include mscclpp/seed.h. */
 #ifndef MSCCLPP_MSCCLPP_H_
 #define MSCCLPP_MSCCLPP_H_
 
@@ -16,7 +17,6 @@
 #include "mscclpp/connection.h"
 #include "mscclpp/port_channel.h"
 #include "mscclpp/memory_channel.h"
-#include "mscclpp/seed.h"
 #include "mscclpp/coll.h"
 
 #endif /* MSCCLPP_MSCCLPP_H_ */

@@ -20,6 +20,9 @@
  * allocated), mscclppMemFree, mscclppCommDestroy again. Buffers from
  * cudaMalloc are freed after mscclppCommDestroy, as in the seed.
  *
+ * This header is opt-in: mscclpp/mscclpp.h does not include it, so that
+ * programs written for the current API see one name per operation.
+ *
  * mscclppProxyStop(comm) and the proxy service's mscclppProxyStop(proxy)
  * share a name: with this header, C code picks by argument type (_Generic)
  * and C++ by overloading; the communicator version is also
@@ -80,6 +83,11 @@ MSCCLPP_API mscclppResult_t mscclppConnect(mscclppComm_t comm, mscclppDevConn* d
  * mscclppRegisterMemory, mscclppConnectionCreate and
  * mscclppPortChannelCreate; mscclppInvalidUsage when called twice. */
 MSCCLPP_API mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
+
+/* The seed's spelling of mscclppBootstrapAllGather (mscclpp/comm.h), kept
+ * for programs written against the seed: bytesPerRank is an int, and a
+ * negative one is refused (mscclppInvalidArgument). */
+MSCCLPP_API mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int bytesPerRank);
 
 /* Start the communicator's proxy (mscclppCommProxyStart). */
 MSCCLPP_API mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "memory/memory.h"
+#include "mscclpp/seed.h"
 
 static mscclppResult_t checkComm(mscclppComm_t comm, const char* fn) {
   if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);

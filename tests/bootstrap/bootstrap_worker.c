@@ -35,6 +35,7 @@
 #include "core/util.h"
 #include "harness.h"
 #include "mscclpp/comm.h"
+#include "mscclpp/seed.h" /* mscclppBootStrapAllGather, the seed's spelling */
 
 static int rank = -1, nranks = -1;
 static mscclppComm_t theComm; /* for RUN(), which calls functions without arguments */

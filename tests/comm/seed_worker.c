@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "mscclpp/mscclpp.h"
+#include "mscclpp/seed.h"
 
 #define MAX_RANKS 16
 #define SLOT 65536

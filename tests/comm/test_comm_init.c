@@ -27,6 +27,7 @@
 #include "core/util.h"
 #include "harness.h"
 #include "mscclpp/comm.h"
+#include "mscclpp/seed.h" /* mscclppBootStrapAllGather, the seed's spelling */
 
 static double nowSec(void) { return (double)mscclppTimeNs() / 1e9; }
 
