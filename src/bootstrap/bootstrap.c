@@ -339,8 +339,6 @@ void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {
 
 /* ---- operations -------------------------------------------------------------------- */
 
-int mscclppBootstrapRank(const struct mscclppBootstrap* bs) { return bs->rank; }
-int mscclppBootstrapNranks(const struct mscclppBootstrap* bs) { return bs->nranks; }
 
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks) {
   if (localRank) *localRank = bs->localRank;

@@ -115,8 +115,6 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
 /* Say goodbye to every peer and free everything. Works after failures. */
 void mscclppBootstrapDestroy(struct mscclppBootstrap* bs);
 
-int mscclppBootstrapRank(const struct mscclppBootstrap* bs);
-int mscclppBootstrapNranks(const struct mscclppBootstrap* bs);
 /* This rank among the ranks of its host, and their number. */
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks);
 /* The host identity (mscclppBootstrapHostIdentity's hash) of `rank`, from the
