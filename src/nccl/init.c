@@ -49,13 +49,13 @@ ncclResult_t ncclFromMscclpp(mscclppResult_t res) {
   return ncclInternalError;
 }
 
-ncclResult_t ncclErr(ncclResult_t res, const char* fmt, ...) {
+ncclResult_t mscclppNcclErrAt(const char* file, int line, ncclResult_t res, const char* fmt, ...) {
   char text[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
-  (void)mscclppErr((mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
+  (void)mscclppErrAt(file, line, (mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
   return res;
 }
 

@@ -99,8 +99,12 @@ ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn);
 ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn);
 /* Start the join of a communicator recorded in a group (group.c). */
 ncclResult_t ncclCommJoinStart(struct ncclComm* comm);
-/* Fail with `res`, recording the text as the thread's last error. */
-ncclResult_t ncclErr(ncclResult_t res, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Fail with `res`, recording the text as the thread's last error. The WARN
+ * line names the caller's file and line, where the failure was decided (as
+ * mscclppErr does), not this helper's. */
+ncclResult_t mscclppNcclErrAt(const char* file, int line, ncclResult_t res, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define ncclErr(res, ...) mscclppNcclErrAt(__FILE__, __LINE__, (res), __VA_ARGS__)
 
 /* ---- group.c ---- */
 enum ncclOpKind {
