@@ -71,6 +71,11 @@ void mscclppGpuHostFreeMapped(int device, void* hostPtr);
 mscclppResult_t mscclppGpuDeviceAlloc(int device, size_t bytes, void** ptr);
 void mscclppGpuDeviceFree(int device, void* ptr);
 
+/* Blocking copy in any direction (unified addressing). Under CUDA it is
+ * cudaMemcpy: it waits for earlier work of blocking streams, so never call
+ * it while a kernel on such a stream waits for the caller. */
+mscclppResult_t mscclppGpuMemcpy(int device, void* dst, const void* src, size_t bytes);
+
 /* Make `device` current on the calling thread (nothing on the host backend). */
 mscclppResult_t mscclppGpuSetDevice(int device);
 

@@ -179,6 +179,27 @@ void mscclppGpuDeviceFree(int device, void* ptr) {
 #endif
 }
 
+mscclppResult_t mscclppGpuMemcpy(int device, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return mscclppSuccess;
+  if (dst == NULL || src == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuMemcpy: NULL pointer");
+  if (device < 0) {
+    memmove(dst, src, bytes);
+    return mscclppSuccess;
+  }
+#ifdef MSCCLPP_HAVE_CUDA
+  int prev;
+  MSCCLPP_RETURN_ON_ERROR(enterDevice(device, &prev));
+  cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  leaveDevice(prev);
+  if (err != cudaSuccess) return cudaFail(err, "cudaMemcpy", device, bytes);
+  return mscclppSuccess;
+#else
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_GPU, "device %d requested but mscclpp was built without CUDA",
+                    device);
+#endif
+}
+
 mscclppResult_t mscclppGpuSetDevice(int device) {
   if (device < 0) return mscclppSuccess;
 #ifdef MSCCLPP_HAVE_CUDA
