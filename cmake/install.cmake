@@ -1,4 +1,5 @@
-# Install: libraries, public headers, tools, pkg-config file, CMake package.
+# Install: libraries, public headers, tools, pkg-config files, CMake package
+# (targets mscclpp::mscclpp and mscclpp::nccl, the latter from src/nccl).
 include(CMakePackageConfigHelpers)
 install(TARGETS mscclpp EXPORT mscclppTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -29,4 +30,7 @@ else()
   set(MSCCLPP_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/mscclpp.pc.in ${PROJECT_BINARY_DIR}/mscclpp.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/mscclpp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/mscclpp_nccl.pc.in ${PROJECT_BINARY_DIR}/mscclpp_nccl.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/mscclpp.pc ${PROJECT_BINARY_DIR}/mscclpp_nccl.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

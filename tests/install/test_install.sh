@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temporary prefix, then builds a small C
-# program against the installed tree twice, with pkg-config and with CMake's
-# find_package(mscclpp), and runs both. Also checks what the install holds and
+# Installs the build tree into a temporary prefix, then builds two small C
+# programs (one on mscclpp, one on the NCCL-compatible library) against the
+# installed tree twice, with pkg-config and with CMake's find_package(mscclpp),
+# and runs them (the pkg-config ones without LD_LIBRARY_PATH). Also checks what the install holds and
 # that the shared library exports only mscclpp* symbols.
 #
 #   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER LIBDIR "SANITIZE"
@@ -28,7 +29,8 @@ if ! cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1; then
   echo "FAIL: cmake --install failed"
   exit 1
 fi
-for f in "$LIBDIR/libmscclpp.so" include/mscclpp/core.h include/mscclpp/comm.h include/mscclpp/mscclpp.h \
+for f in "$LIBDIR/libmscclpp.so" "$LIBDIR/libmscclpp_nccl.so" "$LIBDIR/mscclpp_nccl/libnccl.so.2" \
+  include/mscclpp_nccl/nccl.h "$LIBDIR/pkgconfig/mscclpp_nccl.pc" include/mscclpp/core.h include/mscclpp/comm.h include/mscclpp/mscclpp.h \
   bin/mscclpp-run bin/mscclpp-info "$LIBDIR/pkgconfig/mscclpp.pc" "$LIBDIR/cmake/mscclpp/mscclppConfig.cmake" \
   "$LIBDIR/cmake/mscclpp/mscclppConfigVersion.cmake"; do
   [ -e "$PREFIX/$f" ] || fail "the install lacks $f"
@@ -38,20 +40,34 @@ if [ -z "$SANITIZE" ]; then
   [ -z "$others" ] || fail "libmscclpp.so exports symbols outside the API: $(echo $others | head -c 400)"
 fi
 
-# 1. pkg-config
-if command -v pkg-config >/dev/null; then
-  flags=$(PKG_CONFIG_PATH=$PREFIX/$LIBDIR/pkgconfig pkg-config --cflags --libs mscclpp) || fail "pkg-config mscclpp"
-  echo "pkg-config --cflags --libs mscclpp: $flags"
+# 1. pkg-config, exactly as the README says, and the programs run without
+# LD_LIBRARY_PATH: the .pc files carry the rpath.
+# pc_consumer NAME PACKAGE SOURCE EXPECTED_OUTPUT LIBRARY_THE_PROGRAM_MUST_LOAD
+pc_consumer() {
+  local name=$1 pkg=$2 src=$3 expect=$4 lib=$5 flags out loaded
+  flags=$(PKG_CONFIG_PATH=$PREFIX/$LIBDIR/pkgconfig pkg-config --cflags --libs "$pkg") || {
+    fail "pkg-config $pkg"
+    return
+  }
+  echo "pkg-config --cflags --libs $pkg: $flags"
   # shellcheck disable=SC2086
-  if "$CC" -std=c11 -Wall -Wextra -Werror $SANFLAGS "$SRC/tests/install/consumer/consumer.c" $flags \
-    -Wl,-rpath,"$PREFIX/$LIBDIR" -o "$TMP/consumer_pc"; then
-    out=$("$TMP/consumer_pc") || fail "consumer (pkg-config) exited $?"
-    echo "$out"
-    echo "$out" | grep -q 'mscclppTimeout is "timeout"' || fail "consumer (pkg-config) output"
-    ldd "$TMP/consumer_pc" | grep -q "$PREFIX/$LIBDIR/libmscclpp.so" || fail "consumer (pkg-config) does not use the installed library"
-  else
-    fail "building against the install with pkg-config"
+  if ! "$CC" -std=c11 -Wall -Wextra -Werror $SANFLAGS "$src" $flags -o "$TMP/$name"; then
+    fail "building $name against the install with pkg-config $pkg"
+    return
   fi
+  out=$(env -u LD_LIBRARY_PATH "$TMP/$name") || fail "$name (pkg-config $pkg) exited $? without LD_LIBRARY_PATH"
+  echo "$out"
+  echo "$out" | grep -q "$expect" || fail "$name (pkg-config $pkg) output"
+  # The .pc files name the prefix relative to themselves (lib/pkgconfig/../..).
+  loaded=$(env -u LD_LIBRARY_PATH ldd "$TMP/$name" | awk -v n="$(basename "$lib")" '$1 == n {print $3}')
+  [ -n "$loaded" ] && [ "$(realpath "$loaded")" = "$(realpath "$lib")" ] ||
+    fail "$name does not load $lib: $(env -u LD_LIBRARY_PATH ldd "$TMP/$name")"
+}
+if command -v pkg-config >/dev/null; then
+  pc_consumer consumer_pc mscclpp "$SRC/tests/install/consumer/consumer.c" 'mscclppTimeout is "timeout"' \
+    "$PREFIX/$LIBDIR/libmscclpp.so.0"
+  pc_consumer consumer_nccl_pc mscclpp_nccl "$SRC/tests/install/consumer/consumer_nccl.c" 'NCCL API version' \
+    "$PREFIX/$LIBDIR/mscclpp_nccl/libnccl.so.2"
 else
   fail "pkg-config is not installed (scripts/deps.sh installs it)"
 fi
@@ -64,6 +80,9 @@ if cmake -S "$SRC/tests/install/consumer" -B "$TMP/consumer_build" -DCMAKE_PREFI
   out=$("$TMP/consumer_build/consumer") || fail "consumer (find_package) exited $?"
   echo "$out"
   echo "$out" | grep -q 'mscclppTimeout is "timeout"' || fail "consumer (find_package) output"
+  out=$(env -u LD_LIBRARY_PATH "$TMP/consumer_build/consumer_nccl") || fail "consumer_nccl (mscclpp::nccl) exited $?"
+  echo "$out"
+  echo "$out" | grep -q 'NCCL API version' || fail "consumer_nccl (mscclpp::nccl) output"
 else
   cat "$TMP/consumer_cmake.log"
   fail "building against the install with find_package(mscclpp)"
