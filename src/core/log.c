@@ -101,6 +101,16 @@ static void expandPath(const char* pattern, char* out, size_t outSize) {
  * library promises. */
 static int fromNcclAlias(const char* name) { return getenv(name) == NULL; }
 
+/* The settings are read again for every communicator (and by every launch
+ * of the tools' helpers), so a bad value would be reported as often; it is
+ * reported once per process, and again only when the value changes. Call with
+ * logLock held; returns 1 the first time value is seen in *seen. */
+static int firstSeen(char* seen, size_t size, const char* value) {
+  if (strncmp(seen, value, size - 1) == 0) return 0;
+  snprintf(seen, size, "%s", value);
+  return 1;
+}
+
 static void configure(const char* level, const char* subsys, const char* file) {
   pthread_mutex_lock(&logLock);
   if (hostName[0] == '\0') {
@@ -130,14 +140,18 @@ static void configure(const char* level, const char* subsys, const char* file) {
         snprintf(logFilePath, sizeof(logFilePath), "%s", path);
     }
   }
+  static char seenLevel[MSCCLPP_PARAM_STR_MAX], seenSubsys[MSCCLPP_PARAM_STR_MAX], seenPath[sizeof(logFilePath)];
+  int warnLevel = !levelOk && !fromNcclAlias("MSCCLPP_DEBUG") && firstSeen(seenLevel, sizeof(seenLevel), level);
+  int warnSubsys = badSubsys && !fromNcclAlias("MSCCLPP_DEBUG_SUBSYS") &&
+                   firstSeen(seenSubsys, sizeof(seenSubsys), badSubsys);
+  int warnOpen = openError && firstSeen(seenPath, sizeof(seenPath), openError);
   atomic_store(&mscclppLogSubsysState, mask);
   atomic_store(&mscclppLogLevelState, lvl);
   pthread_mutex_unlock(&logLock);
-  if (!levelOk && !fromNcclAlias("MSCCLPP_DEBUG"))
+  if (warnLevel)
     MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG=\"%s\" is not one of NONE, WARN, INFO, TRACE; using WARN", level);
-  if (badSubsys && !fromNcclAlias("MSCCLPP_DEBUG_SUBSYS"))
-    MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG_SUBSYS=\"%s\" names an unknown subsystem", badSubsys);
-  if (openError) MSCCLPP_WARN(MSCCLPP_LOG_ENV, "cannot open MSCCLPP_DEBUG_FILE \"%s\"; logging to stderr", openError);
+  if (warnSubsys) MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_DEBUG_SUBSYS=\"%s\" names an unknown subsystem", badSubsys);
+  if (warnOpen) MSCCLPP_WARN(MSCCLPP_LOG_ENV, "cannot open MSCCLPP_DEBUG_FILE \"%s\"; logging to stderr", openError);
 }
 
 static const char* envOr(const char* name, const char* alias) {
