@@ -1,6 +1,7 @@
 #include "gpu/gpu.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +17,33 @@
 #include <cuda_runtime_api.h>
 #endif
 
-int mscclppGpuDeviceCount(void) {
 #ifdef MSCCLPP_HAVE_CUDA
+/* The devices a process sees do not change while it runs (CUDA reads
+ * CUDA_VISIBLE_DEVICES once), and this is asked on every collective call: the
+ * driver is probed once per process, and a missing one logged once, not on
+ * every call. */
+static pthread_once_t probeOnce = PTHREAD_ONCE_INIT;
+static int probedCount;
+
+static void probeDevices(void) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError(); /* clear the sticky-free error */
-    MSCCLPP_INFO(MSCCLPP_LOG_GPU, "no CUDA device: %s", cudaGetErrorString(err));
-    return 0;
+    if (err == cudaErrorNoDevice)
+      MSCCLPP_INFO(MSCCLPP_LOG_GPU, "no GPU found: using the host backend");
+    else
+      MSCCLPP_INFO(MSCCLPP_LOG_GPU, "no GPU driver: using the host backend (CUDA says: %s)", cudaGetErrorString(err));
+    n = 0;
   }
-  return n;
+  probedCount = n;
+}
+#endif
+
+int mscclppGpuDeviceCount(void) {
+#ifdef MSCCLPP_HAVE_CUDA
+  pthread_once(&probeOnce, probeDevices);
+  return probedCount;
 #else
   return 0;
 #endif

@@ -23,7 +23,8 @@ extern "C" {
 #define MSCCLPP_HOST_BACKEND_DEVICE (-1)
 
 /* Number of usable CUDA devices: 0 without CUDA support, driver or device.
- * Never fails. */
+ * The driver is asked once per process (a missing one logged once, at INFO);
+ * later calls return that count. Never fails. */
 int mscclppGpuDeviceCount(void);
 
 /* One line describing device `dev`: name, compute capability, SM count,
