@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Channel benchmarks on a GPU, 2 ranks (sharing one GPU under MPS, or one
  * GPU each), each figure next to the raw operation timed in the same run:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Channel ping-pongs on the host backend, 2 ranks (processes), each next to
  * the raw operation timed in the same run:

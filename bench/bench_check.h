@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the GPU benchmarks share: checks (a failed CUDA or mscclpp
  * call prints the rank, the call and the reason, and exits 1) and joining

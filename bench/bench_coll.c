@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GPU collectives against the HBM roofline and MSCCL++ (../shared/ANCHORS.md),
  * in one run:  mscclpp-run -n N --mps -- bench_coll [maxBytes]

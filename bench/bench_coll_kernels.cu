@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The raw operation bench_coll measures allgather against: a fan-out copy
  * in ONE process, without channels, barriers or peers. k "virtual ranks"

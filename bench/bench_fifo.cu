@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* FIFO and proxy on a GPU, next to the raw limit and its decomposition, in
  * one run (well under a minute):
  *  0. placement: the CPU side of every measurement (the raw echo thread, the

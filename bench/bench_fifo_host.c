@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The FIFO and proxy on the host backend (a CPU thread plays the kernel), next
  * to the raw limit, in one run:
  *  0. placement: the producer side (the main thread: raw echo's pinger, the

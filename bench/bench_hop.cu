@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What one cross-rank hop costs inside a kernel, with every rank taking
  * part, against the rank count:

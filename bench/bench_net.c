@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The network transport against raw libfabric, side by side in one run
  * (2 ranks on one host; host backend):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small statistics shared by the benchmarks (C and CUDA sources). */
 #ifndef MSCCLPP_BENCH_BENCH_STATS_H_
 #define MSCCLPP_BENCH_BENCH_STATS_H_

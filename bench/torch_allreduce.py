@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """PyTorch all_reduce latency and bandwidth through libmscclpp_nccl.so.
 
     python3 bench/torch_allreduce.py --lib build/src/nccl/libmscclpp_nccl.so --nprocs 2 [--mps]

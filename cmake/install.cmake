@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install: libraries, public headers, tools, pkg-config files, CMake package
 # (targets mscclpp::mscclpp and mscclpp::nccl, the latter from src/nccl).
 include(CMakePackageConfigHelpers)

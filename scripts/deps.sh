@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what building and testing mscclpp needs on Debian 12, when missing.
 # Safe to run again: it calls apt-get only for packages that are absent.
 #   cmake make gcc g++ pkg-config  the build; g++ checks that public headers compile as C++

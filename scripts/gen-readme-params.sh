@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # README's table of environment variables is `mscclpp-info --params --markdown`,
 # between two marker lines. This script rewrites it, or (--check) fails when
 # README differs from what the table in src/core/params.h generates.

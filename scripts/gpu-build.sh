@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # On the build machine: builds the GPU tests, benchmarks and tools for sm_90
 # and stages the executables in .carry/gpu (git-ignored), ready to be carried
 # to the GPU machine, where scripts/gpu-run.sh runs them.

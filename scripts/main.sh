@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # README's first command: install missing packages, build, and run
 # mscclpp-perf allreduce (every result checked) across 4 local ranks, on the
 # GPU(s) when there is one, else on the host backend. It shows the build's

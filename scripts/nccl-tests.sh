@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # On a GPU machine: builds NVIDIA's nccl-tests against mscclpp's NCCL-compatible
 # library and runs a matrix of its binaries with several ranks sharing GPU 0
 # (MPS), every run checked (-c 1). One summary line per run (binary, ranks,

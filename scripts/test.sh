@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # README's test command (and CI's, through .ci/run): installs missing packages,
 # then builds and tests four trees, and ends with the main tree's CTest
 # summary.

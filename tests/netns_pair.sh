@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by the multi-host tests (tests/net/netns_test.sh,
 # tests/coll/coll_netns_test.sh): two "hosts" as two network namespaces
 # joined by a veth pair, made inside a private user + network namespace

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp-info: what this build of mscclpp is and what it finds here.
  *

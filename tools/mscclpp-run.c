@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp-run: start N local ranks of a command and watch them.
  *

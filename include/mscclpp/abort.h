@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The abort object: one error domain shared by a communicator's FIFOs, proxy
  * services and semaphores.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp collectives: allreduce, allgather, reduce-scatter, broadcast,
  * reduce, all-to-all and send/recv, called from the host like NCCL's.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp communicators and the bootstrap (TCP control plane) they carry.
  *

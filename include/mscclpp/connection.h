@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp connections: a transport joining this rank to one peer (or to
  * itself), and the operations a port channel's proxy performs on it.

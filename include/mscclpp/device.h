@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Device-side building blocks shared by every device header (FIFO push,
  * semaphores, channels): the qualifier macros, THE set of named atomics and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The trigger FIFO, host side: creation, the device handle kernels push
  * through (mscclpp/fifo_device.h), and the consumer calls a proxy uses.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The device side of the trigger FIFO: what a kernel (or, on the host
  * backend, a CPU thread) calls. Host side: mscclpp/fifo.h.

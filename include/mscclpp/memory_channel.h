@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Memory channels, the host side. Device side (put/get, read/write,
  * signal/wait/poll, LL packets): mscclpp/memory_channel_device.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Many-thread copies for kernels (and host-backend threads): the body of
  * memory channel put/get, also usable on any two pointers a kernel reaches.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Memory channels, the device side: a kernel (or, on the host backend, CPU
  * threads) reads and writes the peer's memory directly -- through a CUDA IPC

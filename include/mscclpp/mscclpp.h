@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp: everything a host program includes. The device-side headers
  * (FIFO push, semaphores, port/memory channels, packets) come with the host
  * headers that hand out their handles, and compile in kernels (nvcc) and in

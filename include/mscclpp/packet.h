@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * LL ("low latency") packets: data and a flag written together by ONE store,
  * so a reader that sees the flag sees the data with it -- no fence, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Port channels, the host side: building them, and the communicator's
  * proxy that serves them. Device side: mscclpp/port_channel_device.h.

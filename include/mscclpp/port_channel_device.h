@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Port channels, the device side: what a kernel (or, on the host backend, a
  * CPU thread) calls. Host API: mscclpp/port_channel.h.

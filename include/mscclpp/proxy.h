@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Proxy service: one CPU thread that serves one or more trigger FIFOs. Make
  * one per GPU (intra-host copies) and one per NIC (network), each bound to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seed's API (the first mscclpp: one buffer per connection, a device
  * connection struct with put / signal / wait, and a proxy the application

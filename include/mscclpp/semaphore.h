@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores: 64-bit signal counters between the host and kernels
  * (mscclpp/semaphore_device.h describes the protocol). Three kinds:

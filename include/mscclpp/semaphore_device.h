@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores, the side that signals and the side that waits, as kernels (or
  * host-backend threads, or the host side of a semaphore) call them. Host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The 128-bit trigger: what a GPU thread pushes into a FIFO and a proxy
  * thread executes. One layout shared by the device, the host backend and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A rank's bootstrap: create (listener, progress thread, rendezvous through
  * the root, the monitor connection to rank 0, a first barrier), destroy
  * (goodbyes), and queries. See bootstrap.h for the design and

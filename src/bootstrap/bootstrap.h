@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bootstrap: the TCP control plane a communicator is built on.
  *

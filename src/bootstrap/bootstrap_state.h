@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The state of a rank's bootstrap, shared by its three files:
  *   bootstrap.c  create (rendezvous, monitor, first barrier), destroy, queries

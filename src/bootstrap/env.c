@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Job descriptions: from a unique id, an "ip:port" string, or a launcher's
  * environment; and the host identity used to group ranks by host. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "bootstrap/handshake.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Proving the job secret on a new connection (the root's and every rank's
  * listener use the server side; joining ranks and connecting peers the client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sending and receiving bootstrap messages, and the collectives built on
  * them (allgather, barrier). See bootstrap_state.h for who owns what. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A rank's bootstrap connections: the epoll set, reading (by whichever
  * thread is a connection's reader), peer states and rank 0's notices, and the
  * progress thread that accepts peers and reads idle connections. See

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The root: one thread that serves one job's rendezvous.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sockets for the bootstrap: addresses ("ip:port", "[v6]:port", "host:port"),
  * the choice of interface (MSCCLPP_SOCKET_IFNAME, MSCCLPP_SOCKET_FAMILY),

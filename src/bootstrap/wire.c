@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "bootstrap/wire.h"
 
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bootstrap's wire format: every byte the bootstrap puts on a socket, or
  * into a unique id, is encoded and parsed here, nowhere else.

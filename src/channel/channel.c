@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The channel context: semaphore arenas, the cache of opened peer memories,
  * and the creation handshake both channel kinds share (channel.h). */
 #include "channel/channel.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The channel layer's state for one communicator (public API:
  * include/mscclpp/port_channel.h, memory_channel.h; the comm layer unpacks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory channels (mscclpp/memory_channel.h): the peer's memory and inbound
  * semaphore line mapped into this process, so kernels load and store them
  * directly. Creation is the shared handshake of channel.c plus checks that

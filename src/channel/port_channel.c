@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Port channels (mscclpp/port_channel.h) and the executor that carries out
  * their triggers on the proxy thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Semaphores (mscclpp/semaphore.h): allocation per kind and the host side,
  * which runs the same inline protocol as the device side. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The collective API: argument checks, groups of send/recv, and the
  * dispatch of each call to where the selection table (select.c) says

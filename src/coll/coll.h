@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The collective layer's inside: what the API (coll.c) hands to a backend.
  *

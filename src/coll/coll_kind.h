@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The collectives, numbered (shared by the C and CUDA sides of coll). */
 #ifndef MSCCLPP_SRC_COLL_COLL_KIND_H_
 #define MSCCLPP_SRC_COLL_COLL_KIND_H_

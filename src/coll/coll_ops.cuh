@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The element operators of the GPU collectives, shared by the kernels of
  * coll_gpu_kernels.cu and coll_port_kernels.cu (CUDA only).

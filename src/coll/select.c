@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The selection table (select.h): what each collective has, how
  * MSCCLPP_ALGO is read, and the rules that pick a backend and an algorithm.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The selection table (select.c): every rule that decides how a collective
  * call runs, in one place -- which backend (host, GPU, the GPU's port

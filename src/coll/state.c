@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The collective layer's per-communicator state and its one first-use
  * policy (coll.h): build privately, publish only when complete, remember a

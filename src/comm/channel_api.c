@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The communicator's channel context (semaphores, opened peer memories, the
  * port channel proxy), made on first use with the abort object
  * (comm_abort.c), and the public channel API (include/mscclpp/port_channel.h,

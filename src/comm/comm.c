@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Communicator creation and destruction, queries, and the public bootstrap
  * operations (which forward to the bootstrap layer). */
 #include "comm/comm.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The communicator object. Each layer keeps its own state in its own struct
  * and the communicator holds a handle to each; this header is the list.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The communicator's error domain, made on first use:
  *  - the abort object (for the device current at that moment, or the host
  *    backend without a GPU), shared by the memory layer's waits, the proxy,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How many ranks of a communicator run on this rank's GPU (comm.h). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public memory and connection API (include/mscclpp/memory.h,
  * include/mscclpp/connection.h): each call unpacks the communicator and
  * forwards to the memory or transport layer. The communicator's memory

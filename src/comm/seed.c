@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The seed's API (mscclpp/seed.h) on top of connections and port channels:
  * mscclppConnect records a declaration, mscclppConnectionSetup builds them
  * all (in an order every rank agrees on), mscclppCommDestroy frees them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Little-endian field access for wire formats (bootstrap messages, memory
  * records, endpoints, fd-server messages): every byte we put on a socket or
  * parse from one goes through these. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Failing: one function that logs the reason once (at WARN, in a subsystem),
  * records it as the calling thread's last error, and returns the status, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The codec of the small floating-point types (rules: fpconv.h). */
 #include "core/fpconv.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one codec of the 16- and 8-bit floating-point types (float16,
  * bfloat16, fp8 e4m3 and e5m2) to and from float, in C, for the host

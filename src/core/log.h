@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Logging. MSCCLPP_DEBUG picks the level, MSCCLPP_DEBUG_SUBSYS the
  * subsystems, MSCCLPP_DEBUG_FILE the destination. The level and subsystem are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/util.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small utilities every layer uses: clocks, deadlines, random bytes, SipHash. */
 #ifndef MSCCLPP_SRC_CORE_UTIL_H_
 #define MSCCLPP_SRC_CORE_UTIL_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The abort object: flag, device error word, first error (see abort.h). */
 #include "gpu/abort.h"
 

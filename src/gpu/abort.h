@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The abort object's insides (public API: include/mscclpp/abort.h). It lives
  * in the gpu layer because its flag and device-error word need host-mapped

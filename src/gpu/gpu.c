@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "gpu/gpu.h"
 
 #include <errno.h>

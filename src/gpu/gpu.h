@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gpu layer: everything that touches the CUDA runtime, plus what stands
  * in for it on the host backend. Functions here work (and report "no GPU")

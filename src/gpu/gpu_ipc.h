@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GPU memory that other processes of the same host can open, and the few
  * stream operations the CUDA IPC transport needs.

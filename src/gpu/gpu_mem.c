@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory, copies and streams of the gpu layer, with the host backend's
  * plain-memory stand-ins (device < 0). */
 #include <errno.h>

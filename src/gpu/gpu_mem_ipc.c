@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shareable GPU memory (CUDA IPC handles, cuMem POSIX fds), host
  * registration and the CUDA IPC transport's stream. See gpu_ipc.h. */
 #include <pthread.h>

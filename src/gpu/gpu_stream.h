@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gpu layer's one stream object (private to src/gpu/): the library's
  * stream of one device (mscclppGpuIpcProcessStream) and what the device can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fd server and its client. Protocol in fd_share.h. */
 #include "memory/fd_share.h"
 

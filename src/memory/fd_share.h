@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handing file descriptors to other processes of the same host: a memory
  * file (host shared memory) or an exported cuMem allocation.

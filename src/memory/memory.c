@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory contexts and the allocation of shareable memory. See memory.h. */
 #include "memory/memory.h"
 

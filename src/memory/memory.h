@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The memory layer: allocation of shareable memory, registrations, their
  * records, and opening a peer's record in this process.

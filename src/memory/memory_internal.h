@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the files of the memory layer share (memory.c: contexts and
  * allocation; register.c: registration; open.c: opening records). Not for

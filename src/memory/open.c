@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Opening a record in this process (the owner's pointer, or a mapping of
  * another process's memory), closing, and records through the bootstrap.
  * See memory.h. */

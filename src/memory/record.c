@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Encoding and parsing of memory records. Layout in record.h. */
 #include "memory/record.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The serialized form of a registration: every byte a memory record puts on
  * the wire is encoded and parsed here. Pure functions (no I/O, no logging, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Registration: what memory a pointer is, the handles other processes need,
  * and the record that describes it. See memory.h. */
 #include "memory/memory.h"

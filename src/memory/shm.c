@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared host memory in anonymous memory files. See shm.h. */
 #include "memory/shm.h"
 

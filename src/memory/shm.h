@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Host memory that several processes of one host map: an anonymous memory
  * file (memfd_create) mapped MAP_SHARED. The file lives as long as some

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The host-side calls of NCCL 2.28's device API (nccl_device/ headers), exported
  * so that under LD_PRELOAD none of them reaches NVIDIA's library with one of

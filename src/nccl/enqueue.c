@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Collectives and send/recv: the NCCL calls become ncclOps (group.c records
  * or runs them); ncclOpsRun hands one communicator's operations to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fallback: MSCCLPP_NCCL_FALLBACK=/path/libnccl.so.2 loads a real NCCL
  * (dlopen, RTLD_LOCAL | RTLD_DEEPBIND, so that its own calls stay inside it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ncclGroupStart / ncclGroupEnd: what is called in between is recorded on
  * this thread and run at the outermost ncclGroupEnd:

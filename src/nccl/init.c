@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NCCL communicators on mscclpp communicators: unique ids, init (blocking,
  * nonblocking, inside a group), ncclCommInitAll, split, shrink, finalize,

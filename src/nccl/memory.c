@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ncclMemAlloc / ncclMemFree (cudaMalloc on the current device; zeroed,
  * page-aligned host memory without a GPU), and buffer and window

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NCCL 2.28 C API as libmscclpp_nccl.so implements it: names, types,
  * enum values and struct layouts are NCCL's (written from NCCL's documented

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The nccl layer's inside: libmscclpp_nccl.so, NCCL's C API on mscclpp.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * PreMulSum operators (ncclRedOpCreatePreMulSum): a per-communicator table
  * of scalars, scaling on the host backend (a loop; 16-bit and 8-bit floats

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * PreMulSum on the GPU: dst[i] = src[i] * scalar, one generic body
  * instantiated per element type (16- and 8-bit floats computed in float,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trigger FIFO, host side (see fifo.h and mscclpp/fifo_device.h). */
 #include "proxy/fifo.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The FIFO's insides and the proxy's inline consumer path (public API:
  * include/mscclpp/fifo.h). The consumer owns hostTail; nothing here locks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The proxy service: one thread serving FIFOs (mscclpp/proxy.h). */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal knobs and counters of a proxy service (public API:
  * include/mscclpp/proxy.h), for benchmarks and tests that compare variants

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The endpoint a rank sends when it connects: encoding and parsing (pure
  * functions, no I/O or logging; the fuzzer drives the parser directly). */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Connections: endpoint exchange, transport selection, argument checks and
  * dispatch to the transports' ops tables. See transport.h. */
 #include "transport/transport.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The transport layer: one `const` ops table per transport, and connections
  * (a transport + this rank's endpoint + the peer's).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Transport CudaIpc: the GPU's copy engines move the bytes, on the process's
  * transport stream of the device current at connect time (one stream shared
  * by all connections: see gpu_mem_ipc.c on MPS work queues; `pending` still

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Transport HostShm: the CPU copies through shared mappings of host memory
  * (the host backend, and host memory between ranks of one host).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Intruders at the root while a real 4-rank job initializes (ip:port; rank 0
  * starts at once, the others 0.7 s later):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the bootstrap's wire format (unique id, handshake records,
  * message headers, rank tables), address and interface parsing, job
  * descriptions from the environment, and the handshake over a real socket. */

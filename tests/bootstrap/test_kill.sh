@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_kill.sh LAUNCHER WORKER NRANKS VICTIM
 # Runs NRANKS workers in "kill VICTIM" mode with --keep-going. The victim
 # SIGKILLs itself during an allgather; each survivor must print SURVIVOR_OK

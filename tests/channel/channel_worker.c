@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One rank of the multi-process port-channel tests on the host backend (CPU
  * threads play the kernels), parameterised by transport: host shared memory

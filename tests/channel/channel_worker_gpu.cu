@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One rank of the GPU channel tests, started by mscclpp-run (ranks share the
  * GPUs round-robin by local rank; run them under MPS so that kernels of

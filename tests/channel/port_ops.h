@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The port-channel operations the channel workers run, shared by the host
  * backend (channel_worker.c: CPU threads play the kernels) and the GPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Semaphores on the host backend: host-to-host through the host API, and
  * host-to-device / device-to-device through their device handles with CPU
  * threads as the kernels. Signal/wait/poll counts, ping-pong ordering,

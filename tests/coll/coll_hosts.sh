@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Collectives across "hosts" on one machine: MSCCLPP_HOSTID puts ranks
 # r*L .. r*L+L-1 on one host (coll_worker's COLL_RANKS_PER_HOST), so peers
 # on other hosts go over the network transport (tcp;ofi_rxm or the first

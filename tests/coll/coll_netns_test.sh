@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Collectives between two real "hosts": two network namespaces joined by a
 # veth pair (made as in tests/net/netns_test.sh, inside a private user +
 # network namespace, no root needed), two ranks in each. Ranks of one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One rank of the collective tests on the host backend, started by
  * mscclpp-run (GPUs hidden, so this runs the host backend anywhere):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The collective layer's selection table and first-use policy (coll.h,
  * select.h), in one process on one-rank communicators of the host backend:

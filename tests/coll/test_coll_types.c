@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The host backend's element conversions and operators (coll_host_reduce.h),
  * checked against an independent reference: every finite value of each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The protocol of the GPU collectives over port channels (coll_port.h),
  * played on the host backend: coll_port_kernels.cu compiled by the host C++

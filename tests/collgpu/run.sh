@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh mscclpp-run mscclpp-info coll_gpu_worker N [worker args]: N ranks
 # sharing the GPU(s) (under MPS when available); exit 77 without a GPU.
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run_port.sh mscclpp-run mscclpp-info coll_gpu_worker N HOSTS [worker args]:
 # the GPU collectives over port channels (coll/port/coll_port.c), checked by
 # coll_gpu_worker with N ranks sharing the GPU(s) (under MPS when available).

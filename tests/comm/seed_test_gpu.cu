@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seed's test, ported to the seed API as kept by mscclpp/seed.h:
  * ranks join with mscclppCommInitRank(ip:port), gather each other's data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seed's API on the host backend (mscclpp/seed.h), one rank per
  * process under mscclpp-run: mscclppCommInitRank with the launcher's

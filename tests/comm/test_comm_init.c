@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Communicator creation, in one process (threads) and in forked processes:
  * bad input, ip:port (IPv4 and IPv6), the torchrun / Open MPI / Slurm

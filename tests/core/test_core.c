@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the core layer: status strings, last error, parameters,
  * logging configuration, SipHash, hex, deadlines. */
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What a job logs once per process, not once per call: a bad MSCCLPP_DEBUG
 # value is reported once by each rank, and (with CUDA compiled in on a
 # machine without a GPU) the missing GPU once, at INFO, in our words.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the bootstrap's parsers (src/bootstrap/wire.c and the
  * pure address/interface parsers of src/bootstrap/socket.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The FIFO, proxy service and semaphores on a real GPU:
  *  - 1, 32 and 1024 pushing threads (across blocks) through a small FIFO,
  *    a FIFO smaller than a warp, the lanes of each warp pushing to two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's host-mapped memory outlives CUDA's teardown. The watcher and
  * proxy threads store into it (the abort flag, FIFO and semaphores) and may
  * still run when a program resets the device or exits with a communicator

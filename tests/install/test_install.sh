@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the build tree into a temporary prefix, then builds two small C
 # programs (one on mscclpp, one on the NCCL-compatible library) against the
 # installed tree twice, with pkg-config and with CMake's find_package(mscclpp),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every public header compiles alone, as C11 and as C++, with all warnings as
 # errors and -pedantic: users include them from both languages.
 #

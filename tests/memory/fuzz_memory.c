@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the parsers of the memory and transport layers: the
  * memory record (record.c) and the connection endpoint (endpoint.c).
  *

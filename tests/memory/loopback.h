@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helpers for the memory and transport layers without a communicator:
  *   - an in-process "bootstrap" joining several ranks of one process (each a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the memory layer, in one process (plus a forked child for
  * the cross-process path): records (round trip, every refusal), allocation,
  * registration and its errors, lookup, opening (same process, a second

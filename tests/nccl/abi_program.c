@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ABI check of libmscclpp_nccl.so against NVIDIA's nccl.h. This one file is
  * compiled twice: against NVIDIA's nccl.h (the CUDA toolkit's) and against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NCCL API of libmscclpp_nccl.so on the host backend (host buffers), in
  * real processes started by mscclpp-run. Compiled against our nccl.h and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_abi.sh OURLIB NVIDIA_NCCL_H ABI_OURS ABI_NVIDIA [ABI_NVIDIA_REAL NVIDIA_LIB]
 #
 # libmscclpp_nccl.so against NVIDIA's NCCL:

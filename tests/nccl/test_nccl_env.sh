@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # NCCL_DEBUG / NCCL_DEBUG_SUBSYS are read as aliases of MSCCLPP_DEBUG*, and
 # NCCL's own vocabulary (ABORT, P2P, GRAPH, ...) is ignored without a warning;
 # the same names in MSCCLPP_* still get one (which shows the check can fail).

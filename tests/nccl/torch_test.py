@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """PyTorch (torch.distributed, backend "nccl") on libmscclpp_nccl.so.
 
 Run on a GPU machine (ranks share the GPUs round-robin; several ranks on

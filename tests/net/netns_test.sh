@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Two "hosts": two network namespaces joined by a veth pair, made by this
 # script inside a private user + network namespace (unshare -rn), so nothing
 # of the machine changes and no root is needed where unprivileged user

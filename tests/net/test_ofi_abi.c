@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The vendored libfabric ABI (src/transport/net/ofi_abi.h) against the real
  * headers: every offset, size and constant the network transport relies on.
  * Built only where libfabric's headers exist (tests/net/CMakeLists.txt); the

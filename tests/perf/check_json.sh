@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check_json.sh LAUNCHER PERF
 # -J writes valid JSON that agrees with the run; --plot draws a PNG when
 # gnuplot is installed (said so, and not failed, when it is not).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # expect_usage.sh PERF ARGS...: mscclpp-perf must reject ARGS with exit
 # status 2 (not 0, not a crash) and a message on stderr.
 set -u

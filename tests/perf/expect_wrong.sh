@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # expect_wrong.sh LAUNCHER PERF
 # The checker catches a wrong result: with --inject-error rank 0 corrupts one
 # element after each checked call; every rank must exit non-zero, the table

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run_matrix.sh LAUNCHER PERF NRANKS COLLECTIVE
 # The exact-check matrix of one collective at NRANKS ranks on the host
 # backend: every type and every operation, out of place and in place, at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the trigger layout and of the FIFO without a proxy thread:
  * encode/decode and limits, the commit bit across laps, torn slots, the
  * consumer API, bounded device-side waits (timeout, abort) on the host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The proxy service on the host backend, with CPU threads as producers:
  * many producers through a small FIFO (every trigger once, in per-producer
  * order; release and relaxed pushes; every claim policy), the proxy's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // One rank of the --mps test: runs a kernel on GPU (local rank % devices)
 // and prints "rank R sum S" (S = 32 when the kernel ran).
 #include <cuda_runtime.h>

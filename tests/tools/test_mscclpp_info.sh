@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # mscclpp-info: the report runs and says what it is; --params lists every
 # parameter with its current value; --markdown is a table with one row each.
 #

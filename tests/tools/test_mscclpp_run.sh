@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Tests of the launcher: environment per rank, output prefixing, exit status
 # propagation, stopping the other ranks fast, signals, --keep-going,
 # --timeout, SIGTERM forwarding, the launcher's own death, bad input.

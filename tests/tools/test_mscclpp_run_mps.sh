@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The launcher on a GPU machine: the warning for ranks sharing a GPU without
 # MPS, and --mps: it starts the MPS daemon (in a private pipe directory),
 # kernels of several ranks run under it, and it is stopped at the end; a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # README's "Channels from a kernel" sketch must keep compiling against the
 # public headers: extract it, wrap the host part in a function and compile it
 # with nvcc. Skipped (exit 77) where there is no nvcc.

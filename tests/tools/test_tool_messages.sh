@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_tool_messages.sh RUN PERF: the tools' usage errors say what was wrong
 # (issue #20), and mscclpp-perf's run says what it did (-J written, N/A
 # columns explained, progress on stderr, nccl-tests' type names).

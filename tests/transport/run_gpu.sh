@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPU multi-process transport test: N ranks (sharing the GPUs, under MPS
 # when nvidia-cuda-mps-control exists) exchange cudaMalloc, cuMem and pinned
 # host memory and write into each other's with the CudaIpc transport.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the transport layer in one process: the ops tables, the
  * endpoint format, transport selection, connecting (to itself and between
  * two ranks of the process), write / signal / flush with exact bytes at odd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One rank of the multi-process memory/transport tests, started by
  * mscclpp-run:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp-perf: the checked inputs and their expected results (rules: main.c). */
 #include <stdint.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp-perf: time and check the collectives of mscclpp/coll.h, with the
  * flags and the table of nccl-tests.

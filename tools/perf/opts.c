@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp-perf: the vocabulary of collectives, types and operations, and the flags. */
 #include <errno.h>
 #include <getopt.h>

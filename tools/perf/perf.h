@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mscclpp-perf's parts (tools/perf/): what one file of it gives the others.
  *   main.c     the sweep over sizes, types and operations; main

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp-perf: the table, -J's JSON and --plot's PNG. */
 #include <errno.h>
 #include <inttypes.h>

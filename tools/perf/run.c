@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp-perf: buffers, devices and streams; one checked and timed measurement. */
 #include <inttypes.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mscclpp-perf --selftest: the checker's own arithmetic. */
 #include <inttypes.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend, host side (kernels: coll_gpu_kernels.cu; layout and
  * algorithms: coll_gpu.h).

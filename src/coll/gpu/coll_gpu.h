@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's shared definitions: what coll_gpu.c (host, C) passes to
  * the kernels of coll_gpu_kernels.cu, and the layout of each rank's scratch.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's board (coll_gpu_state.h): zero-copy ("direct")
  * algorithms need every rank's user buffers mapped in every rank. At each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's kernels (coll_gpu.h describes the algorithms and the
  * scratch layout). One body per algorithm: the reducing ones are templates

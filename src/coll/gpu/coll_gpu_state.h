@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's host side, shared by its files (not by the kernels:
  * coll_gpu.h is what they share): the per-communicator state and the

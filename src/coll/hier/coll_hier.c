@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hierarchical allreduce (coll_hier.h): for a communicator whose hosts
  * each hold L ranks (host identity as the bootstrap sees it: host name and

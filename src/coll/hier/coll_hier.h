@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hierarchical allreduce for communicators that span hosts (coll_hier.c),
  * on top of whatever backend runs the communicator: inside each host over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The host backend of the collectives: the calling thread plays the kernel,
  * user buffers are plain host memory of each process, and data moves

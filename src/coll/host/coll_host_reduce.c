@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Element operators of the host backend (rules: coll_host_reduce.h). One
  * loop body (REDUCE_BODY) instantiated per (type, operator) by the X-macro

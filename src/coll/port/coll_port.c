@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's "port" algorithm family, host side: the per-communicator
  * state (connections, the registered scratch, two port channels per peer,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The GPU algorithm family "port": every collective and send/recv between
  * any ranks, on any hosts, through port channels (host side

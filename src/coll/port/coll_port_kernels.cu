@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernels of the "port" algorithm family (coll_port.h describes the
  * streams, the scratch layout and the algorithms). One block: thread 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The endpoint: one per memory context and NIC (fabric, domain, endpoint,
  * completion queue, address vector), opened on the first network connection
  * and closed with the memory context. See net_internal.h. */

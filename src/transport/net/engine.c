@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The operation engine: posting, per-connection queues, the completion
  * queue, progress and waits. See engine.h. */
 #include "transport/net/engine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The operation engine: RMA writes posted to the endpoint, queued in order
  * per connection while the provider cannot take them, completions read from

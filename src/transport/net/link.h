@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A network connection as the transport sees it: the engine's part, the
  * control block both sides write into, and the parts of the two protocols

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The network transport (libfabric RMA: verbs, efa, tcp;ofi_rxm) as the
  * rest of the library and the tests see it: whether libfabric loads, what a

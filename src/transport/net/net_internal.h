@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the files of src/transport/net/ share: the endpoint (one per memory
  * context and NIC), what provider choice learned about it, and the calls of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The part of libfabric's ABI the network transport uses, written here so
  * that building needs no libfabric headers (the library itself is opened with

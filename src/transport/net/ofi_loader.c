@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfabric's loader: dlopen, the exported functions, the version check. See
  * ofi_loader.h. */
 #include "transport/net/ofi_loader.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libfabric, opened with dlopen the first time the network transport is
  * wanted: the exported functions it uses, in one table. The rest of its ABI

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Provider and NIC choice: which libfabric provider and domain the endpoint
  * opens (MSCCLPP_NET_PROVIDER, MSCCLPP_NET_IFNAME), what that pair offers
  * (write order, FI_HMEM, sizes), and the probe mscclpp-info prints. */

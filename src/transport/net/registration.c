@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory registration with the provider: the memory layer's hook for
  * registrations with transport Net, internal host buffers (control blocks,
  * rings), and the list that tells which addresses this process registered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Signals as remote CQ data: the sender's signal table and the receiver's
  * handler. See signal_cq.h. */
 #include "transport/net/signal_cq.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Signals as remote CQ data (providers with 4 bytes of it and 8-byte
  * injects, when an inline put cannot carry its signal as a second target):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Staging: GPU memory through pinned host rings (providers without
  * FI_HMEM). See staging.h. */
 #include "transport/net/staging.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Staging: GPU memory a provider without FI_HMEM cannot reach travels
  * through pinned host memory. Memory the provider cannot reach is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Transport Net: RMA over libfabric (verbs, efa, tcp;ofi_rxm, ...) between
  * ranks on different hosts (or, asked for explicitly, on one host).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program outside the project, built against an installed mscclpp: it
  * uses only the public header and the shared library. */
 #include <mscclpp/mscclpp.h>

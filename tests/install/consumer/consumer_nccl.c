@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program outside the project, built against the installed NCCL-compatible
  * library as an NCCL program would be: <nccl.h> and -lmscclpp_nccl. It must
  * start without LD_LIBRARY_PATH and load that library as libnccl.so.2. */
