@@ -128,6 +128,19 @@ uint64_t mscclppBootstrapHostHashOf(const struct mscclppBootstrap* bs, int rank)
  * and returns mscclppInvalidUsage. */
 mscclppResult_t mscclppBootstrapSendTo(struct mscclppBootstrap* bs, int peer, int tag, const void* data, size_t size);
 mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, int tag, void* data, size_t size);
+/* A handler of the messages with `tag` (user tag space) from any peer,
+ * for a layer above that serves its peers without its application thread
+ * (register it before peers may send such messages). It is called on
+ * whichever thread reads the message (the progress thread, or a thread
+ * waiting in a receive), without the bootstrap's locks, and must neither
+ * block nor call the bootstrap: it copies what it needs and hands the work
+ * to a thread of its own. Such messages are not queued for
+ * mscclppBootstrapRecvFrom; they must fit one piece (bs->maxPiece; larger
+ * ones are queued as usual). fn NULL removes the handler, after every call
+ * of it has returned. mscclppInvalidUsage when MAX_HANDLERS tags have one. */
+typedef void (*mscclppBootstrapHandler)(void* arg, int peer, const void* data, size_t size);
+mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag, mscclppBootstrapHandler fn,
+                                           void* arg);
 /* data: nranks * bytesPerRank bytes, this rank's slice at rank * bytesPerRank. */
 mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank);
 mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs);

@@ -48,6 +48,7 @@
 #define GOODBYE_SECONDS 0.2
 #define NOTICE_SECONDS 0.2
 #define REASON_BYTES 512
+#define MAX_HANDLERS 4
 
 enum { PEER_ALIVE = 0, PEER_LEFT = 1, PEER_LOST = 2 };
 /* What an epoll event's pointer points at: every such object starts with one
@@ -137,6 +138,16 @@ struct mscclppBootstrap {
   int* peerState;                /* [nranks] */
   int lostRank;                  /* first rank lost, -1 */
   char lostReason[REASON_BYTES];
+
+  /* under lock: handlers of user tags (mscclppBootstrapSetHandler), and
+   * how many of their calls are running */
+  struct {
+    int tag;
+    mscclppBootstrapHandler fn;
+    void* arg;
+  } handlers[MAX_HANDLERS];
+  int nhandlers;
+  int handlerCalls;
 
   pthread_mutex_t* sendLocks; /* [nranks] one sender at a time per peer */
   pthread_mutex_t noticeLock; /* rank 0's PEER_STATUS writes */

@@ -403,3 +403,65 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
   }
   return mscclppSuccess;
 }
+
+mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag, mscclppBootstrapHandler fn,
+                                           void* arg) {
+  pthread_mutex_lock(&bs->lock);
+  int i = 0;
+  while (i < bs->nhandlers && bs->handlers[i].tag != tag) i++;
+  mscclppResult_t res = mscclppSuccess;
+  if (fn == NULL) {
+    if (i < bs->nhandlers) bs->handlers[i] = bs->handlers[--bs->nhandlers];
+    /* a call that began before the removal may still use arg */
+    while (bs->handlerCalls > 0) pthread_cond_wait(&bs->cond, &bs->lock);
+  } else if (i < bs->nhandlers) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_BOOTSTRAP, "%s: tag %d already has a handler", bs->where, tag);
+  } else if (bs->nhandlers == MAX_HANDLERS) {
+    res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_BOOTSTRAP, "%s: more than %d message handlers", bs->where,
+                     MAX_HANDLERS);
+  } else {
+    bs->handlers[bs->nhandlers].tag = tag;
+    bs->handlers[bs->nhandlers].fn = fn;
+    bs->handlers[bs->nhandlers].arg = arg;
+    bs->nhandlers++;
+    /* messages that came before the handler: it gets them now, in order */
+    struct mscclppBsMsg* early = NULL;
+    struct mscclppBsMsg** tail = &early;
+    for (int peer = 0; peer < bs->nranks; peer++) {
+      struct mscclppBsQueue* q = &bs->queues[peer];
+      struct mscclppBsMsg* prev = NULL;
+      for (struct mscclppBsMsg* m = q->head; m != NULL;) {
+        struct mscclppBsMsg* next = m->next;
+        if (m->flags == 0 && m->tag == tag) {
+          if (prev)
+            prev->next = next;
+          else
+            q->head = next;
+          if (q->tail == m) q->tail = prev;
+          m->next = NULL;
+          m->tag = peer; /* the list keeps the sender here; the tag is known */
+          *tail = m;
+          tail = &m->next;
+        } else {
+          prev = m;
+        }
+        m = next;
+      }
+    }
+    if (early != NULL) {
+      bs->handlerCalls++;
+      pthread_mutex_unlock(&bs->lock);
+      while (early != NULL) {
+        struct mscclppBsMsg* m = early;
+        early = m->next;
+        fn(arg, m->tag, m->data, m->size);
+        free(m);
+      }
+      pthread_mutex_lock(&bs->lock);
+      bs->handlerCalls--;
+      pthread_cond_broadcast(&bs->cond);
+    }
+  }
+  pthread_mutex_unlock(&bs->lock);
+  return res;
+}

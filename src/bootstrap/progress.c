@@ -190,6 +190,22 @@ static void connDeliver(struct mscclppBootstrap* bs, struct mscclppBsConn* c) {
     struct mscclppBsMsg* m = c->msg;
     c->msg = NULL;
     pthread_mutex_lock(&bs->lock);
+    if (m->flags == 0) { /* one piece in the user tag space: a handler's? */
+      for (int i = 0; i < bs->nhandlers; i++) {
+        if (bs->handlers[i].tag != m->tag) continue;
+        mscclppBootstrapHandler fn = bs->handlers[i].fn;
+        void* arg = bs->handlers[i].arg;
+        bs->handlerCalls++;
+        pthread_mutex_unlock(&bs->lock);
+        fn(arg, c->peer, m->data, m->size);
+        free(m);
+        pthread_mutex_lock(&bs->lock);
+        bs->handlerCalls--;
+        pthread_cond_broadcast(&bs->cond);
+        pthread_mutex_unlock(&bs->lock);
+        return;
+      }
+    }
     mscclppBsQueuePushLocked(&bs->queues[c->peer], m);
     pthread_cond_broadcast(&bs->cond);
     pthread_mutex_unlock(&bs->lock);

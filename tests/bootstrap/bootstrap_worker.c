@@ -5,8 +5,9 @@
  *   bootstrap_worker [all]     allgather (every byte checked), barrier, tagged
  *                              send/recv of 0, 1 and 1 MiB+13 bytes received
  *                              out of order, self send, size mismatch, messages
- *                              cut into pieces, all-to-all, threads sharing
- *                              connections, ranks per host
+ *                              cut into pieces, a tag served by a handler,
+ *                              all-to-all, threads sharing connections,
+ *                              ranks per host
  *   bootstrap_worker hostid    MSCCLPP_HOSTID splits the ranks into two "hosts"
  *   bootstrap_worker kill V    rank V SIGKILLs itself while the others are in an
  *                              allgather; they must fail with an error naming
@@ -239,6 +240,71 @@ static void testLocal(void) {
   CHECK(async == mscclppSuccess);
 }
 
+/* A layer above serves its peers through a handler (mscclppBootstrapSetHandler):
+ * messages sent before it is set reach it when it is set, later ones as
+ * they arrive, in order per sender; other tags are queued as usual; once
+ * removed, the tag is queued again. */
+#define HANDLER_TAG 0x6a000001
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int n;
+  int peer[8];
+  uint32_t value[8];
+} got = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, {0}};
+
+static void onMessage(void* arg, int peer, const void* data, size_t size) {
+  CHECK(arg == &got);
+  uint32_t v = 0;
+  if (size == sizeof(v)) memcpy(&v, data, sizeof(v));
+  pthread_mutex_lock(&got.lock);
+  if (got.n < 8) {
+    got.peer[got.n] = size == sizeof(v) ? peer : -1;
+    got.value[got.n] = v;
+    got.n++;
+  }
+  pthread_cond_broadcast(&got.cond);
+  pthread_mutex_unlock(&got.lock);
+}
+
+static void testHandler(void) {
+  mscclppComm_t comm = theComm;
+  if (nranks < 2) return;
+  int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+  struct mscclppBootstrap* bs = comm->bootstrap;
+  for (uint32_t v = 1; v <= 2; v++) CHECK_RES(mscclppBootstrapSend(comm, to, HANDLER_TAG, &v, sizeof(v)), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapSetHandler(bs, HANDLER_TAG, onMessage, &got), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapSetHandler(bs, HANDLER_TAG, onMessage, &got), mscclppInvalidUsage);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  for (uint32_t v = 3; v <= 4; v++) CHECK_RES(mscclppBootstrapSend(comm, to, HANDLER_TAG, &v, sizeof(v)), mscclppSuccess);
+  sendPattern(comm, to, HANDLER_TAG + 1, 64, 21); /* another tag: queued */
+  recvPattern(comm, from, HANDLER_TAG + 1, 64, 21);
+  double deadline = nowSec() + 10;
+  pthread_mutex_lock(&got.lock);
+  while (got.n < 4 && nowSec() < deadline) {
+    pthread_mutex_unlock(&got.lock);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&got.lock);
+  }
+  CHECK(got.n == 4);
+  for (int i = 0; i < got.n && i < 4; i++) {
+    CHECK(got.peer[i] == from);
+    CHECK(got.value[i] == (uint32_t)i + 1);
+  }
+  pthread_mutex_unlock(&got.lock);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapSetHandler(bs, HANDLER_TAG, NULL, NULL), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  uint32_t v = 5, w = 0;
+  CHECK_RES(mscclppBootstrapSend(comm, to, HANDLER_TAG, &v, sizeof(v)), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapRecv(comm, from, HANDLER_TAG, &w, sizeof(w)), mscclppSuccess);
+  CHECK(w == 5);
+  CHECK(got.n == 4);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+}
+
 static int modeAll(void) {
   mscclppComm_t comm = initComm();
   theComm = comm;
@@ -247,6 +313,7 @@ static int modeAll(void) {
   RUN(testBarrier);
   RUN(testSendRecv);
   RUN(testPieces);
+  RUN(testHandler);
   RUN(testAllToAll);
   RUN(testThreads);
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
