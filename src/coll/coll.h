@@ -107,6 +107,8 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
 mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                   mscclppStream_t stream);
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state);
+/* Build the state now (every rank calls; mscclppCollPrepare). */
+mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm);
 
 /* The GPU backend's "port" family (coll/port/; streams, scratch layout and
  * algorithms: coll/port/coll_port.h), which the selection table picks when
@@ -125,5 +127,16 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
                                    mscclppStream_t stream);
 /* After its kernels; every rank calls it: it holds two bootstrap barriers. */
 void mscclppCollPortRelease(struct mscclppComm* comm, void* state);
+/* Build the state now (every rank calls; mscclppCollPrepare). */
+mscclppResult_t mscclppCollPortPrepare(struct mscclppComm* comm);
+
+/* The state of every backend that comm's calls will use on a GPU, built
+ * while every rank is in the communicator's creation (comm.h's prepare
+ * hook, MSCCLPP_COLL_PREPARE), so that no collective call waits for a
+ * peer's host (docs/DESIGN.md, Contracts). The host backend's calls are
+ * synchronous and build theirs at the first call; so do a hierarchy's child
+ * communicators. A communicator larger than a backend supports is left to
+ * the first call, which says so. */
+mscclppResult_t mscclppCollPrepare(struct mscclppComm* comm);
 
 #endif /* MSCCLPP_SRC_COLL_COLL_H_ */

@@ -74,3 +74,24 @@ mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBac
   *state = built;
   return mscclppSuccess;
 }
+
+mscclppResult_t mscclppCollPrepare(struct mscclppComm* comm) {
+  if (comm->nranks == 1) return mscclppSuccess;
+  int need[MSCCLPP_COLL_BACKENDS] = {0};
+  for (int k = 0; k < MSCCLPP_COLL_KINDS; k++) {
+    mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
+    /* a bad MSCCLPP_ALGO is reported by the first call that reads it */
+    if (mscclppCollSelectForced(comm, (mscclppCollKind)k, &forced) != mscclppSuccess) return mscclppSuccess;
+    if (mscclppCollSelectHier(comm, (mscclppCollKind)k, forced)) continue;
+    need[mscclppCollSelectBackend(comm, (mscclppCollKind)k, forced)] = 1;
+  }
+  /* every rank computes the same set (MSCCLPP_ALGO and the layout are the
+   * job's), so every rank builds the same states, in this order */
+  if (need[MSCCLPP_COLL_BACKEND_GPU]) MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuPrepare(comm));
+  if (need[MSCCLPP_COLL_BACKEND_PORT]) MSCCLPP_RETURN_ON_ERROR(mscclppCollPortPrepare(comm));
+  return mscclppSuccess;
+}
+
+/* The communicator layer runs the hook at creation (comm.h); it cannot
+ * call this layer itself. */
+__attribute__((constructor)) static void registerPrepare(void) { mscclppCommSetPrepareHook(mscclppCollPrepare); }

@@ -33,8 +33,17 @@ static mscclppResult_t loadParams(struct mscclppParams* params) {
   return mscclppSuccess;
 }
 
+static mscclppCommPrepareFn prepareHook;
+
+void mscclppCommSetPrepareHook(mscclppCommPrepareFn fn) { prepareHook = fn; }
+
+mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm) {
+  if (prepareHook == NULL || comm->params.collPrepare == 0) return mscclppSuccess;
+  return prepareHook(comm);
+}
+
 static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
-                                  mscclppComm_t* out) {
+                                  int prepare, mscclppComm_t* out) {
   mscclppLogSetRank(job->rank);
   struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
   if (comm == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
@@ -52,6 +61,10 @@ static mscclppResult_t commCreate(const struct mscclppParams* params, const stru
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, job->source);
+  if (prepare && (res = mscclppCommPrepare(comm)) != mscclppSuccess) {
+    (void)mscclppCommDestroy(comm); /* the hook logged why */
+    return res;
+  }
   *out = comm;
   return mscclppSuccess;
 }
@@ -68,7 +81,7 @@ mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {
   return mscclppSuccess;
 }
 
-mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
+static mscclppResult_t initFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank, int prepare) {
   static const char fn[] = "mscclppCommInitRankFromId";
   if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);
   MSCCLPP_RETURN_ON_ERROR(checkRanks(nranks, rank, fn));
@@ -76,7 +89,15 @@ mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, msccl
   MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
   struct mscclppBootstrapJob job;
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromId((const uint8_t*)id.internal, rank, nranks, &job));
-  return commCreate(&params, &job, comm);
+  return commCreate(&params, &job, prepare, comm);
+}
+
+mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
+  return initFromId(comm, nranks, id, rank, 1);
+}
+
+mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
+  return initFromId(comm, nranks, id, rank, 0);
 }
 
 mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, int rank, const char* ipPortPair) {
@@ -88,7 +109,7 @@ mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, int rank, c
   MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
   struct mscclppBootstrapJob job;
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromAddress(&params, ipPortPair, rank, nranks, &job));
-  return commCreate(&params, &job, comm);
+  return commCreate(&params, &job, 1, comm);
 }
 
 mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
@@ -98,7 +119,7 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
   MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
   struct mscclppBootstrapJob job;
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromEnv(&params, &job));
-  return commCreate(&params, &job, comm);
+  return commCreate(&params, &job, 1, comm);
 }
 
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {

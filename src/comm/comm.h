@@ -76,6 +76,21 @@ mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share);
  * collective. */
 void mscclppCommSetDeviceShare(struct mscclppComm* comm, int share);
 
+/* The collective layer's (above this one) hook that builds a new
+ * communicator's collective state while every rank is still in the
+ * creation (MSCCLPP_COLL_PREPARE): set once, when the library loads. */
+typedef mscclppResult_t (*mscclppCommPrepareFn)(struct mscclppComm* comm);
+void mscclppCommSetPrepareHook(mscclppCommPrepareFn fn);
+
+/* mscclppCommInitRankFromId without the hook, for a communicator made from
+ * some of another's ranks (a hierarchy's child, the NCCL layer's), whose
+ * maker sets it up (deviceShare, a borrowed abort object) and then calls
+ * mscclppCommPrepare. */
+mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank);
+/* Run the hook on comm (every rank must call; a no-op when
+ * MSCCLPP_COLL_PREPARE is 0 or no hook is set). */
+mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm);
+
 /* comm/seed.c: destroy what mscclppConnectionSetup built (channels,
  * connections, registrations) and forget the declarations. */
 void mscclppSeedRelease(struct mscclppComm* comm);

@@ -227,11 +227,18 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   mscclppUniqueId id;
   memcpy(id.internal, comm->id.internal, sizeof(id.internal));
   mscclppComm_t mc = NULL;
-  mscclppResult_t r = mscclppCommInitRankFromId(&mc, comm->nranks, id, comm->rank);
+  mscclppResult_t r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
   if (r != mscclppSuccess) return fromM(r);
   /* a split's ranks may share their GPU with the parent's others, whose
    * kernels run beside theirs: the GPU collectives size their grids so */
   mscclppCommSetDeviceShare(mc, comm->deviceShare);
+  /* the collective state, now that every rank is here: no later call
+   * waits for a peer (NCCL's contract) */
+  r = mscclppCommPrepare(mc);
+  if (r != mscclppSuccess) {
+    (void)mscclppCommDestroy(mc);
+    return fromM(r);
+  }
   struct mscclppParams params;
   r = mscclppParamsLoad(&params);
   ncclResult_t res = fromM(r);

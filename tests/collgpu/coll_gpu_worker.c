@@ -3,6 +3,7 @@
  * GPU collectives, checked exactly, in real processes sharing the GPU(s):
  *   mscclpp-run -n N --mps -- coll_gpu_worker [maxBytes] [graph[=REPLAYS]]
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes big
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes order
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs are small
@@ -16,7 +17,11 @@
  * count whose buffers fit maxBytes -- float32 sum out of place and in place,
  * int8 max at an odd count and odd offsets (the byte paths) -- then
  * float32 allreduce and allgather at that size captured in a CUDA graph and
- * replayed 20 times. The GPU collectives over port channels run the same
+ * replayed 20 times. "order": the matrix, but rank 0 makes each call
+ * first and the others only once its call has returned (told through a
+ * file): NCCL's contract that no call waits for a peer's host thread;
+ * a call that waited would leave the others waiting for the word (60 s).
+ * The GPU collectives over port channels run the same
  * checks: tests/collgpu/run_port.sh.
  * Exit 77 without a GPU.
  */
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fpconv.h"
 #include "harness.h"
@@ -43,6 +49,37 @@
 
 static int rank_, nranks_;
 static int replays_ = 1000;
+static int order_;   /* "order": rank 0 calls first, the others only after its call returned */
+static int orderSeq_;
+
+/* The side channel of "order": files, not the library, as a program that
+ * synchronises its ranks through MPI, a store or a file would. */
+static void tokenPath(char* buf, size_t len, int seq) {
+  const char* secret = getenv("MSCCLPP_COMM_SECRET");
+  snprintf(buf, len, "/tmp/mscclpp-order-%s-%d-%d", secret ? secret : "nosecret", (int)getppid(), seq);
+}
+static void tokenPost(int seq) {
+  char path[256];
+  tokenPath(path, sizeof(path), seq);
+  FILE* f = fopen(path, "w");
+  if (f != NULL) fclose(f);
+}
+/* 0 when the token came within 60 s. */
+static int tokenWait(int seq) {
+  char path[256];
+  tokenPath(path, sizeof(path), seq);
+  for (int i = 0; i < 60000; i++) {
+    FILE* f = fopen(path, "r");
+    if (f != NULL) {
+      fclose(f);
+      return 0;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  fprintf(stderr, "rank %d: rank 0's word for call %d never came: its call waited for this rank's\n", rank_, seq);
+  return 1;
+}
 
 /* An exact small non-negative integer in the bits of `type` (floating
  * point: the codec of core/fpconv.h). */
@@ -183,6 +220,8 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   mscclppResult_t res = mscclppSuccess;
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
+  int seq = ++orderSeq_, late = 0;
+  if (order_ && rank_ != 0) late = tokenWait(seq);
   if (graph) CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   switch (kind) {
     case 0: res = mscclppAllReduce(send, recv, count, t, op, comm, s); break;
@@ -198,6 +237,7 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
       res = mscclppGroupEnd();
       break;
   }
+  if (order_ && rank_ == 0) tokenPost(seq);
   if (graph) {
     CUDA_OK(cudaStreamEndCapture(s, &g));
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
@@ -206,7 +246,7 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   CUDA_OK(cudaStreamSynchronize(s));
   mscclppResult_t async = mscclppSuccess;
   mscclppCommGetAsyncError(comm, &async);
-  int bad = 0;
+  int bad = late;
   if (res != mscclppSuccess || async != mscclppSuccess) {
     fprintf(stderr, "rank %d: %s %s %s count %zu placement %d: result %d async %d: %s\n", rank_, kindName[kind],
             mscclppDataTypeName(t), mscclppRedOpName(op), count, placement, (int)res, (int)async,
@@ -234,6 +274,11 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   free(hout);
   /* peers may still map these: free only after everyone is done with them */
   mscclppBootstrapBarrier(comm);
+  if (order_ && rank_ == 0) {
+    char path[256];
+    tokenPath(path, sizeof(path), seq);
+    unlink(path);
+  }
   CUDA_OK(cudaFree(din));
   CUDA_OK(cudaFree(dout));
   return bad;
@@ -256,6 +301,7 @@ static int bigOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
 int main(int argc, char** argv) {
   size_t maxBytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (16u << 20);
   int graph = argc > 2 && strncmp(argv[2], "graph", 5) == 0;
+  order_ = argc > 2 && strcmp(argv[2], "order") == 0;
   if (graph && argv[2][5] == '=') replays_ = atoi(argv[2] + 6);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) harnessSkip("no GPU");

@@ -22,6 +22,9 @@ libnccl.so.2) and, for each rank count and each init mode, spawns the ranks
     collectives -- in float32 and bfloat16, sizes from 1 element to 4 Mi
     elements, every result compared exactly (values are small integers,
     exact in both types);
+  - rank 0 calls all_reduce and all_gather before the others may (they
+    wait for its word through the store): no call waits for the peers'
+    host threads, as with NCCL;
   - a short DDP training loop of a small MLP whose per-step loss and final
     weights match a single-process run of the same steps on the full batch
     (float32, TF32 off; tolerance rtol 1e-4, atol 1e-5: only the order of
@@ -289,6 +292,31 @@ def check_groups(ck, rank, world, device):
         dist.destroy_process_group(g)
 
 
+def check_side_order(ck, rank, world, device):
+    """NCCL's contract: a collective call returns without waiting for the
+    other ranks' host threads. Rank 0 calls first and only then tells the
+    others, through the store (a side channel), that they may call; a call
+    that waited for the peers would deadlock here until the timeout. Sizes
+    cover the packet path and the zero-copy path (new and reused buffers)."""
+    import torch
+    import torch.distributed as dist
+    store = dist.distributed_c10d._get_default_store()
+    for i, n in enumerate((256, 4 << 20, 16 << 20, 16 << 20)):
+        x = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
+        out = torch.empty(n * world, dtype=torch.float32, device=device)
+        key = f"side-order-{world}-{i}"
+        if rank != 0:
+            store.wait([key], datetime.timedelta(seconds=60))
+        dist.all_reduce(x)
+        dist.all_gather_into_tensor(out, x)
+        if rank == 0:
+            store.set(key, "go")
+        torch.cuda.synchronize()
+        want = float(world * (world + 1) // 2)
+        ck.true(f"side-order all_reduce {n}", bool((x == want).all()), f"got {x[:4].tolist()}")
+        ck.true(f"side-order all_gather {n}", bool((out == want).all()), f"got {out[:4].tolist()}")
+
+
 def ddp_check(ck, rank, world, device, steps=10):
     """DDP on W ranks (each a shard of every global batch) against one process on the full batches."""
     import torch
@@ -393,6 +421,7 @@ def rank_main(rank, world, port, mode, lib, skip_ddp, result_dir):
         for dtype in (torch.float32, torch.bfloat16):
             check_collectives(ck, rank, world, device, dtype)
         check_groups(ck, rank, world, device)
+        check_side_order(ck, rank, world, device)
         if not skip_ddp:
             ddp_check(ck, rank, world, device)
         torch.cuda.synchronize()

@@ -3,22 +3,24 @@
  * The GPU backend, host side (kernels: coll_gpu_kernels.cu; layout and
  * algorithms: coll_gpu.h).
  *
- * Per communicator, made at the first collective: a scratch allocation in
- * device memory with a memory channel (CUDA IPC) to every peer, the device
- * counters, and a "board": a small page of host shared memory per rank that
- * every rank maps.
+ * Per communicator, made when the communicator is made (mscclppCollPrepare)
+ * or else at the first collective: a scratch allocation in device memory
+ * with a memory channel (CUDA IPC) to every peer, the device counters, and
+ * this rank's export service.
  *
  * Zero-copy ("direct") algorithms need every rank's user buffers mapped in
- * every rank: the board (coll_gpu_board.c). Buffers that cannot be shared
- * that way (cuMem or pool allocations, managed memory, small cudaMalloc
- * blocks) are staged through a cached cudaMalloc buffer of this rank (a
- * device-to-device copy before and after the kernel, on the caller's
- * stream), which only this rank has to know.
+ * every rank: each rank has its peers map its buffers through their export
+ * services, once per allocation, and the kernels trade the addresses
+ * (coll_gpu_export.c); no call waits for a peer's application thread.
+ * Buffers that cannot be shared that way (cuMem or pool allocations,
+ * managed memory, small cudaMalloc blocks) are staged through a cached
+ * cudaMalloc buffer of this rank (a device-to-device copy before and after
+ * the kernel, on the caller's stream).
  *
  * A call, in parts: its sizes (callSizes), the algorithm the selection
  * table chose (coll/select.c, in args->algo), the grid (packetGrid,
- * directGrid), this rank's buffers staged where needed (stageIn, stageOut),
- * the rendezvous on the board (direct algorithms only), the launch.
+ * directGrid), this rank's buffers staged where needed (stageIn, stageOut)
+ * and exported (direct algorithms only), the launch.
  * Host setup calls run with the thread's stream-capture mode relaxed, so
  * the first call may itself be captured in a CUDA graph.
  */
@@ -50,6 +52,10 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   (void)comm;
   (void)state;
 }
+mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm) {
+  (void)comm;
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "GPU collectives: this build has no CUDA");
+}
 
 #else
 
@@ -57,24 +63,20 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
 #include "gpu/abort.h"
 #include "gpu/gpu.h"
 
-#define TAG_BASE 0x7d000000
+#define TAG_BASE MSCCLPP_COLL_GPU_TAG_BASE
 
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollGpu* g = (struct mscclppCollGpu*)state;
   mscclppGpuDeviceSynchronize(); /* kernels that use the channels must be done */
-  for (int i = 0; i < g->nopen; i++) (void)mscclppGpuIpcCloseHandle(g->open[i].base);
-  free(g->open);
+  mscclppCollGpuServiceStop(g->service); /* closes what this rank's kernels used of the peers' */
   for (int r = 0; r < g->nranks; r++) {
     if (g->chan[r] != NULL) (void)mscclppMemoryChannelDestroy(g->chan[r]);
     if (g->conn[r] != NULL) (void)mscclppConnectionDestroy(g->conn[r]);
-    if (g->peerBoardMem[r] != NULL) (void)mscclppMemoryClose(g->peerBoardMem[r]);
   }
   /* every peer must have closed what it opened of ours before we free it */
   (void)mscclppBootstrapBarrier(comm);
   if (g->scratchMem != NULL) (void)mscclppDeregisterMemory(g->scratchMem);
   if (g->scratch != NULL) (void)mscclppMemFree(comm, g->scratch);
-  if (g->boardMem != NULL) (void)mscclppDeregisterMemory(g->boardMem);
-  if (g->board != NULL) (void)mscclppMemFree(comm, g->board);
   mscclppGpuDeviceFree(g->device, g->state);
   for (int i = 0; i < 2; i++) mscclppGpuDeviceFree(g->device, g->stage[i]);
   for (int i = 0; i < g->nretired; i++) mscclppGpuDeviceFree(g->device, g->retired[i]);
@@ -86,7 +88,6 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
 static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu* g) {
   g->rank = comm->rank;
   g->nranks = comm->nranks;
-  mscclppResult_t res = mscclppSuccess;
   struct mscclppGpuDeviceInfo dev;
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuCurrentDeviceInfo(&dev));
   g->device = dev.device;
@@ -135,21 +136,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   if (g->packetBlocks < 1) g->packetBlocks = 1;
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
-  /* the board */
-  size_t boardBytes = BOARD_SLOTS * sizeof(struct boardEntry);
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, boardBytes, (void**)&g->board));
-  MSCCLPP_RETURN_ON_ERROR(mscclppRegisterMemory(comm, g->board, boardBytes, mscclppTransportHostShm, &g->boardMem));
-  g->boardOf[g->rank] = g->board;
-  for (int r = 0; r < g->nranks && res == mscclppSuccess; r++)
-    if (r != g->rank) res = mscclppMemorySend(comm, g->boardMem, r, TAG_BASE + 2);
-  for (int r = 0; r < g->nranks && res == mscclppSuccess; r++) {
-    if (r == g->rank) continue;
-    res = mscclppMemoryRecv(comm, r, TAG_BASE + 2, &g->peerBoardMem[r]);
-    if (res == mscclppSuccess) res = mscclppMemoryPtr(g->peerBoardMem[r], (void**)&g->boardOf[r]);
-  }
-  MSCCLPP_RETURN_ON_ERROR(res);
-  g->open = (struct openEntry*)calloc(OPEN_CACHE_MAX, sizeof(*g->open));
-  if (g->open == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
                "%s scope, scratch %zu bytes",
@@ -159,8 +146,8 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
 
 
 /* The state, built privately (coll.h's first-use policy). A failed build
- * hands what it made to the slot: peers may have mapped its scratch and
- * board, so it is released at destroy, with every rank. */
+ * hands what it made to the slot: peers may have mapped its scratch, so it
+ * is released at destroy, with every rank. */
 static mscclppResult_t gpuBuild(struct mscclppComm* comm, void** built) {
   if (comm->nranks > MAXR)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
@@ -309,11 +296,11 @@ static void directGrid(struct mscclppCollGpu* g, const struct mscclppCollArgs* a
   if (g->directBlocksMax > 0 && L->nblocks > g->directBlocksMax) L->nblocks = g->directBlocksMax;
 }
 
-/* This rank's buffers for a direct kernel, described for the board
+/* This rank's buffers for a direct kernel, described for export
  * (mine[0]: send, mine[1]: recv); those that cannot be shared are replaced
  * by staging buffers (*kSend, *kRecv), the input copied in on the stream. */
 static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCollArgs* a, const struct gpuCall* c,
-                               mscclppStream_t stream, struct boardBuf mine[2], const uint8_t** kSend, uint8_t** kRecv,
+                               mscclppStream_t stream, struct ownBuf mine[2], const uint8_t** kSend, uint8_t** kRecv,
                                int* stagedRecv) {
   const uint8_t* send = (const uint8_t*)a->send;
   uint8_t* recv = (uint8_t*)a->recv;
@@ -373,22 +360,40 @@ static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppC
   return launch(g, L, NULL, a->stream, "allreduce");
 }
 
+/* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
+ * peer maps them ([rank]: as they are here). */
+static mscclppResult_t exportBuffers(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf mine[2],
+                                     const uint8_t* kSend, uint8_t* kRecv, struct mscclppCollGpuLaunch* L) {
+  for (int s = 0; s < 2; s++) {
+    uint64_t mapped[MAXR] = {0};
+    if (mine[s].id != 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &mine[s], mapped));
+    for (int p = 0; p < g->nranks; p++) {
+      uint64_t a = mine[s].id != 0 && p != g->rank ? mapped[p] + mine[s].offset : 0;
+      if (s == 0)
+        L->send[p] = p == g->rank ? kSend : (const uint8_t*)(uintptr_t)a;
+      else
+        L->recv[p] = p == g->rank ? kRecv : (uint8_t*)(uintptr_t)a;
+    }
+  }
+  return mscclppSuccess;
+}
+
 /* A direct kernel: this rank's buffers (staged when they cannot be
- * shared), the peers' through the board, the launch, the output copied out
- * of its staging buffer. */
+ * shared) exported to the peers, the launch, the output copied out of its
+ * staging buffer. */
 static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
                                  const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
   mscclppStream_t stream = a->stream;
-  struct boardBuf mine[2];
+  struct ownBuf mine[2];
   memset(mine, 0, sizeof(mine));
   const uint8_t* kSend = NULL;
   uint8_t* kRecv = NULL;
   int stagedRecv = 0;
   MSCCLPP_RETURN_ON_ERROR(stageIn(g, a, c, stream, mine, &kSend, &kRecv, &stagedRecv));
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuRendezvous(comm, g, mine, L, kSend, kRecv));
-  /* alignment of every pointer and of every offset the kernel adds */
-  uintptr_t bits = 0;
-  for (int r = 0; r < g->nranks; r++) bits |= (uintptr_t)L->send[r] | (uintptr_t)L->recv[r];
+  MSCCLPP_RETURN_ON_ERROR(exportBuffers(comm, g, mine, kSend, kRecv, L));
+  /* alignment of this rank's pointers and of every offset the kernel adds
+   * (the kernel checks the peers' pointers) */
+  uintptr_t bits = (uintptr_t)kSend | (uintptr_t)kRecv;
   if (a->kind == MSCCLPP_COLL_ALLGATHER || a->kind == MSCCLPP_COLL_REDUCESCATTER || a->kind == MSCCLPP_COLL_ALLTOALL)
     bits |= (uintptr_t)(a->count * a->typeSize);
   L->vec16 = (bits & 15) == 0;
@@ -427,6 +432,12 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   L.algo = kernelAlgo(a->algo);
   if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(g, a, &c, &L);
   return runDirect(comm, g, a, &c, &L);
+}
+
+mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm) {
+  if (comm->nranks == 1 || comm->nranks > MAXR) return mscclppSuccess;
+  struct mscclppCollGpu* g = NULL;
+  return gpuState(comm, &g);
 }
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {

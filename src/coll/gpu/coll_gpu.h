@@ -7,6 +7,7 @@
  * rank maps (a memory channel per peer); it holds
  *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
  *           p2p counters    ready[rank], ack[rank]
+ *           pointers ptr[rank]  (direct kernels: rank `rank`'s buffers)
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
  *   p2p     nranks slots (slot q: data from rank q), two halves each
  *   ll2     LL16 packets of the two-phase allreduce: two parities x two
@@ -18,7 +19,9 @@
  * device memory, so a CUDA graph replays correctly.
  *
  * Algorithms ("direct": zero-copy; every rank's user buffers are mapped into
- * every other rank through CUDA IPC, see coll_gpu.c):
+ * every other rank through CUDA IPC by the peers' export services, and the
+ * kernels trade the mapped addresses at their first barrier, see
+ * coll_gpu_export.c):
  *   allreduce/packet   one kernel, LL16 packets: every rank writes its input
  *                      into every peer's scratch, then reduces its own copy;
  *                      chunked through the LL slots for any size
@@ -60,6 +63,10 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_BAR_OFF 0
 #define MSCCLPP_COLL_GPU_READY_OFF (MSCCLPP_COLL_GPU_MAX_BLOCKS * MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_ACK_OFF (MSCCLPP_COLL_GPU_READY_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
+/* pointer slots: ptr[rank] = {send, recv}, rank `rank`'s buffers as mapped
+ * in the owner of the scratch (written by the direct kernels' first
+ * barrier, coll_gpu_kernels.cu) */
+#define MSCCLPP_COLL_GPU_PTR_OFF (MSCCLPP_COLL_GPU_ACK_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
 /* The packet kernel runs on three grids, each with its own LL slots and
  * round counters (a packet index must map to the same thread in every round
@@ -81,6 +88,9 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) (MSCCLPP_COLL_GPU_P2P_OFF(k, llSlot) + (uint64_t)(k) * (p2pSlot))
 #define MSCCLPP_COLL_GPU_SCRATCH_BYTES(k, llSlot, p2pSlot, ll2Slot) \
   (MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) + 4 * (uint64_t)(k) * (ll2Slot))
+
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_PTR_OFF + 16 * MSCCLPP_COLL_GPU_MAX_RANKS <= MSCCLPP_COLL_GPU_FLAGS_BYTES,
+                      "the flags region holds the pointer slots");
 
 /* Device-resident counters of one communicator. */
 struct mscclppCollGpuDevState {
@@ -117,10 +127,13 @@ struct mscclppCollGpuLaunch {
   int rank;
   int nranks;
   int root;
-  int vec16; /* every buffer pointer (and every chunk start) is 16-byte aligned */
+  int vec16; /* this rank's pointers (and every chunk start) are 16-byte aligned; direct
+                kernels also check the peers' */
   uint64_t count; /* elements (the API's count) */
-  const uint8_t* send[MSCCLPP_COLL_GPU_MAX_RANKS]; /* every rank's input, mapped here (direct) */
-  uint8_t* recv[MSCCLPP_COLL_GPU_MAX_RANKS];       /* every rank's output, mapped here (direct) */
+  /* direct: [rank] this rank's input and output; [p] the same buffers as
+   * rank p maps them, for the kernel to hand to p. packet: [rank] only. */
+  const uint8_t* send[MSCCLPP_COLL_GPU_MAX_RANKS];
+  uint8_t* recv[MSCCLPP_COLL_GPU_MAX_RANKS];
   uint8_t* scratch[MSCCLPP_COLL_GPU_MAX_RANKS];    /* every rank's scratch, mapped here */
   struct mscclppCollGpuDevState* state;
   mscclppWaitContext wait;

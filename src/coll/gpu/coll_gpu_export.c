@@ -1,31 +1,236 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The GPU backend's board (coll_gpu_state.h): zero-copy ("direct")
- * algorithms need every rank's user buffers mapped in every rank. At each
- * such call every rank writes, into its board slot for the call's sequence
- * number, the CUDA IPC handle, allocation id and offset of its send and
- * receive buffers, then reads the peers' slots (a host-side rendezvous of
- * the ranks of this host, bounded by MSCCLPP_TIMEOUT and the abort flag; it
- * waits for the peers' host threads to reach the same call, not for their
- * GPUs). A peer allocation is opened once (cudaIpcOpenMemHandle) and cached
- * by (peer, allocation id): the driver's buffer id is unique for the
- * process's life, so an address reused by a new allocation is never
- * mistaken for the old one.
+ * Zero-copy ("direct") algorithms need every rank's buffers mapped in every
+ * other rank, and NCCL's contract forbids a call to wait for a peer's
+ * application thread to learn them (docs/DESIGN.md, Contracts). So each
+ * rank runs an export service: a thread that maps, in its own process, the
+ * allocations its peers ask it to (cudaIpcOpenMemHandle) and answers with
+ * the address it got. A rank that uses an allocation for the first time
+ * with a peer asks that peer's service (one bootstrap round trip, served
+ * whatever the peer's application is doing) and caches the answer; later
+ * calls on the allocation ask nothing. The kernels then trade the mapped
+ * addresses at their first barrier (coll_gpu_kernels.cu), so no host
+ * learns, or waits for, a peer's buffers of a call.
+ *
+ * The service's mappings are keyed by (peer, allocation id): the driver's
+ * buffer id is unique for the process's life, so an address reused by a new
+ * allocation is never mistaken for the old one. A mapping of an older
+ * allocation at the same address is closed when the new one comes: its
+ * owner freed it after its last call, whose kernels had passed their final
+ * barrier with ours, so nothing here uses it any more.
+ *
+ * The bootstrap hands the requests to a handler (on its reading thread),
+ * which queues them for the service thread: opening a mapping and sending
+ * the answer may take a while and must not hold up the bootstrap.
  */
 #ifdef MSCCLPP_HAVE_CUDA
 
-#include <sched.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/bootstrap.h"
 #include "coll/gpu/coll_gpu_state.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/util.h"
-#include "gpu/abort.h"
+#include "gpu/gpu.h"
 
-/* Describe a buffer of this rank for the board, or say it must be staged. */
-mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* p, struct boardBuf* b, int* shareable) {
+#define EXPORT_MAGIC 0x4d585052u /* "MXPR" */
+
+struct exportRequest {
+  uint32_t magic;
+  uint32_t pad;
+  uint64_t reqId;
+  uint64_t id;   /* the allocation's buffer id in the asking rank */
+  uint64_t base; /* its address there */
+  uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES];
+};
+
+struct exportReply {
+  uint32_t magic;
+  int32_t status; /* mscclppResult_t */
+  uint64_t reqId;
+  uint64_t id;
+  uint64_t mapped; /* where the service's process maps it */
+  char why[160];
+};
+
+struct queued {
+  int peer;
+  struct exportRequest req;
+};
+
+struct mscclppCollGpuService {
+  struct mscclppComm* comm;
+  int device;
+  int rank;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stop;
+  struct queued* q; /* ring */
+  int qHead, qCount, qCap;
+  /* the service thread's only */
+  struct openEntry* open;
+  int nopen;
+};
+
+/* ---- the service (this rank maps its peers' allocations) --------------------------- */
+
+/* On the bootstrap's reading thread: queue the request, never block. */
+static void onRequest(void* arg, int peer, const void* data, size_t size) {
+  struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)arg;
+  struct exportRequest req;
+  if (size != sizeof(req)) {
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: a %zu-byte export request from rank %d (expected %zu): ignored", s->rank,
+                 size, peer, sizeof(req));
+    return;
+  }
+  memcpy(&req, data, sizeof(req));
+  if (req.magic != EXPORT_MAGIC) {
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: an export request from rank %d with a bad magic number: ignored", s->rank,
+                 peer);
+    return;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (s->qCount == s->qCap) { /* grow (requests are few: one per new allocation and peer) */
+    int cap = s->qCap ? 2 * s->qCap : 16;
+    struct queued* n = (struct queued*)malloc((size_t)cap * sizeof(*n));
+    if (n == NULL) {
+      pthread_mutex_unlock(&s->lock);
+      MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: out of memory queueing rank %d's export request", s->rank, peer);
+      return;
+    }
+    for (int i = 0; i < s->qCount; i++) n[i] = s->q[(s->qHead + i) % s->qCap];
+    free(s->q);
+    s->q = n;
+    s->qCap = cap;
+    s->qHead = 0;
+  }
+  struct queued* e = &s->q[(s->qHead + s->qCount) % s->qCap];
+  e->peer = peer;
+  e->req = req;
+  s->qCount++;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Map peer's allocation here (or find its mapping). */
+static mscclppResult_t mapPeer(struct mscclppCollGpuService* s, int peer, const struct exportRequest* r,
+                               void** base) {
+  for (int i = 0; i < s->nopen; i++)
+    if (s->open[i].peer == peer && s->open[i].id == r->id) {
+      *base = s->open[i].base;
+      return mscclppSuccess;
+    }
+  for (int i = 0; i < s->nopen; i++) /* an older allocation at that address (see the top) */
+    if (s->open[i].peer == peer && s->open[i].peerBase == r->base) {
+      MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCloseHandle(s->open[i].base));
+      s->open[i] = s->open[--s->nopen];
+      break;
+    }
+  if (s->nopen == OPEN_CACHE_MAX)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "rank %d maps %d allocations of its peers, its most: register or reuse fewer buffers", s->rank,
+                      OPEN_CACHE_MAX);
+  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcOpenHandle(r->handle, base));
+  s->open[s->nopen].peer = peer;
+  s->open[s->nopen].id = r->id;
+  s->open[s->nopen].peerBase = r->base;
+  s->open[s->nopen].base = *base;
+  s->nopen++;
+  return mscclppSuccess;
+}
+
+static void serve(struct mscclppCollGpuService* s, const struct queued* e) {
+  struct exportReply rep;
+  memset(&rep, 0, sizeof(rep));
+  rep.magic = EXPORT_MAGIC;
+  rep.reqId = e->req.reqId;
+  rep.id = e->req.id;
+  void* base = NULL;
+  mscclppResult_t res = mapPeer(s, e->peer, &e->req, &base);
+  rep.status = (int32_t)res;
+  rep.mapped = (uint64_t)(uintptr_t)base;
+  if (res != mscclppSuccess) snprintf(rep.why, sizeof(rep.why), "%s", mscclppGetLastError());
+  if (mscclppBootstrapSend(s->comm, e->peer, MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY, &rep, sizeof(rep)) != mscclppSuccess)
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: cannot answer rank %d's export request: %s", s->rank, e->peer,
+                 mscclppGetLastError());
+}
+
+static void* serviceMain(void* arg) {
+  struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)arg;
+  pthread_setname_np(pthread_self(), "mscclpp-export");
+  if (mscclppGpuSetDevice(s->device) != mscclppSuccess)
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the export service cannot use device %d: %s", s->rank, s->device,
+                 mscclppGetLastError());
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->qCount == 0 && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
+    if (s->stop) break;
+    struct queued e = s->q[s->qHead];
+    s->qHead = (s->qHead + 1) % s->qCap;
+    s->qCount--;
+    pthread_mutex_unlock(&s->lock);
+    serve(s, &e);
+    pthread_mutex_lock(&s->lock);
+  }
+  pthread_mutex_unlock(&s->lock);
+  for (int i = 0; i < s->nopen; i++) (void)mscclppGpuIpcCloseHandle(s->open[i].base);
+  s->nopen = 0;
+  return NULL;
+}
+
+mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device,
+                                           struct mscclppCollGpuService** out) {
+  struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)calloc(1, sizeof(*s));
+  if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  s->comm = comm;
+  s->device = device;
+  s->rank = comm->rank;
+  s->open = (struct openEntry*)calloc(OPEN_CACHE_MAX, sizeof(*s->open));
+  if (s->open == NULL) {
+    free(s);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  }
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  int err = pthread_create(&s->thread, NULL, serviceMain, s);
+  if (err != 0) {
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s->open);
+    free(s);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "cannot start the export service thread: %s",
+                      strerror(err));
+  }
+  mscclppResult_t res =
+      mscclppBootstrapSetHandler(comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT, onRequest, s);
+  *out = s;
+  return res;
+}
+
+void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s) {
+  if (s == NULL) return;
+  (void)mscclppBootstrapSetHandler(s->comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT, NULL, NULL);
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL); /* it closes its mappings */
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->lock);
+  free(s->q);
+  free(s->open);
+  free(s);
+}
+
+/* ---- this rank's allocations, as its peers map them ---------------------------------- */
+
+/* Describe a buffer of this rank for export, or say it must be staged. */
+mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* p, struct ownBuf* b, int* shareable) {
   struct mscclppGpuPtrInfo info;
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcQueryPointer(p, &info));
   /* cudaMalloc allocations under 2 MiB may share their 2 MiB block with
@@ -43,79 +248,73 @@ mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* 
       return mscclppSuccess;
     }
   struct ownEntry* e = &g->own[g->ownNext];
-  g->ownNext = (g->ownNext + 1) % 64;
-  if (g->nown < 64) g->nown++;
+  g->ownNext = (g->ownNext + 1) % OWN_CACHE;
+  if (g->nown < OWN_CACHE) g->nown++;
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcGetHandle((void*)info.allocBase, e->handle));
   e->id = info.bufferId;
   memcpy(b->handle, e->handle, sizeof(b->handle));
   return mscclppSuccess;
 }
 
-static mscclppResult_t openPeer(struct mscclppCollGpu* g, int peer, const struct boardBuf* b, uint8_t** ptr) {
-  for (int i = 0; i < g->nopen; i++)
-    if (g->open[i].peer == peer && g->open[i].id == b->id) {
-      *ptr = (uint8_t*)g->open[i].base + b->offset;
-      return mscclppSuccess;
+static int exportedFind(const struct mscclppCollGpu* g, int peer, uint64_t id, uint64_t* mapped) {
+  for (int i = 0; i < g->nexported[peer]; i++)
+    if (g->exported[peer][i].id == id) {
+      *mapped = g->exported[peer][i].mapped;
+      return 1;
     }
-  /* A mapping of an older allocation of this peer at the same address is
-   * stale (the peer freed it; the new one has another id): close it, or
-   * CUDA refuses to map the new one ("already mapped"). The kernels that
-   * used it have completed on the peer, which freed it after its call. */
-  for (int i = 0; i < g->nopen; i++)
-    if (g->open[i].peer == peer && g->open[i].peerBase == b->base) {
-      MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCloseHandle(g->open[i].base));
-      g->open[i] = g->open[--g->nopen];
-      break;
-    }
-  if (g->nopen == OPEN_CACHE_MAX)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                      "more than %d distinct peer buffers used in collectives; register fewer", OPEN_CACHE_MAX);
-  void* base = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcOpenHandle(b->handle, &base));
-  g->open[g->nopen].peer = peer;
-  g->open[g->nopen].id = b->id;
-  g->open[g->nopen].peerBase = b->base;
-  g->open[g->nopen].base = base;
-  g->nopen++;
-  *ptr = (uint8_t*)base + b->offset;
-  return mscclppSuccess;
+  return 0;
 }
 
-/* Publish my buffers for call `seq` and map every peer's. */
-mscclppResult_t mscclppCollGpuRendezvous(struct mscclppComm* comm, struct mscclppCollGpu* g,
-                                         const struct boardBuf mine[2], struct mscclppCollGpuLaunch* L,
-                                         const uint8_t* localSend, uint8_t* localRecv) {
-  uint64_t seq = ++g->seq;
-  struct boardEntry* e = &g->board[seq % BOARD_SLOTS];
-  memcpy(e->buf, mine, sizeof(e->buf));
-  __atomic_store_n(&e->seq, seq, __ATOMIC_RELEASE);
-  L->send[g->rank] = localSend;
-  L->recv[g->rank] = localRecv;
-  mscclppDeadline deadline = mscclppDeadlineIn(comm->params.timeout);
-  for (int r = 0; r < g->nranks; r++) {
-    if (r == g->rank) continue;
-    const struct boardEntry* pe = &g->boardOf[r][seq % BOARD_SLOTS];
-    uint32_t spins = 0;
-    while (__atomic_load_n(&pe->seq, __ATOMIC_ACQUIRE) != seq) {
-      if (++spins % 1024 == 0) {
-        if (mscclppAbortIsRaised(g->abort))
-          return mscclppErr(mscclppAborted, MSCCLPP_LOG_COLL,
-                            "collective: the communicator was aborted while waiting for rank %d", r);
-        if (mscclppDeadlinePassed(deadline))
-          return mscclppErr(mscclppTimeout, MSCCLPP_LOG_COLL,
-                            "collective #%llu: rank %d did not reach the call within MSCCLPP_TIMEOUT",
-                            (unsigned long long)seq, r);
-        sched_yield();
-      }
-    }
-    struct boardBuf b[2];
-    memcpy(b, pe->buf, sizeof(b));
-    L->send[r] = NULL;
-    L->recv[r] = NULL;
-    if (b[0].id != 0) MSCCLPP_RETURN_ON_ERROR(openPeer(g, r, &b[0], (uint8_t**)&L->send[r]));
-    if (b[1].id != 0) MSCCLPP_RETURN_ON_ERROR(openPeer(g, r, &b[1], &L->recv[r]));
+/* Remember the answer (the oldest entry goes: asking again costs a round
+ * trip, and the service finds its mapping). */
+static void exportedAdd(struct mscclppCollGpu* g, int peer, uint64_t id, uint64_t mapped) {
+  int i = g->nexported[peer] < EXPORT_CACHE ? g->nexported[peer]++ : g->exportNext[peer];
+  if (g->nexported[peer] == EXPORT_CACHE) g->exportNext[peer] = (i + 1) % EXPORT_CACHE;
+  g->exported[peer][i].id = id;
+  g->exported[peer][i].mapped = mapped;
+}
+
+mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                     uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]) {
+  int asked[MSCCLPP_COLL_GPU_MAX_RANKS] = {0};
+  struct exportRequest req;
+  memset(&req, 0, sizeof(req));
+  req.magic = EXPORT_MAGIC;
+  req.reqId = ++g->exportSeq;
+  req.id = b->id;
+  req.base = b->base;
+  memcpy(req.handle, b->handle, sizeof(req.handle));
+  /* every question first, then the answers: the peers map in parallel */
+  for (int p = 0; p < g->nranks; p++) {
+    if (p == g->rank || exportedFind(g, p, b->id, &mapped[p])) continue;
+    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT, &req, sizeof(req)));
+    asked[p] = 1;
   }
-  return mscclppSuccess;
+  mscclppResult_t res = mscclppSuccess;
+  for (int p = 0; p < g->nranks; p++) {
+    if (!asked[p]) continue;
+    struct exportReply rep;
+    mscclppResult_t r;
+    do /* an answer to an earlier request that failed here (a timeout) is stale */
+      r = mscclppBootstrapRecv(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY, &rep, sizeof(rep));
+    while (r == mscclppSuccess && rep.magic == EXPORT_MAGIC && rep.reqId < req.reqId);
+    if (r == mscclppSuccess && (rep.magic != EXPORT_MAGIC || rep.reqId != req.reqId || rep.id != req.id))
+      r = mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                     "rank %d: rank %d answered export request %llu with one for request %llu", g->rank, p,
+                     (unsigned long long)req.reqId, (unsigned long long)rep.reqId);
+    else if (r == mscclppSuccess && rep.status != mscclppSuccess) {
+      rep.why[sizeof(rep.why) - 1] = '\0';
+      r = mscclppErr((mscclppResult_t)rep.status, MSCCLPP_LOG_COLL, "rank %d cannot map rank %d's buffer: %s", p,
+                     g->rank, rep.why);
+    }
+    if (r == mscclppSuccess) {
+      mapped[p] = rep.mapped;
+      exportedAdd(g, p, b->id, rep.mapped);
+    } else if (res == mscclppSuccess) {
+      res = r; /* still read the other answers, so none is left behind */
+    }
+  }
+  return res;
 }
 
 #endif /* MSCCLPP_HAVE_CUDA */

@@ -2,11 +2,12 @@
 /*
  * The GPU backend's host side, shared by its files (not by the kernels:
  * coll_gpu.h is what they share): the per-communicator state and the
- * board.
- *   coll_gpu.c        the state (built at the first call), and each call in
- *                     parts: sizes, grid, staging, launch
- *   coll_gpu_board.c  this rank's buffers as CUDA IPC handles, the peers'
- *                     buffers mapped, the per-call rendezvous on the board
+ * export of this rank's buffers to its peers.
+ *   coll_gpu.c         the state (built when the communicator is made, or at
+ *                      the first call), and each call in parts: sizes,
+ *                      grid, staging, launch
+ *   coll_gpu_export.c  this rank's buffers as CUDA IPC handles, mapped by
+ *                      the peers' export services; this rank's service
  */
 #ifndef MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_
 #define MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_
@@ -23,24 +24,26 @@
 #include "mscclpp/memory_channel.h"
 
 #define MAXR MSCCLPP_COLL_GPU_MAX_RANKS
-#define BOARD_SLOTS 4
-#define OPEN_CACHE_MAX 1024
-/* cudaMalloc allocations smaller than this are staged (coll_gpu_board.c
+#define OPEN_CACHE_MAX 1024 /* peers' allocations one service maps */
+#define OWN_CACHE 64        /* this rank's allocations with a handle made */
+#define EXPORT_CACHE 256    /* per peer: this rank's allocations it maps, remembered */
+/* cudaMalloc allocations smaller than this are staged (coll_gpu_export.c
  * says why); staging buffers are at least this large. */
 #define STAGE_MIN_BYTES ((size_t)2 << 20)
 
-/* One rank's description of one call's buffers. */
-struct boardBuf {
+/* Bootstrap tags of the GPU backend (user tag space, kept clear of the
+ * values applications use in practice) */
+#define MSCCLPP_COLL_GPU_TAG_BASE 0x7d000000
+#define MSCCLPP_COLL_GPU_TAG_EXPORT (MSCCLPP_COLL_GPU_TAG_BASE + 3)
+#define MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY (MSCCLPP_COLL_GPU_TAG_BASE + 4)
+
+/* One of this rank's buffers, as a peer can map it. */
+struct ownBuf {
   uint64_t id;     /* allocation id (0: none) */
-  uint64_t base;   /* the allocation's address in its owner's process */
+  uint64_t base;   /* the allocation's address in this process */
   uint64_t offset; /* of the buffer in the allocation */
   uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES];
 };
-struct boardEntry {
-  uint64_t seq; /* written last, with release */
-  uint64_t pad[7];
-  struct boardBuf buf[2]; /* send, recv */
-} __attribute__((aligned(64)));
 
 struct openEntry {
   int peer;
@@ -52,6 +55,12 @@ struct ownEntry {
   uint64_t id;
   uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES];
 };
+struct exportedEntry {
+  uint64_t id;     /* this rank's allocation */
+  uint64_t mapped; /* its address in the peer */
+};
+
+struct mscclppCollGpuService;
 
 struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
@@ -71,34 +80,35 @@ struct mscclppCollGpu {
   mscclppMemoryChannel_t chan[MAXR];
   uint8_t* scratchOf[MAXR];
   struct mscclppCollGpuDevState* state;
-  /* board */
-  struct boardEntry* board; /* mine: BOARD_SLOTS entries */
-  mscclppRegisteredMemory_t boardMem;
-  mscclppRegisteredMemory_t peerBoardMem[MAXR];
-  struct boardEntry* boardOf[MAXR];
-  uint64_t seq;
-  /* caches */
-  struct openEntry* open;
-  int nopen;
-  struct ownEntry own[64];
+  /* buffers: this rank's with a handle, those the peers map, the service */
+  struct ownEntry own[OWN_CACHE];
   int nown, ownNext;
+  struct exportedEntry exported[MAXR][EXPORT_CACHE];
+  int nexported[MAXR], exportNext[MAXR];
+  uint64_t exportSeq;
+  struct mscclppCollGpuService* service;
   void* stage[2]; /* send, recv staging (cudaMalloc; never freed before destroy) */
   size_t stageBytes[2];
   void* retired[64];
   int nretired;
 };
 
-/* Describe a buffer of this rank for the board (*shareable = 1), or say it
+/* Describe a buffer of this rank for export (*shareable = 1), or say it
  * must be staged (*shareable = 0). */
-mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* p, struct boardBuf* b,
+mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* p, struct ownBuf* b,
                                           int* shareable);
 
-/* Publish this rank's buffers (`mine`: send, recv) for the next call on
- * the board, wait (MSCCLPP_TIMEOUT, the abort flag) until every peer has
- * published the same call, and map the peers' buffers into L->send[] and
- * L->recv[] (this rank's: localSend, localRecv). */
-mscclppResult_t mscclppCollGpuRendezvous(struct mscclppComm* comm, struct mscclppCollGpu* g,
-                                         const struct boardBuf mine[2], struct mscclppCollGpuLaunch* L,
-                                         const uint8_t* localSend, uint8_t* localRecv);
+/* mapped[p] = where peer p maps this rank's allocation b (b->base there),
+ * for every peer; a peer that does not map it yet is asked to, through its
+ * export service (one bootstrap round trip, bounded by MSCCLPP_TIMEOUT; it
+ * never waits for the peer's application thread). */
+mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                     uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]);
+
+/* This rank's export service on `device`: a thread, and the bootstrap
+ * handler that feeds it. Stop removes the handler, joins the thread and
+ * closes every mapping it made (NULL: nothing). */
+mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, struct mscclppCollGpuService** out);
+void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s);
 
 #endif /* MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_ */

@@ -144,7 +144,9 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
     MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapRecv(comm, members[0], tag, &id, sizeof(id)));
   }
   struct mscclppComm* child = NULL;
-  mscclppResult_t res = mscclppCommInitRankFromId(&child, m, id, me);
+  /* prepared below, once it borrows the parent's abort object and knows
+   * how many ranks share its GPU */
+  mscclppResult_t res = mscclppCommInitRankFromIdUnprepared(&child, m, id, me);
   mscclppLogSetRank(comm->rank); /* the child's creation set its own */
   if (res != mscclppSuccess) return res;
   /* the bootstrap copied what it reads from the parameters at creation: the
@@ -180,6 +182,10 @@ static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppColl
   if (res == mscclppSuccess) {
     mscclppCommSetDeviceShare(s->local, share);
     mscclppCommSetDeviceShare(s->cross, share);
+    res = mscclppCommPrepare(s->local);
+    if (res == mscclppSuccess) res = mscclppCommPrepare(s->cross);
+  }
+  if (res == mscclppSuccess) {
     if (share > 1)
       MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %d ranks of the job share this GPU: the children size their kernels so",
                    comm->rank, share);

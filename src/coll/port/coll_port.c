@@ -40,6 +40,11 @@ void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
   (void)comm;
   (void)state;
 }
+mscclppResult_t mscclppCollPortPrepare(struct mscclppComm* comm) {
+  (void)comm;
+  return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                    "GPU collectives over port channels: this build has no CUDA");
+}
 
 #else
 
@@ -193,6 +198,12 @@ static mscclppResult_t portBuild(struct mscclppComm* comm, void** built) {
 
 static mscclppResult_t portState(struct mscclppComm* comm, struct mscclppCollPort** out) {
   return mscclppCollBackendState(comm, MSCCLPP_COLL_BACKEND_PORT, portBuild, (void**)out);
+}
+
+mscclppResult_t mscclppCollPortPrepare(struct mscclppComm* comm) {
+  if (comm->nranks == 1 || comm->nranks > MAXR) return mscclppSuccess;
+  struct mscclppCollPort* p = NULL;
+  return portState(comm, &p);
 }
 
 static void fillCommon(const struct mscclppCollPort* p, struct mscclppCollPortLaunch* L) {
