@@ -160,11 +160,7 @@ mscclppResult_t mscclppBootstrapJobFromEnv(const struct mscclppParams* params, s
   }
   struct mscclppBootstrapJob j;
   mscclppResult_t res = mscclppBootstrapJobFromAddress(params, rootText, rank, nranks, &j);
-  if (res != mscclppSuccess) {
-    char reason[512];
-    snprintf(reason, sizeof(reason), "%s", mscclppGetLastError());
-    return mscclppErrQuiet(res, MSCCLPP_LOG_BOOTSTRAP, "%s=\"%s\": %s", addrSource, rootText, reason);
-  }
+  if (res != mscclppSuccess) return mscclppErrWrap(res, MSCCLPP_LOG_BOOTSTRAP, "%s=\"%s\"", addrSource, rootText);
   j.envLocalRank = localRank;
   j.source = envSources[found].launcher;
   *job = j;

@@ -88,9 +88,10 @@ struct mscclppPortExecutor {
 
 static mscclppProxyHandlerResult fail(struct mscclppPortExecutor* e, mscclppResult_t res, uint64_t pos,
                                       const char* what) {
-  mscclppAbortRaisef(e->abort, res == mscclppSuccess ? mscclppInternalError : res,
-                     "port channel proxy: %s at FIFO position %" PRIu64 " failed: %s", what, pos,
-                     mscclppGetLastError());
+  mscclppAbortRaiseLogged(e->abort, mscclppErrWrap(res == mscclppSuccess ? mscclppInternalError : res,
+                                                   MSCCLPP_LOG_CHANNEL,
+                                                   "port channel proxy: %s at FIFO position %" PRIu64 " failed", what,
+                                                   pos));
   return mscclppProxyHandlerError;
 }
 
@@ -253,8 +254,8 @@ void mscclppPortExecutorDestroy(struct mscclppPortExecutor* e) {
       return;
     }
   }
-  if (mscclppFifoDestroy(e->fifo) != mscclppSuccess)
-    MSCCLPP_WARN(MSCCLPP_LOG_CHANNEL, "port channel FIFO could not be freed: %s", mscclppGetLastError());
+  if (mscclppFifoDestroy(e->fifo) != mscclppSuccess) /* it logged why */
+    MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "the FIFO that could not be freed was a port channel's; it is leaked");
   pthread_mutex_destroy(&e->lock);
   free(e);
 }

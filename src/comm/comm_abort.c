@@ -28,7 +28,7 @@ static void* watchMain(void* arg) {
   pthread_setname_np(pthread_self(), "mscclpp-watch");
   while (!__atomic_load_n(&comm->watcherStop, __ATOMIC_ACQUIRE)) {
     if (mscclppBootstrapGetLostStatus(comm->bootstrap) != mscclppSuccess) {
-      mscclppAbortRaisef(comm->abort, mscclppRemoteError, "%s", mscclppGetLastError());
+      mscclppAbortRaiseLogged(comm->abort, mscclppRemoteError); /* the bootstrap logged the loss */
       break;
     }
     if (mscclppAbortIsRaised(comm->abort)) break; /* nothing left to tell */

@@ -170,9 +170,12 @@ static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
   uint64_t pos = f->hostTail;
   mscclppProxyHandlerResult r = e->handler(e->arg, t, pos);
   if (r == mscclppProxyHandlerError) {
-    mscclppAbortRaisef(p->abort, mscclppInternalError,
-                       "proxy %s: handler of FIFO %d failed on the trigger at position %" PRIu64 " (op %u)", p->name,
-                       index, pos, mscclppTriggerOp(t));
+    /* A handler that raised the abort itself has recorded and logged why;
+     * naming the handler too would log the failure twice. */
+    if (!mscclppAbortIsRaised(p->abort))
+      mscclppAbortRaisef(p->abort, mscclppInternalError,
+                         "proxy %s: handler of FIFO %d failed on the trigger at position %" PRIu64 " (op %u)", p->name,
+                         index, pos, mscclppTriggerOp(t));
     return -1;
   }
   mscclppFifoHostTake(f);
@@ -233,7 +236,8 @@ static int progressAll(struct mscclppProxy* p) {
     int done = 0;
     mscclppResult_t res = e->progress(e->arg, &done);
     if (res != mscclppSuccess) {
-      mscclppAbortRaisef(p->abort, res, "proxy %s: progress of FIFO %d failed: %s", p->name, i, mscclppGetLastError());
+      res = mscclppErrWrap(res, MSCCLPP_LOG_PROXY, "proxy %s: progress of FIFO %d failed", p->name, i);
+      mscclppAbortRaiseLogged(p->abort, res);
       return -1;
     }
     if (done && f->hostCompleted != end) mscclppFifoHostComplete(f, end);
