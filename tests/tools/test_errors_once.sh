@@ -104,5 +104,18 @@ once_in_all comm_id_warn 1 "malformed address in $id_pattern" bad_id
 once_in_all comm_id_debug_none 1 "mscclppCommInitFromEnv failed: invalid argument: malformed address in $id_pattern" \
   bad_id MSCCLPP_DEBUG=NONE
 
+# A root nobody listens on: the socket's reason and the root's address in one
+# line, not one line from the socket and another from the rendezvous.
+out=$(env MSCCLPP_TIMEOUT=2 MSCCLPP_COMM_ID=127.0.0.1:1 MSCCLPP_RANK=1 MSCCLPP_NRANKS=2 \
+  "$perf" allreduce -b 1K -e 1K 2>&1)
+n=$(grep -c '127\.0\.0\.1:1 ' <<<"$out")
+root='rank 1 cannot reach the root 127\.0\.0\.1:1 \(from MSCCLPP_RANK/MSCCLPP_NRANKS\): .*Connection refused'
+if [ "$n" -ne 1 ] || ! grep -qE "$root" <<<"$out"; then
+  fail root_unreachable "$n lines name the root (expected 1, saying it cannot be reached and why); output:
+$out"
+else
+  echo "ok   root_unreachable: $out"
+fi
+
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "every failure printed once"
