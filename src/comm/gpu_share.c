@@ -26,8 +26,8 @@ mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share) {
     if (mscclppGpuUuid(dev, me.uuid) == mscclppSuccess)
       me.known = 1;
     else
-      /* the gpu layer logged why; this says what follows from it */
-      MSCCLPP_WARN(MSCCLPP_LOG_GPU,
+      /* the gpu layer logged why at WARN; this says what follows from it */
+      MSCCLPP_INFO(MSCCLPP_LOG_GPU,
                    "rank %d: the UUID of device %d is unknown (reason logged above): its kernels are sized as if no "
                    "other rank shared it",
                    comm->rank, dev);

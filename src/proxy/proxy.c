@@ -145,13 +145,15 @@ static void threadSetup(struct mscclppProxy* p) {
       node = -1;
       if (p->device >= 0 && mscclppGpuNumaNode(p->device, &node) != mscclppSuccess) node = -1;
     }
-    if (mscclppCpuBindNumaNode(node) != mscclppSuccess)
-      MSCCLPP_WARN(MSCCLPP_LOG_PROXY, "proxy %s: NUMA binding to node %d failed; running unbound", p->name, node);
+    if (mscclppCpuBindNumaNode(node) != mscclppSuccess) /* it logged why */
+      MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s: NUMA binding to node %d failed (reason logged above); running unbound",
+                   p->name, node);
   } else {
     MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s: MSCCLPP_NUMA_BIND=0, not bound", p->name);
   }
-  if (mscclppGpuSetDevice(p->device) != mscclppSuccess)
-    mscclppAbortRaisef(p->abort, mscclppUnhandledCudaError, "proxy %s cannot use device %d", p->name, p->device);
+  if (mscclppGpuSetDevice(p->device) != mscclppSuccess) /* it logged why */
+    mscclppAbortRaiseLogged(p->abort, mscclppErrWrap(mscclppUnhandledCudaError, MSCCLPP_LOG_PROXY,
+                                                     "proxy %s cannot use device %d", p->name, p->device));
   /* This thread never captures a graph, and its stream queries and copies
    * (on streams of its own) must not be refused while an application
    * thread captures one in cudaStreamCaptureModeGlobal: relaxed capture
