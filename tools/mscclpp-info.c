@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/params.h"
 #include "gpu/gpu.h"
 #include "mscclpp/core.h"
@@ -65,7 +66,8 @@ static int printParams(int markdown) {
   for (int i = 0; i < n; i++) {
     mscclppParamInfo info;
     if (mscclppParamGetInfo(i, &info) != mscclppSuccess) {
-      fprintf(stderr, "mscclpp-info: cannot read parameter %d: %s\n", i, mscclppGetLastError());
+      if (!mscclppLastErrorShown()) /* else the library's WARN line said it */
+        fprintf(stderr, "mscclpp-info: cannot read parameter %d: %s\n", i, mscclppGetLastError());
       return 1;
     }
     if (markdown) {

@@ -31,10 +31,15 @@ static int addrEqual(const struct mscclppBsAddr* a, const struct mscclppBsAddr* 
 static mscclppResult_t rendezvous(struct mscclppBootstrap* bs, const struct mscclppBootstrapJob* job,
                                   const struct mscclppBsRankInfo* me, mscclppDeadline deadline) {
   int fd = -1;
-  mscclppResult_t res = mscclppSocketConnect(&job->root, deadline, 1, 0, &fd);
-  if (res != mscclppSuccess)
-    return mscclppErr(res, MSCCLPP_LOG_BOOTSTRAP, "rank %d cannot reach the root %s (from %s)", bs->rank, job->rootText,
-                      job->source);
+  /* quiet: the failure is decided and logged here, once, with the socket's
+   * reason and what the address was */
+  mscclppResult_t res = mscclppSocketConnect(&job->root, deadline, 1, 1, &fd);
+  if (res != mscclppSuccess) {
+    char why[512];
+    snprintf(why, sizeof(why), "%s", mscclppGetLastError());
+    return mscclppErr(res, MSCCLPP_LOG_BOOTSTRAP, "rank %d cannot reach the root %s (from %s): %s", bs->rank,
+                      job->rootText, job->source, why);
+  }
   char who[MSCCLPP_SOCKET_HOST_MAX + 32];
   snprintf(who, sizeof(who), "the root %s", job->rootText);
   struct mscclppBsHello hello;

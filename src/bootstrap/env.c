@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/socket.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -158,13 +159,18 @@ mscclppResult_t mscclppBootstrapJobFromEnv(const struct mscclppParams* params, s
       return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "MASTER_ADDR is too long");
     addrSource = "MASTER_ADDR:MASTER_PORT";
   }
+  /* A malformed address is decided here, where the message can name the
+   * variable it came from; a name that does not resolve is told by the
+   * resolver, and this context is added to the error text. */
+  char host[MSCCLPP_SOCKET_HOST_MAX];
+  uint16_t port;
+  mscclppBsWhy why;
+  if (mscclppSocketParseHostPort(rootText, host, sizeof(host), &port, &why) != mscclppSuccess)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "malformed address in %s: %s", addrSource,
+                      why.text);
   struct mscclppBootstrapJob j;
   mscclppResult_t res = mscclppBootstrapJobFromAddress(params, rootText, rank, nranks, &j);
-  if (res != mscclppSuccess) {
-    char reason[512];
-    snprintf(reason, sizeof(reason), "%s", mscclppGetLastError());
-    return mscclppErrQuiet(res, MSCCLPP_LOG_BOOTSTRAP, "%s=\"%s\": %s", addrSource, rootText, reason);
-  }
+  if (res != mscclppSuccess) return mscclppErrWrap(res, MSCCLPP_LOG_BOOTSTRAP, "%s=\"%s\"", addrSource, rootText);
   j.envLocalRank = localRank;
   j.source = envSources[found].launcher;
   *job = j;

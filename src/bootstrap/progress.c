@@ -50,8 +50,9 @@ mscclppResult_t mscclppBsLostError(struct mscclppBootstrap* bs, const char* op) 
   pthread_mutex_lock(&bs->lock);
   snprintf(reason, sizeof(reason), "%s", bs->lostReason);
   pthread_mutex_unlock(&bs->lock);
-  /* The loss itself was logged at WARN when it was detected. */
-  return mscclppErrQuiet(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: %s", op, reason);
+  /* The loss itself was logged at WARN when it was detected; every call
+   * that fails because of it returns it without logging it again. */
+  return mscclppErrAgain(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: %s", op, reason);
 }
 
 int mscclppBsIsLost(struct mscclppBootstrap* bs) {

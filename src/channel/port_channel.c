@@ -88,9 +88,10 @@ struct mscclppPortExecutor {
 
 static mscclppProxyHandlerResult fail(struct mscclppPortExecutor* e, mscclppResult_t res, uint64_t pos,
                                       const char* what) {
-  mscclppAbortRaisef(e->abort, res == mscclppSuccess ? mscclppInternalError : res,
-                     "port channel proxy: %s at FIFO position %" PRIu64 " failed: %s", what, pos,
-                     mscclppGetLastError());
+  mscclppAbortRaiseLogged(e->abort, mscclppErrWrap(res == mscclppSuccess ? mscclppInternalError : res,
+                                                   MSCCLPP_LOG_CHANNEL,
+                                                   "port channel proxy: %s at FIFO position %" PRIu64 " failed", what,
+                                                   pos));
   return mscclppProxyHandlerError;
 }
 
@@ -248,13 +249,13 @@ void mscclppPortExecutorDestroy(struct mscclppPortExecutor* e) {
     /* A kernel is still pushing, or a handler hangs: raise the abort so that
      * everything lets go, then try once more. */
     mscclppAbortRaisef(e->abort, mscclppAborted, "communicator destroyed while its proxy was busy");
-    if (mscclppProxyDestroy(e->proxy) != mscclppSuccess) {
-      MSCCLPP_WARN(MSCCLPP_LOG_CHANNEL, "port channel proxy could not be stopped; leaking it");
+    if (mscclppProxyDestroy(e->proxy) != mscclppSuccess) { /* it logged why */
+      MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "the proxy that could not be stopped was a port channel's; it is leaked");
       return;
     }
   }
-  if (mscclppFifoDestroy(e->fifo) != mscclppSuccess)
-    MSCCLPP_WARN(MSCCLPP_LOG_CHANNEL, "port channel FIFO could not be freed: %s", mscclppGetLastError());
+  if (mscclppFifoDestroy(e->fifo) != mscclppSuccess) /* it logged why */
+    MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "the FIFO that could not be freed was a port channel's; it is leaked");
   pthread_mutex_destroy(&e->lock);
   free(e);
 }

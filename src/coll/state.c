@@ -55,11 +55,12 @@ mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBac
     *state = slot->ready;
     return mscclppSuccess;
   }
-  if (slot->failure != mscclppSuccess)
-    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
-                      "rank %d: %s collectives: the setup of this communicator's state failed at an earlier call (%s: "
-                      "%s); destroy the communicator",
-                      comm->rank, mscclppCollBackendName(backend), mscclppGetErrorString(slot->failure), slot->why);
+  if (slot->failure != mscclppSuccess) /* logged by that call */
+    return mscclppErrAgain(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                           "rank %d: %s collectives: the setup of this communicator's state failed at an earlier call "
+                           "(%s: %s); destroy the communicator",
+                           comm->rank, mscclppCollBackendName(backend), mscclppGetErrorString(slot->failure),
+                           slot->why);
   void* built = NULL;
   mscclppResult_t res = build(comm, &built);
   if (res != mscclppSuccess) {

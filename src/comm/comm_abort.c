@@ -33,7 +33,7 @@ static void* watchMain(void* arg) {
   int told = 0;
   while (!__atomic_load_n(&comm->watcherStop, __ATOMIC_ACQUIRE)) {
     if (!told && mscclppBootstrapGetLostStatus(comm->bootstrap) != mscclppSuccess) {
-      mscclppAbortRaisef(comm->abort, mscclppRemoteError, "%s", mscclppGetLastError());
+      mscclppAbortRaiseLogged(comm->abort, mscclppRemoteError); /* the bootstrap logged the loss */
       told = 1;
     }
     if (!told && mscclppAbortIsRaised(comm->abort)) told = 1;

@@ -26,10 +26,11 @@ mscclppResult_t mscclppCommGpuShare(struct mscclppComm* comm, int* share) {
     if (mscclppGpuUuid(dev, me.uuid) == mscclppSuccess)
       me.known = 1;
     else
-      MSCCLPP_WARN(MSCCLPP_LOG_GPU,
-                   "rank %d: the UUID of device %d is unknown (%s): its kernels are sized as if no other rank shared "
-                   "it",
-                   comm->rank, dev, mscclppGetLastError());
+      /* the gpu layer logged why at WARN; this says what follows from it */
+      MSCCLPP_INFO(MSCCLPP_LOG_GPU,
+                   "rank %d: the UUID of device %d is unknown (reason logged above): its kernels are sized as if no "
+                   "other rank shared it",
+                   comm->rank, dev);
   }
   struct mscclppGpuIdent* all = (struct mscclppGpuIdent*)calloc((size_t)comm->nranks, sizeof(*all));
   if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory");

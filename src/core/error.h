@@ -24,6 +24,29 @@ mscclppResult_t mscclppErrQuietAt(const char* file, int line, mscclppResult_t re
                                   const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 #define mscclppErrQuiet(res, subsys, ...) mscclppErrQuietAt(__FILE__, __LINE__, (res), (subsys), __VA_ARGS__)
 
+/* Pass up a failure that a lower layer logged when it decided it, adding
+ * what this caller was doing: the thread's last error becomes
+ * "<context>: <last error>" and nothing is logged again, so the reason is
+ * logged once and the context still reaches mscclppGetLastError (and
+ * ncclGetLastError). Returns res. When no reason was recorded (a lower layer
+ * that failed without mscclppErr), the context is logged at WARN instead, so
+ * that the failure is never silent. */
+mscclppResult_t mscclppErrWrapAt(const char* file, int line, mscclppResult_t res, unsigned subsys, const char* fmt,
+                                 ...) __attribute__((format(printf, 5, 6)));
+#define mscclppErrWrap(res, subsys, ...) mscclppErrWrapAt(__FILE__, __LINE__, (res), (subsys), __VA_ARGS__)
+
+/* Return again a failure that was logged earlier, where it was decided (on
+ * another thread, or at an earlier call that remembered it): the text becomes
+ * the calling thread's last error without a second log line. Returns res. */
+mscclppResult_t mscclppErrAgain(mscclppResult_t res, unsigned subsys, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 when the thread's last error reached stderr when it was logged (as far
+ * as the current log settings tell, for one logged on another thread), so
+ * that a tool does not print it a second time; 0 when logging is off or
+ * filtered, or goes to MSCCLPP_DEBUG_FILE, and the tool must print it. */
+int mscclppLastErrorShown(void);
+
 #define MSCCLPP_RETURN_ON_ERROR(expr)        \
   do {                                       \
     mscclppResult_t ret_on_err_ = (expr);    \

@@ -179,6 +179,13 @@ void mscclppLogConfigure(const struct mscclppParams* params) {
   configure(level, subsys, file);
 }
 
+int mscclppLogToStderr(void) {
+  pthread_mutex_lock(&logLock);
+  int toStderr = logFile == NULL;
+  pthread_mutex_unlock(&logLock);
+  return toStderr;
+}
+
 void mscclppLogPrint(int level, unsigned subsys, const char* file, int line, const char* fmt, ...) {
   static const char* levelNames[] = {"NONE", "WARN", "INFO", "TRACE"};
   char msg[2048];

@@ -47,6 +47,9 @@ void mscclppLogConfigure(const struct mscclppParams* params);
 /* The rank shown in log lines written by the calling thread. */
 void mscclppLogSetRank(int rank);
 
+/* 1 when log lines go to stderr, 0 when to MSCCLPP_DEBUG_FILE. */
+int mscclppLogToStderr(void);
+
 void mscclppLogPrint(int level, unsigned subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

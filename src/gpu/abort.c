@@ -104,6 +104,11 @@ mscclppResult_t mscclppAbortRaisef(struct mscclppAbort* abort, mscclppResult_t c
   return mscclppErr(code, MSCCLPP_LOG_PROXY, "%s", text);
 }
 
+mscclppResult_t mscclppAbortRaiseLogged(struct mscclppAbort* abort, mscclppResult_t code) {
+  record(abort, code, mscclppGetLastError());
+  return code;
+}
+
 mscclppResult_t mscclppAbortRaise(mscclppAbort_t abort, mscclppResult_t code, const char* reason) {
   if (abort == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppAbortRaise: abort is NULL");
   if (code == mscclppSuccess || (int)code < 0 || code >= mscclppNumResults)
@@ -173,7 +178,7 @@ mscclppResult_t mscclppAbortGetError(mscclppAbort_t abort, mscclppResult_t* erro
     pthread_mutex_lock(&abort->mu);
     snprintf(text, sizeof(text), "%s", abort->text);
     pthread_mutex_unlock(&abort->mu);
-    mscclppErrQuiet(code, MSCCLPP_LOG_PROXY, "%s", text);
+    mscclppErrAgain(code, MSCCLPP_LOG_PROXY, "%s", text); /* logged when it was raised */
   }
   *error = code;
   return mscclppSuccess;

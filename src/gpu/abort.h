@@ -46,6 +46,12 @@ void mscclppAbortRelease(struct mscclppAbort* abort);
 mscclppResult_t mscclppAbortRaisef(struct mscclppAbort* abort, mscclppResult_t code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Raise for a failure that was logged where it was decided and is the
+ * calling thread's last error (mscclppErrWrap may add context first): record
+ * (code, last error) as mscclppAbortRaisef does, without logging it again.
+ * Returns code. */
+mscclppResult_t mscclppAbortRaiseLogged(struct mscclppAbort* abort, mscclppResult_t code);
+
 /* 1 when the flag is up. One load; fine on hot paths. */
 static inline int mscclppAbortIsRaised(const struct mscclppAbort* abort) {
   return __atomic_load_n(abort->flagHost, __ATOMIC_ACQUIRE) != 0;

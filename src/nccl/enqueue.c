@@ -86,8 +86,9 @@ static ncclResult_t runColl(const struct ncclOp* o) {
     default: r = mscclppErr(mscclppInternalError, MSCCLPP_LOG_NCCL, "runColl: operation %d", (int)o->kind);
   }
   if (r == mscclppInvalidUsage && comm->real != NULL) {
-    MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "%s: not supported by mscclpp here (%s); running it on the fallback NCCL",
-                 ncclOpNames[o->kind], mscclppGetLastError());
+    MSCCLPP_INFO(MSCCLPP_LOG_NCCL,
+                 "%s: not supported by mscclpp here (reason logged above); running it on the fallback NCCL",
+                 ncclOpNames[o->kind]);
     return ncclFallbackRun(o);
   }
   return fromM(r);

@@ -128,7 +128,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
     pthread_join(runs[i].thread, NULL);
     if (res == ncclSuccess && runs[i].res != ncclSuccess) {
       res = runs[i].res;
-      (void)mscclppErrQuiet((mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", runs[i].error);
+      (void)ncclErrAgain(res, "%s", runs[i].error); /* logged on the worker thread */
     }
   }
   free(sorted);
@@ -149,7 +149,7 @@ static ncclResult_t runJoins(struct ncclComm** list, int n) {
     while (list[i]->joining) pthread_cond_wait(&list[i]->cond, &list[i]->lock);
     ncclResult_t st = list[i]->initState;
     pthread_mutex_unlock(&list[i]->lock);
-    if (res == ncclSuccess && st != ncclSuccess) res = ncclErr(st, "ncclGroupEnd: %s", list[i]->initError);
+    if (res == ncclSuccess && st != ncclSuccess) res = ncclErrAgain(st, "ncclGroupEnd: %s", list[i]->initError);
   }
   return res;
 }

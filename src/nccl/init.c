@@ -60,6 +60,25 @@ ncclResult_t mscclppNcclErrAt(const char* file, int line, ncclResult_t res, cons
   return res;
 }
 
+ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t res, const char* fmt, ...) {
+  char context[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(context, sizeof(context), fmt, ap);
+  va_end(ap);
+  return ncclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
+}
+
+ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  (void)mscclppErrAgain((mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
+  return res;
+}
+
 /* Pass an mscclpp failure up as NCCL's status (already logged and recorded). */
 static ncclResult_t fromM(mscclppResult_t res) { return ncclFromMscclpp(res); }
 
@@ -151,7 +170,7 @@ ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn) {
   int finalized = comm->finalized;
   pthread_mutex_unlock(&comm->lock);
   if (state != ncclSuccess)
-    return ncclErr(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
+    return ncclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
   if (finalized) return ncclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
   return ncclSuccess;
 }
@@ -406,7 +425,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     waitJoined(made[i]);
     if (res == ncclSuccess && made[i]->initState != ncclSuccess) {
       res = made[i]->initState;
-      (void)ncclErr(res, "%s: rank %d: %s", fn, i, made[i]->initError);
+      (void)ncclErrAgain(res, "%s: rank %d: %s", fn, i, made[i]->initError);
     }
   }
   if (res != ncclSuccess) {
@@ -452,15 +471,13 @@ static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, 
     for (int i = 1; i < n; i++) {
       mscclppResult_t r = mscclppBootstrapSend(parent->mc, members[i], tag, id, sizeof(*id));
       if (r != mscclppSuccess)
-        return ncclErr(fromM(r), "%s: sending the new communicator's id to parent rank %d failed: %s", fn,
-                       members[i], mscclppGetLastError());
+        return ncclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
     }
     return ncclSuccess;
   }
   mscclppResult_t r = mscclppBootstrapRecv(parent->mc, members[0], tag, id, sizeof(*id));
   if (r != mscclppSuccess)
-    return ncclErr(fromM(r), "%s: receiving the new communicator's id from parent rank %d failed: %s", fn, members[0],
-                   mscclppGetLastError());
+    return ncclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
   return ncclSuccess;
 }
 
@@ -499,14 +516,14 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   all[comm->rank].rank = comm->rank;
   mscclppResult_t r = mscclppBootstrapAllGather(comm->mc, all, sizeof(*all));
   if (r != mscclppSuccess) {
-    res = ncclErr(fromM(r), "%s: exchanging colors and keys failed: %s", fn, mscclppGetLastError());
+    res = ncclErrWrap(r, "%s: exchanging colors and keys failed", fn);
     goto done;
   }
   /* every parent rank takes part, those that join no child too */
   int share = 1;
   r = mscclppCommGpuShare(comm->mc, &share);
   if (r != mscclppSuccess) {
-    res = ncclErr(fromM(r), "%s: finding the ranks that share this GPU failed: %s", fn, mscclppGetLastError());
+    res = ncclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
     goto done;
   }
   if (color == NCCL_SPLIT_NOCOLOR) {

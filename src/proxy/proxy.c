@@ -145,13 +145,15 @@ static void threadSetup(struct mscclppProxy* p) {
       node = -1;
       if (p->device >= 0 && mscclppGpuNumaNode(p->device, &node) != mscclppSuccess) node = -1;
     }
-    if (mscclppCpuBindNumaNode(node) != mscclppSuccess)
-      MSCCLPP_WARN(MSCCLPP_LOG_PROXY, "proxy %s: NUMA binding to node %d failed; running unbound", p->name, node);
+    if (mscclppCpuBindNumaNode(node) != mscclppSuccess) /* it logged why */
+      MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s: NUMA binding to node %d failed (reason logged above); running unbound",
+                   p->name, node);
   } else {
     MSCCLPP_INFO(MSCCLPP_LOG_PROXY, "proxy %s: MSCCLPP_NUMA_BIND=0, not bound", p->name);
   }
-  if (mscclppGpuSetDevice(p->device) != mscclppSuccess)
-    mscclppAbortRaisef(p->abort, mscclppUnhandledCudaError, "proxy %s cannot use device %d", p->name, p->device);
+  if (mscclppGpuSetDevice(p->device) != mscclppSuccess) /* it logged why */
+    mscclppAbortRaiseLogged(p->abort, mscclppErrWrap(mscclppUnhandledCudaError, MSCCLPP_LOG_PROXY,
+                                                     "proxy %s cannot use device %d", p->name, p->device));
   /* This thread never captures a graph, and its stream queries and copies
    * (on streams of its own) must not be refused while an application
    * thread captures one in cudaStreamCaptureModeGlobal: relaxed capture
@@ -170,9 +172,12 @@ static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
   uint64_t pos = f->hostTail;
   mscclppProxyHandlerResult r = e->handler(e->arg, t, pos);
   if (r == mscclppProxyHandlerError) {
-    mscclppAbortRaisef(p->abort, mscclppInternalError,
-                       "proxy %s: handler of FIFO %d failed on the trigger at position %" PRIu64 " (op %u)", p->name,
-                       index, pos, mscclppTriggerOp(t));
+    /* A handler that raised the abort itself has recorded and logged why;
+     * naming the handler too would log the failure twice. */
+    if (!mscclppAbortIsRaised(p->abort))
+      mscclppAbortRaisef(p->abort, mscclppInternalError,
+                         "proxy %s: handler of FIFO %d failed on the trigger at position %" PRIu64 " (op %u)", p->name,
+                         index, pos, mscclppTriggerOp(t));
     return -1;
   }
   mscclppFifoHostTake(f);
@@ -233,7 +238,8 @@ static int progressAll(struct mscclppProxy* p) {
     int done = 0;
     mscclppResult_t res = e->progress(e->arg, &done);
     if (res != mscclppSuccess) {
-      mscclppAbortRaisef(p->abort, res, "proxy %s: progress of FIFO %d failed: %s", p->name, i, mscclppGetLastError());
+      res = mscclppErrWrap(res, MSCCLPP_LOG_PROXY, "proxy %s: progress of FIFO %d failed", p->name, i);
+      mscclppAbortRaiseLogged(p->abort, res);
       return -1;
     }
     if (done && f->hostCompleted != end) mscclppFifoHostComplete(f, end);

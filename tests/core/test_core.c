@@ -118,6 +118,57 @@ static void testLogging(void) {
   CHECK(!mscclppLogEnabled(MSCCLPP_LOG_LEVEL_WARN, MSCCLPP_LOG_INIT));
 }
 
+/* Log once: a reason is logged where it is decided; wrapping it with the
+ * caller's context, or returning it again later, changes the last error
+ * and logs nothing more. */
+static void testErrWrap(void) {
+  char path[256];
+  snprintf(path, sizeof(path), "/tmp/mscclpp-wrap-test-%d.txt", (int)getpid());
+  unlink(path);
+  setenv("MSCCLPP_DEBUG", "WARN", 1);
+  setenv("MSCCLPP_DEBUG_FILE", path, 1);
+  struct mscclppParams p;
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  mscclppLogConfigure(&p);
+  CHECK_RES(mscclppErr(mscclppRemoteError, MSCCLPP_LOG_NET, "peer %d hung up", 3), mscclppRemoteError);
+  CHECK(!mscclppLastErrorShown()); /* logged to the file, not to stderr */
+  CHECK_RES(mscclppErrWrap(mscclppRemoteError, MSCCLPP_LOG_COLL, "allreduce on rank %d", 1), mscclppRemoteError);
+  CHECK(strcmp(mscclppGetLastError(), "allreduce on rank 1: peer 3 hung up") == 0);
+  CHECK_RES(mscclppErrAgain(mscclppAborted, MSCCLPP_LOG_COLL, "later call: %s", mscclppGetLastError()),
+            mscclppAborted);
+  CHECK(strcmp(mscclppGetLastError(), "later call: allreduce on rank 1: peer 3 hung up") == 0);
+  unsetenv("MSCCLPP_DEBUG_FILE");
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  mscclppLogConfigure(&p); /* closes the file */
+  FILE* f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (f) {
+    char buf[4096] = {0};
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    CHECK(lines == 1);
+    CHECK(strstr(buf, "peer 3 hung up (remote process exited") != NULL);
+    CHECK(strstr(buf, "allreduce on rank 1") == NULL);
+  }
+  unlink(path);
+  /* stderr at WARN: shown, so a tool need not print it again */
+  CHECK_RES(mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "expected WARN line (test_core)"),
+            mscclppInvalidArgument);
+  CHECK(mscclppLastErrorShown());
+  CHECK_RES(mscclppErrAgain(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "again"), mscclppInvalidArgument);
+  CHECK(mscclppLastErrorShown());
+  setenv("MSCCLPP_DEBUG", "NONE", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  mscclppLogConfigure(&p);
+  CHECK_RES(mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "not shown"), mscclppInvalidArgument);
+  CHECK(!mscclppLastErrorShown());
+  CHECK_RES(mscclppErrAgain(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "not shown again"), mscclppInvalidArgument);
+  CHECK(!mscclppLastErrorShown());
+}
+
 static void testSipHash(void) {
   /* Reference vector from the SipHash paper: key 00..0f, message 00..0e. */
   uint8_t key[16], msg[15];
@@ -154,6 +205,7 @@ int main(void) {
   RUN(testLastError);
   RUN(testParams);
   RUN(testLogging);
+  RUN(testErrWrap);
   RUN(testSipHash);
   RUN(testHexAndRandom);
   RUN(testDeadline);

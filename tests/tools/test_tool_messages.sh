@@ -28,11 +28,15 @@ expect() {
 }
 
 # mscclpp-perf: bad -f, unwritable -J (before any rank starts), --plot into a directory
+# (test_errors_once.sh: the same through mscclpp-run, printed once in all)
 expect perf_f0 2 '-f "0" is not a step factor.*whole number >= 2' "$perf" allreduce -f 0
 expect perf_f_frac 2 '-f "2\.5" is not a step factor' "$perf" allreduce -f 2.5
 expect perf_json_nodir 2 "-J $tmp/no/such/dir/r\.json: cannot create the file in $tmp/no/such/dir" \
   "$perf" allreduce -J "$tmp/no/such/dir/r.json"
 expect perf_json_dir 2 "-J $tmp: is a directory" "$perf" allreduce -J "$tmp"
+touch "$tmp/file" # a folder that is a file: access() says writable to root
+expect perf_json_notdir 2 "-J $tmp/file/r\.json: cannot create the file in $tmp/file: Not a directory" \
+  "$perf" allreduce -J "$tmp/file/r.json"
 expect perf_plot_nodir 2 "--plot $tmp/no/p\.png: cannot create" "$perf" allreduce --plot "$tmp/no/p.png"
 
 # mscclpp-run: a flag without its value, a port out of range

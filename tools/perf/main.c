@@ -161,6 +161,14 @@ int main(int argc, char** argv) {
   envRanks(&envRank, &envLocal);
   quiet = envRank > 0;
   int pr = parseArgs(argc, argv, &c->o);
+  if (pr == -1 && quiet) {
+    /* Only rank 0 says what is wrong with the flags (every rank has the same
+     * ones). A launcher stops the job when the first rank fails, which could
+     * be this one, before rank 0 has printed why: give rank 0 time to fail
+     * first. The launcher's stop ends the wait early. */
+    struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+  }
   if (pr != 0) return pr > 0 ? 0 : pr == -2 ? EXIT_FAIL : EXIT_USAGE;
   const struct opts* o = &c->o;
   c->rank = envRank >= 0 ? envRank : 0;

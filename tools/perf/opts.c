@@ -190,7 +190,9 @@ static int parseFactor(const char* s, size_t* out) {
 
 /* An output file the run will write at its end (-J, --plot), checked before
  * the run so that a bad path does not cost the whole benchmark: it must be
- * writable if it exists, and its folder writable if not. Nothing is created. */
+ * writable if it exists, and its folder a writable folder if not. Nothing is
+ * created. (access() says yes to root for any mode bits and for a regular
+ * file named as the folder, so the type is checked by stat.) */
 static int checkOutputPath(const char* flag, const char* path) {
   if (path[0] == '\0') {
     if (!quiet) fprintf(stderr, PROG ": %s needs a file name\n", flag);
@@ -213,12 +215,11 @@ static int checkOutputPath(const char* flag, const char* path) {
   if (slash == NULL) snprintf(dir, sizeof(dir), ".");
   else if (slash == path) snprintf(dir, sizeof(dir), "/");
   else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-  if (access(dir, W_OK) != 0) {
-    if (!quiet)
-      fprintf(stderr, PROG ": %s %s: cannot create the file in %s: %s\n", flag, path, dir, strerror(errno));
-    return -1;
-  }
-  return 0;
+  struct stat st;
+  if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) errno = ENOTDIR;
+  else if (access(dir, W_OK) == 0) return 0;
+  if (!quiet) fprintf(stderr, PROG ": %s %s: cannot create the file in %s: %s\n", flag, path, dir, strerror(errno));
+  return -1;
 }
 
 /* Does entry `idx` of the -d / -o vocabulary spell s[0..len)? */

@@ -58,7 +58,7 @@ int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, i
   const struct opts* o = &c->o;
   FILE* f = fopen(o->jsonPath, "w");
   if (f == NULL) {
-    fprintf(stderr, PROG ": -J %s: %s\n", o->jsonPath, strerror(errno));
+    fprintf(stderr, PROG ": -J %s: cannot write the results: %s\n", o->jsonPath, strerror(errno));
     return -1;
   }
   int version = 0;
@@ -104,7 +104,7 @@ int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, i
   if (o->check) fprintf(f, "%" PRId64 "\n}\n", totalWrong);
   else fprintf(f, "null\n}\n");
   if (fclose(f) != 0) {
-    fprintf(stderr, PROG ": -J %s: %s\n", o->jsonPath, strerror(errno));
+    fprintf(stderr, PROG ": -J %s: cannot write the results: %s\n", o->jsonPath, strerror(errno));
     return -1;
   }
   return 0;

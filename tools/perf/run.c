@@ -7,14 +7,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/error.h"
 #include "gpu/gpu.h"
 
 #include "perf.h"
 
+/* The library logged the reason where it decided it; printing it again here
+ * would show every failure twice per rank. It is printed only when that log
+ * line did not reach stderr (MSCCLPP_DEBUG=NONE, a subsystem filter,
+ * MSCCLPP_DEBUG_FILE). */
 void callFailed(struct ctx* c, const char* what, mscclppResult_t res) {
-  fprintf(stderr, PROG ": rank %d: %s failed: %s: %s\n", c->rank, what, mscclppGetErrorString(res),
-          mscclppGetLastError());
-  fflush(stderr);
+  if (!mscclppLastErrorShown()) {
+    fprintf(stderr, PROG ": rank %d: %s failed: %s: %s\n", c->rank, what, mscclppGetErrorString(res),
+            mscclppGetLastError());
+    fflush(stderr);
+  }
   c->failed = 1;
 }
 

@@ -68,13 +68,14 @@ struct mscclppCollHier {
 
 void mscclppCollHierRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollHier* s = (struct mscclppCollHier*)state;
-  /* cross first: it was made last */
+  /* cross first: it was made last. A failed destroy has logged its
+   * reason; these lines only say which child it was. */
   if (s->cross != NULL && mscclppCommDestroy(s->cross) != mscclppSuccess)
-    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: destroying the cross-host communicator failed: %s", comm->rank,
-                 mscclppGetLastError());
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: destroying the cross-host communicator failed (reason logged above)",
+                 comm->rank);
   if (s->local != NULL && mscclppCommDestroy(s->local) != mscclppSuccess)
-    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: destroying the host-local communicator failed: %s", comm->rank,
-                 mscclppGetLastError());
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: destroying the host-local communicator failed (reason logged above)",
+                 comm->rank);
   free(s->localMembers);
   free(s->crossMembers);
   free(s);
@@ -163,11 +164,11 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
 }
 
 static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppCollHier* s) {
-  if (s->makeFailed != mscclppSuccess)
-    return mscclppErr(s->makeFailed, MSCCLPP_LOG_COLL,
-                      "allreduce on rank %d: the hierarchy's child communicators could not be made at an earlier "
-                      "call",
-                      comm->rank);
+  if (s->makeFailed != mscclppSuccess) /* logged by that call */
+    return mscclppErrAgain(s->makeFailed, MSCCLPP_LOG_COLL,
+                           "allreduce on rank %d: the hierarchy's child communicators could not be made at an "
+                           "earlier call",
+                           comm->rank);
   /* How many of the parent's ranks run on this rank's GPU. Ranks of
    * different hosts share a GPU only when hosts are pretended on one
    * machine (the tests), but then each child would size its kernels for its
@@ -194,23 +195,19 @@ static mscclppResult_t makeChildren(struct mscclppComm* comm, struct mscclppColl
   s->makeFailed = res;
   if (s->local != NULL) (void)mscclppCommDestroy(s->local);
   s->local = NULL;
-  char why[512];
-  snprintf(why, sizeof(why), "%s", mscclppGetLastError());
-  return mscclppErr(res, MSCCLPP_LOG_COLL,
-                    "allreduce on rank %d: making the hierarchy's child communicators failed: %s", comm->rank, why);
+  return mscclppErrWrap(res, MSCCLPP_LOG_COLL,
+                        "allreduce on rank %d: making the hierarchy's child communicators failed", comm->rank);
 }
 
 /* A step failed on a child: the parent's call fails with the child's
- * reason. When a rank was lost, the parent's bootstrap names it in the
- * parent's numbering (it may learn it a moment after the child did). */
+ * reason (logged by the child). When a rank was lost, the parent's bootstrap
+ * names it in the parent's numbering (it may learn it a moment after the
+ * child did), and that becomes the reason. */
 static mscclppResult_t stepFailed(struct mscclppComm* comm, const char* step, mscclppResult_t res) {
-  char why[768];
-  snprintf(why, sizeof(why), "%s", mscclppGetLastError());
   if (res != mscclppInvalidArgument && res != mscclppInvalidUsage) {
     mscclppDeadline dl = mscclppDeadlineIn(LOST_WAIT_SEC);
     for (;;) {
       if (mscclppBootstrapGetLostStatus(comm->bootstrap) != mscclppSuccess) {
-        snprintf(why, sizeof(why), "%s", mscclppGetLastError());
         res = mscclppRemoteError;
         break;
       }
@@ -219,8 +216,7 @@ static mscclppResult_t stepFailed(struct mscclppComm* comm, const char* step, ms
       nanosleep(&ts, NULL);
     }
   }
-  return mscclppErr(res, MSCCLPP_LOG_COLL, "allreduce on rank %d (hierarchical): the %s failed: %s", comm->rank, step,
-                    why);
+  return mscclppErrWrap(res, MSCCLPP_LOG_COLL, "allreduce on rank %d (hierarchical): the %s failed", comm->rank, step);
 }
 
 /* The state's first part, built privately (coll.h's first-use policy): the

@@ -329,9 +329,8 @@ static mscclppResult_t failWith(struct engine* e, mscclppResult_t code, const ch
 static mscclppResult_t failAborted(struct mscclppComm* comm, const char* name) {
   mscclppResult_t e = mscclppSuccess;
   if (mscclppCommAsyncError(comm, &e) != mscclppSuccess || e == mscclppSuccess) e = mscclppAborted;
-  char why[512];
-  snprintf(why, sizeof(why), "%s", mscclppGetLastError());
-  return mscclppErr(e, MSCCLPP_LOG_COLL, "%s on rank %d: the communicator is aborted: %s", name, comm->rank, why);
+  /* the abort logged its reason when it was raised */
+  return mscclppErrWrap(e, MSCCLPP_LOG_COLL, "%s on rank %d: the communicator is aborted", name, comm->rank);
 }
 
 /* ---- the two kinds of peers: memory channels (this host), port channels (remote) ---- */
