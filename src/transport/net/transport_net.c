@@ -244,8 +244,8 @@ static mscclppResult_t sourceOf(struct mscclppRegisteredMemory* src, void** desc
     size_t off = 0;
     MSCCLPP_RETURN_ON_ERROR(mscclppMemLookup(src->ctx, src->ptr, (size_t)src->size, &reg, &off));
   }
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemNetPrepare(reg));
-  *desc = reg->net.desc;
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemPrepare(reg, mscclppTransportNet));
+  *desc = ((const struct mscclppNetReg*)mscclppMemHookHandle(reg, mscclppTransportNet))->desc;
   return mscclppSuccess;
 }
 
