@@ -451,7 +451,8 @@ static const char* netStatus(void) {
  * HostShared arena may predate the network connection and then lacks the
  * Net registration. */
 static const struct mscclppTransportAttrs netAttrs = {
-    .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS,
+    .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS |
+            MSCCLPP_TRANSPORT_CAP_CROSS_HOST,
     .semDevice = MSCCLPP_TRANSPORT_SEM_PINNED,
     .semAuto = MSCCLPP_TRANSPORT_SEM_PINNED};
 
