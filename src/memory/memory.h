@@ -79,7 +79,8 @@ struct mscclppMemHookReg {
 };
 
 /* A registration or an opened record. The fields are read by the transport
- * layer; only this layer writes them. */
+ * layer; only this layer writes them, but for the record section a
+ * transport's hook adds (mscclppMemPrepare). */
 struct mscclppRegisteredMemory {
   struct mscclppMemContext* ctx;
   enum mscclppMemOrigin origin;
