@@ -121,6 +121,37 @@ MSCCLPP_API mscclppResult_t mscclppConnectionFlush(mscclppConnection_t conn);
 MSCCLPP_API mscclppResult_t mscclppConnectionTransport(mscclppConnection_t conn, mscclppTransport_t* transport);
 MSCCLPP_API mscclppResult_t mscclppConnectionRemoteRank(mscclppConnection_t conn, int* rank);
 
+/* What a connection can do or needs. Code that adapts to its connections
+ * asks these instead of which transport it is, so that it stays right for
+ * transports added later. One bit each; a connection has a fixed set from
+ * its creation on. */
+typedef enum {
+  /* A port channel's small puts travel inside the trigger: the proxy writes
+   * them, and their signal, without reading the source buffer
+   * (MSCCLPP_PORT_CHANNEL_FLAG_INLINE; CudaIpc, HostShm, Net). */
+  mscclppConnectionCapWriteInline = 1u << 0,
+  /* Data from the peer lands only while this side drives the connection:
+   * a port channel's proxy does it on every pass; without port channels,
+   * call mscclppConnectionFlush (Net with providers of manual progress). */
+  mscclppConnectionCapNeedsProgress = 1u << 1,
+  /* On a GPU, kernels may store into the peer's memory through a mapping
+   * of it (MSCCLPP_PORT_CHANNEL_FLAG_STORE; CudaIpc). */
+  mscclppConnectionCapPeerStore = 1u << 2,
+  /* GPU memory travels through pinned host buffers, a copy per chunk on
+   * each side (Net with a provider without FI_HMEM): a caller that can
+   * keep its data in pinned host memory for this peer avoids those copies. */
+  mscclppConnectionCapStagesDeviceMemory = 1u << 3,
+  /* The transport reaches ranks on other hosts, through a NIC (Net; also
+   * when both ranks share a host). */
+  mscclppConnectionCapCrossHost = 1u << 4
+} mscclppConnectionCap_t;
+
+/* *has = 1 when conn has capability `cap` (one mscclppConnectionCap_t
+ * value), else 0. mscclppInvalidArgument for NULL, or for a value that is
+ * not one capability. *has is written only on success. */
+MSCCLPP_API mscclppResult_t mscclppConnectionHasCapability(mscclppConnection_t conn, mscclppConnectionCap_t cap,
+                                                           int* has);
+
 #ifdef __cplusplus
 }
 #endif

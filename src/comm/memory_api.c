@@ -187,6 +187,17 @@ mscclppResult_t mscclppConnectionTransport(mscclppConnection_t conn, mscclppTran
   return mscclppSuccess;
 }
 
+mscclppResult_t mscclppConnectionHasCapability(mscclppConnection_t conn, mscclppConnectionCap_t cap, int* has) {
+  uint32_t c = (uint32_t)cap;
+  if (conn == NULL || has == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnectionHasCapability: NULL argument");
+  if (c == 0 || (c & (c - 1)) != 0 || (c & ~MSCCLPP_TRANSPORT_CAP_ALL) != 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT,
+                      "mscclppConnectionHasCapability: 0x%x is not one mscclppConnectionCap_t value", c);
+  *has = mscclppConnHasCap(conn, c);
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppConnectionRemoteRank(mscclppConnection_t conn, int* rank) {
   if (conn == NULL || rank == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "mscclppConnectionRemoteRank: NULL argument");

@@ -84,7 +84,8 @@ mscclppResult_t mscclppMemContextDestroy(struct mscclppMemContext* ctx) {
                       "connections; release them first",
                       ctx->cfg.rank, regs, opened, allocs, users);
   mscclppFdServerDestroy(ctx->fdServer);
-  if (ctx->netOps != NULL) ctx->netOps->destroy(ctx->net);
+  for (int i = 0; i < MSCCLPP_MEM_TRANSPORT_SLOTS; i++)
+    if (ctx->hooks[i].hook != NULL) ctx->hooks[i].hook->destroy(ctx->hooks[i].state);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
   return mscclppSuccess;
@@ -106,55 +107,79 @@ void mscclppMemContextRelease(struct mscclppMemContext* ctx) {
   pthread_mutex_unlock(&ctx->lock);
 }
 
-void mscclppMemContextNetAttach(struct mscclppMemContext* ctx, const struct mscclppMemNetOps* ops, void* net,
-                                void** attached) {
-  pthread_mutex_lock(&ctx->lock);
-  if (ctx->netOps == NULL) {
-    ctx->netOps = ops;
-    ctx->net = net;
+_Static_assert((mscclppTransportCudaIpc | mscclppTransportHostShm | mscclppTransportNet) ==
+                   (1u << MSCCLPP_MEM_TRANSPORT_SLOTS) - 1,
+               "one registration slot per transport bit");
+
+void mscclppMemContextAttach(struct mscclppMemContext* ctx, mscclppTransport_t t,
+                             const struct mscclppMemTransportHook* hook, void* state, void** attached) {
+  int s = mscclppMemTransportSlot(t);
+  if (s < 0) { /* a transport bug, not a user's: nothing is attached */
+    *attached = NULL;
+    return;
   }
-  *attached = ctx->net;
-  pthread_mutex_unlock(&ctx->lock);
-}
-
-void* mscclppMemContextNet(struct mscclppMemContext* ctx) {
   pthread_mutex_lock(&ctx->lock);
-  void* net = ctx->net;
+  if (ctx->hooks[s].hook == NULL) {
+    ctx->hooks[s].hook = hook;
+    ctx->hooks[s].state = state;
+  }
+  *attached = ctx->hooks[s].state;
   pthread_mutex_unlock(&ctx->lock);
-  return net;
 }
 
-mscclppResult_t mscclppMemNetPrepare(struct mscclppRegisteredMemory* m) {
-  if (__atomic_load_n(&m->netReady, __ATOMIC_ACQUIRE)) return mscclppSuccess;
-  if (m->origin != MSCCLPP_MEM_REGISTERED || !(m->transports & mscclppTransportNet))
+void* mscclppMemContextHookState(struct mscclppMemContext* ctx, mscclppTransport_t t) {
+  int s = mscclppMemTransportSlot(t);
+  if (s < 0) return NULL;
+  pthread_mutex_lock(&ctx->lock);
+  void* state = ctx->hooks[s].state;
+  pthread_mutex_unlock(&ctx->lock);
+  return state;
+}
+
+void* mscclppMemHookHandle(const struct mscclppRegisteredMemory* m, mscclppTransport_t t) {
+  int s = mscclppMemTransportSlot(t);
+  if (s < 0 || !__atomic_load_n(&m->hooked[s].ready, __ATOMIC_ACQUIRE)) return NULL;
+  return m->hooked[s].handle;
+}
+
+mscclppResult_t mscclppMemPrepare(struct mscclppRegisteredMemory* m, mscclppTransport_t t) {
+  int s = mscclppMemTransportSlot(t);
+  if (s >= 0 && __atomic_load_n(&m->hooked[s].ready, __ATOMIC_ACQUIRE)) return mscclppSuccess;
+  if (s < 0 || m->origin != MSCCLPP_MEM_REGISTERED || !(m->transports & (uint32_t)t))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM,
-                      "memory %llu of rank %d is not a registration of this process for transport Net",
-                      (unsigned long long)m->record.memId, m->ownerRank);
+                      "memory %llu of rank %d is not a registration of this process for transport %s",
+                      (unsigned long long)m->record.memId, m->ownerRank, mscclppTransportName(t));
   struct mscclppMemContext* ctx = m->ctx;
   mscclppResult_t res = mscclppSuccess;
   pthread_mutex_lock(&ctx->lock);
-  if (!m->netReady) {
-    if (ctx->netOps == NULL) {
+  if (!m->hooked[s].ready) {
+    const struct mscclppMemHookSlot* slot = &ctx->hooks[s];
+    if (slot->hook == NULL) {
       res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_MEM,
-                       "memory %llu of rank %d is registered for transport Net, but this communicator has no network "
-                       "connection yet: create a connection with transport Net before sending its record",
-                       (unsigned long long)m->record.memId, m->ownerRank);
+                       "memory %llu of rank %d is registered for transport %s, but this communicator has no %s "
+                       "connection yet: create a connection with transport %s before sending its record",
+                       (unsigned long long)m->record.memId, m->ownerRank, mscclppTransportName(t),
+                       mscclppTransportName(t), mscclppTransportName(t));
     } else {
-      struct mscclppMemNetReg reg;
-      memset(&reg, 0, sizeof(reg));
-      res = ctx->netOps->reg(ctx->net, m, &reg);
+      void* handle = NULL;
+      res = slot->hook->reg(slot->state, m, &m->record, &handle);
       if (res == mscclppSuccess) {
-        m->net = reg;
-        m->record.hasNet = 1;
-        m->record.net.key = reg.key;
-        m->record.net.addr = reg.addr;
-        m->record.net.flags = reg.staged ? MSCCLPP_MEM_NET_STAGED : 0;
-        __atomic_store_n(&m->netReady, 1, __ATOMIC_RELEASE);
+        m->hooked[s].handle = handle;
+        __atomic_store_n(&m->hooked[s].ready, 1, __ATOMIC_RELEASE);
       }
     }
   }
   pthread_mutex_unlock(&ctx->lock);
   return res;
+}
+
+void mscclppMemUnhookLocked(struct mscclppMemContext* ctx, struct mscclppRegisteredMemory* m) {
+  for (int s = 0; s < MSCCLPP_MEM_TRANSPORT_SLOTS; s++) {
+    if (!m->hooked[s].ready || ctx->hooks[s].hook == NULL) continue;
+    ctx->hooks[s].hook->dereg(ctx->hooks[s].state, m->hooked[s].handle);
+    m->hooked[s].handle = NULL;
+    __atomic_store_n(&m->hooked[s].ready, 0, __ATOMIC_RELEASE);
+  }
 }
 
 mscclppResult_t mscclppMemFdServerLocked(struct mscclppMemContext* ctx, struct mscclppFdServer** server) {

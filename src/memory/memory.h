@@ -61,19 +61,26 @@ enum mscclppMemMapping {
   MSCCLPP_MEM_MAP_SHM = 3       /* memory file mapped (and maybe cudaHostRegister'ed) */
 };
 
-/* What a registration for the network transport holds: filled by the
- * network transport's `reg` hook (see mscclppMemNetOps). */
-struct mscclppMemNetReg {
-  uint64_t key;  /* what peers name in RMA operations */
-  uint64_t addr; /* RMA address of the first byte (virtual address, or 0: offsets) */
-  void* mr;      /* the provider's registration (NULL: staged, nothing registered) */
-  void* desc;    /* local descriptor for operations sourced here (FI_MR_LOCAL) */
-  int staged;    /* the provider cannot reach this memory: peers write through staging buffers */
-  void* priv;    /* the network transport's bookkeeping */
+/* One slot per transport bit of mscclppTransport_t (bit i: slot i), for the
+ * registration hooks below. */
+#define MSCCLPP_MEM_TRANSPORT_SLOTS 3
+
+/* The slot of transport t (exactly one known bit), or -1. */
+static inline int mscclppMemTransportSlot(mscclppTransport_t t) {
+  for (int s = 0; s < MSCCLPP_MEM_TRANSPORT_SLOTS; s++)
+    if ((uint32_t)t == 1u << s) return s;
+  return -1;
+}
+
+/* What a transport's hook made of one registration of this process. */
+struct mscclppMemHookReg {
+  int ready;    /* __atomic: handle is made and the record carries the transport's section */
+  void* handle; /* the transport's per-region state */
 };
 
 /* A registration or an opened record. The fields are read by the transport
- * layer; only this layer writes them. */
+ * layer; only this layer writes them, but for the record section a
+ * transport's hook adds (mscclppMemPrepare). */
 struct mscclppRegisteredMemory {
   struct mscclppMemContext* ctx;
   enum mscclppMemOrigin origin;
@@ -93,11 +100,10 @@ struct mscclppRegisteredMemory {
   int hostRegistered;
   int cuMemExported; /* registered cuMem memory: record.fd.exportId is ours to unexport */
   struct mscclppMemAllocation* alloc; /* registered memory of mscclppMemContextAlloc */
-  /* Net (registered here): made by the network transport's hook, on
-   * registration when the hook is attached, else on first need
-   * (mscclppMemNetPrepare). netReady is __atomic. */
-  int netReady;
-  struct mscclppMemNetReg net;
+  /* Registered here, per transport slot: what that transport's hook made,
+   * on registration when the hook is attached, else on first need
+   * (mscclppMemPrepare). */
+  struct mscclppMemHookReg hooked[MSCCLPP_MEM_TRANSPORT_SLOTS];
   struct mscclppRegisteredMemory *prev, *next;
 };
 
@@ -118,31 +124,40 @@ int mscclppMemContextHasGpu(const struct mscclppMemContext* ctx);
  * made by this very process. */
 uint64_t mscclppMemProcessToken(void);
 
-/* ---- the network transport's part ----------------------------------------------
- * Registrations for mscclppTransportNet need the provider's key, which only
- * the network transport (a layer above) can make. It attaches its state to
- * the context once (on its first connection), with these hooks; from then
- * on mscclppTransportAuto registrations include Net, and Net registrations
- * made earlier are registered with the provider when first serialized or
- * used. */
-struct mscclppMemNetOps {
-  /* Register [m->ptr, +m->size) of m->kind (record.device for GPU kinds). */
-  mscclppResult_t (*reg)(void* net, const struct mscclppRegisteredMemory* m, struct mscclppMemNetReg* out);
-  void (*dereg)(void* net, struct mscclppMemNetReg* reg);
+/* ---- transports' registration hooks ----------------------------------------------
+ * Some transports need, for a registration, state only they can make (the
+ * network transport: the provider's key), and they sit in a layer above
+ * this one. Such a transport attaches a hook to the context once, in its
+ * own slot (on its first connection); from then on mscclppTransportAuto
+ * registrations include that transport, and registrations for it made
+ * earlier get the hook's registration when first serialized or used. The
+ * memory layer knows no transport's hook by name. */
+struct mscclppMemTransportHook {
+  /* Register [m->ptr, +m->size) of m->kind (record.device for GPU kinds)
+   * with the transport: *handle is its per-region state, and rec (m's
+   * record, written under the context's lock) gets the section peers need
+   * to reach the region (Net: the NET section). Writes nothing on failure. */
+  mscclppResult_t (*reg)(void* state, const struct mscclppRegisteredMemory* m, struct mscclppMemRecord* rec,
+                         void** handle);
+  void (*dereg)(void* state, void* handle);
   /* Called by mscclppMemContextDestroy, after every registration is gone. */
-  void (*destroy)(void* net);
+  void (*destroy)(void* state);
 };
 
-/* Attach `net` (first caller wins): *attached is the state attached after
- * the call - `net` or an earlier one (then the caller frees its own). */
-void mscclppMemContextNetAttach(struct mscclppMemContext* ctx, const struct mscclppMemNetOps* ops, void* net,
-                                void** attached);
-/* The attached state, or NULL. */
-void* mscclppMemContextNet(struct mscclppMemContext* ctx);
-/* Make sure a registration of this process for Net has its provider
- * registration (m->net). mscclppInvalidUsage when no network transport is
- * attached yet (no Net connection was made), or the hook's error. */
-mscclppResult_t mscclppMemNetPrepare(struct mscclppRegisteredMemory* m);
+/* Attach `state` with `hook` in transport t's slot (first caller wins):
+ * *attached is the state in the slot after the call - `state` or an
+ * earlier one (then the caller frees its own). */
+void mscclppMemContextAttach(struct mscclppMemContext* ctx, mscclppTransport_t t,
+                             const struct mscclppMemTransportHook* hook, void* state, void** attached);
+/* The state attached in transport t's slot, or NULL. */
+void* mscclppMemContextHookState(struct mscclppMemContext* ctx, mscclppTransport_t t);
+/* Make sure a registration of this process for transport t has its hook's
+ * registration. mscclppInvalidArgument when m is not such a registration,
+ * mscclppInvalidUsage when t has no hook attached yet (no connection of it
+ * was made), or the hook's error. */
+mscclppResult_t mscclppMemPrepare(struct mscclppRegisteredMemory* m, mscclppTransport_t t);
+/* The handle transport t's hook made for m, or NULL before mscclppMemPrepare. */
+void* mscclppMemHookHandle(const struct mscclppRegisteredMemory* m, mscclppTransport_t t);
 
 /* Public semantics in include/mscclpp/memory.h. */
 mscclppResult_t mscclppMemContextAlloc(struct mscclppMemContext* ctx, mscclppMemKind_t kind, size_t size, void** ptr);

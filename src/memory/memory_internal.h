@@ -38,8 +38,10 @@ struct mscclppMemContext {
   struct mscclppFdServer* fdServer;
   uint64_t nextMemId;
   int users;
-  const struct mscclppMemNetOps* netOps; /* the network transport, once attached */
-  void* net;
+  struct mscclppMemHookSlot {
+    const struct mscclppMemTransportHook* hook; /* NULL until the transport attaches */
+    void* state;
+  } hooks[MSCCLPP_MEM_TRANSPORT_SLOTS];
 };
 
 static inline int mscclppMemKindIsHost(mscclppMemKind_t k) {
@@ -48,6 +50,8 @@ static inline int mscclppMemKindIsHost(mscclppMemKind_t k) {
 
 /* With ctx->lock held: the context's fd server, started on first use. */
 mscclppResult_t mscclppMemFdServerLocked(struct mscclppMemContext* ctx, struct mscclppFdServer** server);
+/* With ctx->lock held: undo what transports' hooks made of registration m. */
+void mscclppMemUnhookLocked(struct mscclppMemContext* ctx, struct mscclppRegisteredMemory* m);
 /* With ctx->lock held: add a handle to / remove it from the context's list. */
 void mscclppMemLink(struct mscclppMemContext* ctx, struct mscclppRegisteredMemory* m);
 void mscclppMemUnlink(struct mscclppMemContext* ctx, struct mscclppRegisteredMemory* m);

@@ -37,7 +37,9 @@ static mscclppResult_t checkTransports(struct mscclppMemContext* ctx, mscclppMem
   if (t == mscclppTransportAuto) {
     t = mscclppMemKindIsHost(kind) ? mscclppTransportHostShm : 0;
     if (ctx->hasGpu) t |= mscclppTransportCudaIpc;
-    if (ctx->netOps != NULL) t |= mscclppTransportNet; /* a network connection exists */
+    /* a transport that attached a hook is in use here (a Net connection exists) */
+    for (int i = 0; i < MSCCLPP_MEM_TRANSPORT_SLOTS; i++)
+      if (ctx->hooks[i].hook != NULL) t |= 1u << i;
   }
   if ((t & mscclppTransportHostShm) && !mscclppMemKindIsHost(kind))
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM,
@@ -211,21 +213,23 @@ mscclppResult_t mscclppMemRegister(struct mscclppMemContext* ctx, void* ptr, siz
   rec->size = size;
   if (m->alloc != NULL) m->alloc->liveRegs++;
   mscclppMemLink(ctx, m);
-  int netNow = (transports & mscclppTransportNet) && ctx->netOps != NULL;
+  unsigned hookNow = 0; /* transports of this registration whose hook is attached */
+  for (int i = 0; i < MSCCLPP_MEM_TRANSPORT_SLOTS; i++)
+    if ((transports & (1u << i)) && ctx->hooks[i].hook != NULL) hookNow |= 1u << i;
   pthread_mutex_unlock(&ctx->lock);
-  if (netNow) {
-    /* The network transport is attached: register with the provider now
-     * (errors such as a refused registration surface here, not later). */
-    res = mscclppMemNetPrepare(m);
-    if (res != mscclppSuccess) {
-      pthread_mutex_lock(&ctx->lock);
-      if (m->alloc != NULL) m->alloc->liveRegs--;
-      mscclppMemUnlink(ctx, m);
-      if (m->cuMemExported) (void)mscclppFdServerUnexport(ctx->fdServer, m->record.fd.exportId);
-      pthread_mutex_unlock(&ctx->lock);
-      free(m);
-      return res;
-    }
+  /* Those transports register now (errors such as a provider's refused
+   * registration surface here, not later). */
+  for (int i = 0; i < MSCCLPP_MEM_TRANSPORT_SLOTS && res == mscclppSuccess; i++)
+    if (hookNow & (1u << i)) res = mscclppMemPrepare(m, (mscclppTransport_t)(1u << i));
+  if (res != mscclppSuccess) {
+    pthread_mutex_lock(&ctx->lock);
+    mscclppMemUnhookLocked(ctx, m);
+    if (m->alloc != NULL) m->alloc->liveRegs--;
+    mscclppMemUnlink(ctx, m);
+    if (m->cuMemExported) (void)mscclppFdServerUnexport(ctx->fdServer, m->record.fd.exportId);
+    pthread_mutex_unlock(&ctx->lock);
+    free(m);
+    return res;
   }
   MSCCLPP_INFO(MSCCLPP_LOG_MEM, "rank %d registered %s memory %p (%zu bytes) for transports 0x%x as memory %llu",
                ctx->cfg.rank, mscclppMemKindName(m->kind), ptr, size, transports, (unsigned long long)rec->memId);
@@ -242,7 +246,7 @@ mscclppResult_t mscclppMemDeregister(struct mscclppRegisteredMemory* m) {
                       (unsigned long long)m->record.memId, m->ownerRank);
   struct mscclppMemContext* ctx = m->ctx;
   pthread_mutex_lock(&ctx->lock);
-  if (m->netReady && ctx->netOps != NULL) ctx->netOps->dereg(ctx->net, &m->net);
+  mscclppMemUnhookLocked(ctx, m);
   if (m->cuMemExported) (void)mscclppFdServerUnexport(ctx->fdServer, m->record.fd.exportId);
   if (m->alloc != NULL) m->alloc->liveRegs--;
   mscclppMemUnlink(ctx, m);
@@ -279,12 +283,17 @@ mscclppResult_t mscclppMemSerialize(const struct mscclppRegisteredMemory* m, voi
   if (m == NULL || written == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemorySerialize: NULL %s",
                       m == NULL ? "mem" : "written");
-  /* Net registrations get their provider registration (the record's NET
-   * section) once the network transport is attached; before that the
-   * record serves the same-host transports only. */
-  if (m->origin == MSCCLPP_MEM_REGISTERED && (m->transports & mscclppTransportNet) &&
-      !__atomic_load_n(&m->netReady, __ATOMIC_ACQUIRE) && mscclppMemContextNet(m->ctx) != NULL)
-    MSCCLPP_RETURN_ON_ERROR(mscclppMemNetPrepare((struct mscclppRegisteredMemory*)m));
+  /* Registrations for a transport with a hook (Net: the provider's key in
+   * the record's NET section) get the hook's registration once the
+   * transport is attached; before that the record serves the other
+   * transports only. */
+  if (m->origin == MSCCLPP_MEM_REGISTERED)
+    for (int i = 0; i < MSCCLPP_MEM_TRANSPORT_SLOTS; i++) {
+      mscclppTransport_t t = (mscclppTransport_t)(1u << i);
+      if ((m->transports & (uint32_t)t) && !__atomic_load_n(&m->hooked[i].ready, __ATOMIC_ACQUIRE) &&
+          mscclppMemContextHookState(m->ctx, t) != NULL)
+        MSCCLPP_RETURN_ON_ERROR(mscclppMemPrepare((struct mscclppRegisteredMemory*)m, t));
+    }
   size_t need = mscclppMemRecordSize(&m->record);
   if (buf == NULL) {
     *written = need;

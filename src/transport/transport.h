@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "memory/memory.h"
+#include "mscclpp/connection.h"
 #include "mscclpp/core.h"
 #include "mscclpp/memory.h"
 
@@ -41,16 +42,27 @@ struct mscclppEndpoint {
 #define MSCCLPP_ENDPOINT_BYTES 128
 
 /* What a transport can do or needs, as data: the layers above ask these
- * instead of comparing transports. */
-#define MSCCLPP_TRANSPORT_CAP_WRITE_INLINE (1u << 0)   /* writeInline is carried out (not the unsupported slot) */
-#define MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS (1u << 1) /* progress must be called while idle */
+ * instead of comparing transports. The bits are the public
+ * mscclppConnectionCap_t values (include/mscclpp/connection.h says what
+ * each means to a user). */
+/* writeInline is carried out (not the unsupported slot) */
+#define MSCCLPP_TRANSPORT_CAP_WRITE_INLINE ((uint32_t)mscclppConnectionCapWriteInline)
+/* progress must be called while idle */
+#define MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS ((uint32_t)mscclppConnectionCapNeedsProgress)
 /* A GPU rank's kernels may store into the peer's memory through its device
  * mapping (small puts without the proxy). */
-#define MSCCLPP_TRANSPORT_CAP_PEER_STORE (1u << 2)
+#define MSCCLPP_TRANSPORT_CAP_PEER_STORE ((uint32_t)mscclppConnectionCapPeerStore)
 /* Per connection (conn->caps, set by open): GPU memory travels through
  * pinned host buffers, a copy per chunk on each side (Net with a provider
  * without FI_HMEM). */
-#define MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE (1u << 3)
+#define MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE ((uint32_t)mscclppConnectionCapStagesDeviceMemory)
+/* The transport reaches other hosts (through a NIC). */
+#define MSCCLPP_TRANSPORT_CAP_CROSS_HOST ((uint32_t)mscclppConnectionCapCrossHost)
+/* Every bit above (what mscclppConnectionHasCapability accepts). */
+#define MSCCLPP_TRANSPORT_CAP_ALL                                                   \
+  (MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS |      \
+   MSCCLPP_TRANSPORT_CAP_PEER_STORE | MSCCLPP_TRANSPORT_CAP_STAGES_DEVICE |        \
+   MSCCLPP_TRANSPORT_CAP_CROSS_HOST)
 
 /* Where a connection's inbound semaphores live. */
 enum mscclppTransportSemHome {

@@ -198,6 +198,12 @@ static void setup(size_t maxBytes, const struct variant* v) {
       } else {
         CHECK(got == mscclppTransportNet);
       }
+      /* what callers ask instead of the transport's name */
+      int crossHost = -1, needsProgress = -1;
+      CHECK_RES(mscclppConnectionHasCapability(q->conn, mscclppConnectionCapCrossHost, &crossHost), mscclppSuccess);
+      CHECK_RES(mscclppConnectionHasCapability(q->conn, mscclppConnectionCapNeedsProgress, &needsProgress),
+                mscclppSuccess);
+      CHECK(crossHost == (got == mscclppTransportNet) && needsProgress == (got == mscclppTransportNet));
     }
     mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
     pc.tag = TAG_PORT;

@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "memory/loopback.h"
 #include "memory/memory.h"
+#include "mscclpp/connection.h"
 #include "transport/net/net.h"
 #include "transport/transport.h"
 
@@ -104,6 +105,47 @@ static void testOpsTables(void) {
   CHECK(errHas("flush is not supported"));
   CHECK(strcmp(mscclppTransportName((mscclppTransport_t)12), "unknown") == 0);
   CHECK(strcmp(mscclppMemKindName(mscclppMemKindDeviceCuMem), "DeviceCuMem") == 0);
+}
+
+/* The public capability query (include/mscclpp/connection.h) answers from
+ * the connection's capabilities, and refuses what is not one capability. */
+static void testCapabilities(void) {
+  static const mscclppConnectionCap_t caps[] = {mscclppConnectionCapWriteInline, mscclppConnectionCapNeedsProgress,
+                                                mscclppConnectionCapPeerStore, mscclppConnectionCapStagesDeviceMemory,
+                                                mscclppConnectionCapCrossHost};
+  /* only the network reaches other hosts */
+  for (int i = 0; i < mscclppTransportCount; i++) {
+    const struct mscclppTransportOps* o = mscclppTransports[i];
+    CHECK(((o->attrs->caps & MSCCLPP_TRANSPORT_CAP_CROSS_HOST) != 0) == (o->transport == mscclppTransportNet));
+    CHECK((o->attrs->caps & ~MSCCLPP_TRANSPORT_CAP_ALL) == 0);
+  }
+  struct mscclppMemContext* ctx = newCtx(&rank0, 0);
+  struct mscclppConnection* c = NULL;
+  CHECK_RES(mscclppConnCreate(ctx, 0, 12, mscclppTransportHostShm, &c), mscclppSuccess);
+  if (c == NULL) {
+    CHECK_RES(mscclppMemContextDestroy(ctx), mscclppSuccess);
+    return;
+  }
+  for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+    int has = -1;
+    CHECK_RES(mscclppConnectionHasCapability(c, caps[i], &has), mscclppSuccess);
+    CHECK(has == ((c->caps & (uint32_t)caps[i]) != 0));
+    /* HostShm: the CPU copies, inline puts included; nothing else */
+    CHECK(has == (caps[i] == mscclppConnectionCapWriteInline));
+  }
+  int has = -1;
+  CHECK_RES(mscclppConnectionHasCapability(NULL, mscclppConnectionCapCrossHost, &has), mscclppInvalidArgument);
+  CHECK_RES(mscclppConnectionHasCapability(c, mscclppConnectionCapCrossHost, NULL), mscclppInvalidArgument);
+  CHECK(errHas("NULL argument"));
+  CHECK_RES(mscclppConnectionHasCapability(c, (mscclppConnectionCap_t)0, &has), mscclppInvalidArgument);
+  CHECK_RES(mscclppConnectionHasCapability(
+                c, (mscclppConnectionCap_t)(mscclppConnectionCapWriteInline | mscclppConnectionCapCrossHost), &has),
+            mscclppInvalidArgument);
+  CHECK(errHas("0x11 is not one mscclppConnectionCap_t value"));
+  CHECK_RES(mscclppConnectionHasCapability(c, (mscclppConnectionCap_t)(1u << 20), &has), mscclppInvalidArgument);
+  CHECK(has == -1); /* written only on success */
+  CHECK_RES(mscclppConnDestroy(c), mscclppSuccess);
+  CHECK_RES(mscclppMemContextDestroy(ctx), mscclppSuccess);
 }
 
 static struct mscclppEndpoint endpoint(int rank, uint64_t host, int gpu, uint32_t requested) {
@@ -673,6 +715,7 @@ int main(int argc, char** argv) {
   RUN(testSelfHostShm);
   RUN(testSelfAuto);
   RUN(testSelfCudaIpc);
+  RUN(testCapabilities);
   RUN(testTwoRanks);
   RUN(testConnectErrors);
   RUN(testPingPong);

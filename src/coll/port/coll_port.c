@@ -53,7 +53,6 @@ mscclppResult_t mscclppCollPortPrepare(struct mscclppComm* comm) {
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
-#include "transport/transport.h"
 
 #define MAXR MSCCLPP_COLL_PORT_MAX_RANKS
 #define TAG_BASE 0x7e000000
@@ -133,10 +132,11 @@ static mscclppResult_t portSetup(struct mscclppComm* comm, struct mscclppCollPor
   for (int r = 0; r < p->nranks; r++) {
     if (r == p->rank) continue;
     MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, r, TAG_BASE, mscclppTransportAuto, &p->conn[r]));
-    mscclppTransport_t t;
-    MSCCLPP_RETURN_ON_ERROR(mscclppConnectionTransport(p->conn[r], &t));
-    nets += t == mscclppTransportNet;
-    isHost[r] = mscclppConnStagesDeviceMemory(p->conn[r]);
+    int net = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppConnectionHasCapability(p->conn[r], mscclppConnectionCapCrossHost, &net));
+    nets += net;
+    MSCCLPP_RETURN_ON_ERROR(
+        mscclppConnectionHasCapability(p->conn[r], mscclppConnectionCapStagesDeviceMemory, &isHost[r]));
     hostSlots += isHost[r];
   }
   /* the two regions (coll_port.h): device memory, and pinned host memory

@@ -84,7 +84,7 @@ fail_close:
 
 mscclppResult_t mscclppNetOf(struct mscclppMemContext* mctx, const struct mscclppNetConfig* cfg,
                              struct mscclppNet** out) {
-  void* cur = mscclppMemContextNet(mctx);
+  void* cur = mscclppMemContextHookState(mctx, mscclppTransportNet);
   if (cur != NULL) {
     *out = cur;
     return mscclppSuccess;
@@ -95,7 +95,7 @@ mscclppResult_t mscclppNetOf(struct mscclppMemContext* mctx, const struct mscclp
   MSCCLPP_RETURN_ON_ERROR(netOpen(cfg, &net));
   net->mctx = mctx;
   void* attached = NULL;
-  mscclppMemContextNetAttach(mctx, &mscclppNetMemOps, net, &attached);
+  mscclppMemContextAttach(mctx, mscclppTransportNet, &mscclppNetMemHook, net, &attached);
   if (attached != net) mscclppNetClose(net);
   *out = attached;
   return mscclppSuccess;

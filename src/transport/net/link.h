@@ -38,7 +38,7 @@ struct mscclppNetLink {
   struct mscclppConnection* conn;
   /* this side's control block (registered) and the peer's */
   struct mscclppNetCtrl* ctrl;
-  struct mscclppMemNetReg ctrlReg;
+  struct mscclppNetReg ctrlReg;
   uint64_t peerCtrlAddr, peerCtrlKey;
   struct mscclppNetStageRecv recv;
   struct mscclppNetStageSend send;

@@ -116,17 +116,30 @@ mscclppResult_t mscclppNetPickProvider(const struct mscclppNetConfig* cfg, struc
 
 /* ---- registration.c ---- */
 
-/* The hooks the memory layer calls for registrations with transport Net. */
-extern const struct mscclppMemNetOps mscclppNetMemOps;
+/* A registration with the provider: of a user's memory (the handle the
+ * memory layer keeps in the region's Net slot, mscclppMemHookHandle), or of
+ * an internal host buffer (control blocks, rings). */
+struct mscclppNetReg {
+  uint64_t key;  /* what peers name in RMA operations */
+  uint64_t addr; /* RMA address of the first byte (virtual address, or 0: offsets) */
+  void* mr;      /* the provider's registration (NULL: staged, nothing registered) */
+  void* desc;    /* local descriptor for operations sourced here (FI_MR_LOCAL) */
+  int staged;    /* the provider cannot reach this memory: peers write through staging buffers */
+  void* priv;    /* registration.c's bookkeeping */
+};
+
+/* The hook the memory layer calls for registrations with transport Net
+ * (attached in the context's Net slot by mscclppNetOf). */
+extern const struct mscclppMemTransportHook mscclppNetMemHook;
 /* Register / deregister internal host buffers (control blocks, rings). */
-mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t size, struct mscclppMemNetReg* reg);
-void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg);
+mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t size, struct mscclppNetReg* reg);
+void mscclppNetDeregister(struct mscclppNet* net, struct mscclppNetReg* reg);
 /* Page-aligned zeroed memory, whole pages (free with free()). */
 void* mscclppNetPageAlloc(size_t bytes);
 /* A page-aligned zeroed host buffer, pinned for the GPU when gpu is set
  * (*pinned then 1), registered with the provider. */
 mscclppResult_t mscclppNetHostBuffer(struct mscclppNet* net, int gpu, size_t bytes, uint8_t** ptr,
-                                     struct mscclppMemNetReg* reg, int* pinned);
+                                     struct mscclppNetReg* reg, int* pinned);
 /* With net->lock held: the registration of this process (made through the
  * hook) that holds [addr, addr+len), or NULL. */
 const struct mscclppRegisteredMemory* mscclppNetFindLocalLocked(struct mscclppNet* net, uint64_t addr, uint64_t len);

@@ -25,7 +25,7 @@ void mscclppNetTestForceStaging(int on) { __atomic_store_n(&forceStaging, on, __
 int mscclppNetTestStagingOn(void) { return __atomic_load_n(&forceStaging, __ATOMIC_ACQUIRE); }
 
 static mscclppResult_t regLocked(struct mscclppNet* net, void* ptr, size_t size, int cudaDevice,
-                                 struct mscclppMemNetReg* out) {
+                                 struct mscclppNetReg* out) {
   const struct mscclppOfiLib* lib = mscclppOfi();
   struct iovec iov = {ptr, size};
   struct ofi_mr_attr attr;
@@ -66,7 +66,7 @@ static mscclppResult_t regLocked(struct mscclppNet* net, void* ptr, size_t size,
   return mscclppSuccess;
 }
 
-mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t size, struct mscclppMemNetReg* reg) {
+mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t size, struct mscclppNetReg* reg) {
   pthread_mutex_lock(&net->lock);
   memset(reg, 0, sizeof(*reg));
   mscclppResult_t res = regLocked(net, ptr, size, -1, reg);
@@ -74,7 +74,7 @@ mscclppResult_t mscclppNetRegisterHost(struct mscclppNet* net, void* ptr, size_t
   return res;
 }
 
-void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg) {
+void mscclppNetDeregister(struct mscclppNet* net, struct mscclppNetReg* reg) {
   pthread_mutex_lock(&net->lock);
   if (reg->mr != NULL) ofi_close(&((struct ofi_fid_mr*)reg->mr)->fid);
   struct mscclppNetRegNode* n = reg->priv;
@@ -88,18 +88,25 @@ void mscclppNetDeregister(struct mscclppNet* net, struct mscclppMemNetReg* reg) 
   pthread_mutex_unlock(&net->lock);
 }
 
-static mscclppResult_t hookReg(void* arg, const struct mscclppRegisteredMemory* m, struct mscclppMemNetReg* out) {
+/* The memory layer's hook: *handle is a struct mscclppNetReg of the region,
+ * and the record gets its NET section (key, address, staged). */
+static mscclppResult_t hookReg(void* arg, const struct mscclppRegisteredMemory* m, struct mscclppMemRecord* rec,
+                               void** handle) {
   struct mscclppNet* net = arg;
   int device = m->kind == mscclppMemKindDevice || m->kind == mscclppMemKindDeviceCuMem;
   struct mscclppNetRegNode* n = calloc(1, sizeof(*n));
-  if (n == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET, "cannot allocate a registration node");
+  struct mscclppNetReg* out = calloc(1, sizeof(*out));
+  if (n == NULL || out == NULL) {
+    free(n);
+    free(out);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET, "cannot allocate a registration node");
+  }
   n->m = m;
   n->lo = (uint64_t)(uintptr_t)m->ptr;
   n->hi = n->lo + m->size;
   mscclppResult_t res = mscclppSuccess;
   pthread_mutex_lock(&net->lock);
   if ((device && !net->hmem) || (!device && __atomic_load_n(&forceStaging, __ATOMIC_ACQUIRE))) {
-    memset(out, 0, sizeof(*out));
     out->staged = 1; /* peers write through the connection's staging ring */
   } else {
     res = regLocked(net, m->ptr, m->size, device ? (m->record.device >= 0 ? m->record.device : 0) : -1, out);
@@ -109,18 +116,29 @@ static mscclppResult_t hookReg(void* arg, const struct mscclppRegisteredMemory* 
     if (net->regs) net->regs->prev = n;
     net->regs = n;
     out->priv = n;
-  } else {
-    free(n);
   }
   pthread_mutex_unlock(&net->lock);
-  return res;
+  if (res != mscclppSuccess) {
+    free(n);
+    free(out);
+    return res;
+  }
+  rec->hasNet = 1;
+  rec->net.key = out->key;
+  rec->net.addr = out->addr;
+  rec->net.flags = out->staged ? MSCCLPP_MEM_NET_STAGED : 0;
+  *handle = out;
+  return mscclppSuccess;
 }
 
-static void hookDereg(void* arg, struct mscclppMemNetReg* reg) { mscclppNetDeregister(arg, reg); }
+static void hookDereg(void* arg, void* handle) {
+  mscclppNetDeregister(arg, handle);
+  free(handle);
+}
 
 static void hookDestroy(void* arg) { mscclppNetClose(arg); }
 
-const struct mscclppMemNetOps mscclppNetMemOps = {.reg = hookReg, .dereg = hookDereg, .destroy = hookDestroy};
+const struct mscclppMemTransportHook mscclppNetMemHook = {.reg = hookReg, .dereg = hookDereg, .destroy = hookDestroy};
 
 const struct mscclppRegisteredMemory* mscclppNetFindLocalLocked(struct mscclppNet* net, uint64_t addr, uint64_t len) {
   for (struct mscclppNetRegNode* n = net->regs; n != NULL; n = n->next)
@@ -138,7 +156,7 @@ void* mscclppNetPageAlloc(size_t bytes) {
 }
 
 mscclppResult_t mscclppNetHostBuffer(struct mscclppNet* net, int gpu, size_t bytes, uint8_t** ptr,
-                                     struct mscclppMemNetReg* reg, int* pinned) {
+                                     struct mscclppNetReg* reg, int* pinned) {
   uint8_t* p = mscclppNetPageAlloc(bytes);
   if (p == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_NET, "cannot allocate %zu bytes for staging", bytes);
   *ptr = p;

@@ -28,6 +28,7 @@
 
 #include "memory/memory.h"
 #include "mscclpp/core.h"
+#include "transport/net/net_internal.h"
 
 #define MSCCLPP_NET_TAG_STAGE 0u /* remote CQ data: payload = slot */
 
@@ -54,7 +55,7 @@ struct mscclppNetLink;
 /* Receiving (this side's ring); the engine's thread under net->lock. */
 struct mscclppNetStageRecv {
   uint8_t* ring; /* NULL: this side keeps none */
-  struct mscclppMemNetReg ringReg;
+  struct mscclppNetReg ringReg;
   int ringPinned;
   uint64_t recvSeq;      /* slots received */
   uint64_t consumed;     /* slots whose bytes reached their destination */
@@ -75,9 +76,9 @@ struct mscclppNetStageSend {
   int peerHasRing;
   uint64_t sentSlots; /* STAGE operations posted */
   uint8_t* hdrs;      /* one header per slot index (registered) */
-  struct mscclppMemNetReg hdrReg;
+  struct mscclppNetReg hdrReg;
   uint8_t* bounce; /* device sources are copied here first (registered, pinned) */
-  struct mscclppMemNetReg bounceReg;
+  struct mscclppNetReg bounceReg;
   int bouncePinned;
   struct mscclppGpuIpcStream* sendStream;
   /* the submitting thread's (under net->lock) */

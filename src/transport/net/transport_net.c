@@ -244,8 +244,8 @@ static mscclppResult_t sourceOf(struct mscclppRegisteredMemory* src, void** desc
     size_t off = 0;
     MSCCLPP_RETURN_ON_ERROR(mscclppMemLookup(src->ctx, src->ptr, (size_t)src->size, &reg, &off));
   }
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemNetPrepare(reg));
-  *desc = reg->net.desc;
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemPrepare(reg, mscclppTransportNet));
+  *desc = ((const struct mscclppNetReg*)mscclppMemHookHandle(reg, mscclppTransportNet))->desc;
   return mscclppSuccess;
 }
 
@@ -451,7 +451,8 @@ static const char* netStatus(void) {
  * HostShared arena may predate the network connection and then lacks the
  * Net registration. */
 static const struct mscclppTransportAttrs netAttrs = {
-    .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS,
+    .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_NEEDS_PROGRESS |
+            MSCCLPP_TRANSPORT_CAP_CROSS_HOST,
     .semDevice = MSCCLPP_TRANSPORT_SEM_PINNED,
     .semAuto = MSCCLPP_TRANSPORT_SEM_PINNED};
 
