@@ -115,6 +115,14 @@ static void parse(struct mscclppCollSelect* sel, const char* text) {
   }
 }
 
+int mscclppCollSelectParses(struct mscclppComm* comm) {
+  struct mscclppCollState* st = NULL;
+  if (mscclppCollStateOf(comm, &st) != mscclppSuccess) return 0;
+  struct mscclppCollSelect* sel = &st->select;
+  if (!sel->parsed || strcmp(sel->text, comm->params.algo) != 0) parse(sel, comm->params.algo);
+  return sel->parseError == mscclppSuccess;
+}
+
 mscclppResult_t mscclppCollSelectForced(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo* algo) {
   struct mscclppCollState* st = NULL;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));

@@ -71,6 +71,8 @@ const char* mscclppCollBackendName(mscclppCollBackend backend);
  * names none). An unknown collective or an algorithm the collective does
  * not have is mscclppInvalidArgument, naming it, for every collective. */
 mscclppResult_t mscclppCollSelectForced(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo* algo);
+/* 1 when MSCCLPP_ALGO parses (nothing is logged either way). */
+int mscclppCollSelectParses(struct mscclppComm* comm);
 
 /* 1 when an allreduce with `forced` should first try the hierarchy: the
  * communicator spans hosts and MSCCLPP_ALGO names hier or nothing. (The

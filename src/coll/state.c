@@ -77,12 +77,12 @@ mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBac
 }
 
 mscclppResult_t mscclppCollPrepare(struct mscclppComm* comm) {
-  if (comm->nranks == 1) return mscclppSuccess;
+  /* a bad MSCCLPP_ALGO is reported by the first call that reads it */
+  if (comm->nranks == 1 || !mscclppCollSelectParses(comm)) return mscclppSuccess;
   int need[MSCCLPP_COLL_BACKENDS] = {0};
   for (int k = 0; k < MSCCLPP_COLL_KINDS; k++) {
     mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
-    /* a bad MSCCLPP_ALGO is reported by the first call that reads it */
-    if (mscclppCollSelectForced(comm, (mscclppCollKind)k, &forced) != mscclppSuccess) return mscclppSuccess;
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, (mscclppCollKind)k, &forced));
     if (mscclppCollSelectHier(comm, (mscclppCollKind)k, forced)) continue;
     need[mscclppCollSelectBackend(comm, (mscclppCollKind)k, forced)] = 1;
   }
