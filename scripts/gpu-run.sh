@@ -83,6 +83,11 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     # the largest calls, buffers of 1 GiB (every collective; graph replay of two)
     have coll_gpu_worker && step "coll_gpu_${n}_1GiB" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((1 << 30)) big
   done
+  # rank 0 calls first, the others only once its call returned (a file as
+  # side channel): no call waits for a peer's host thread
+  for n in 2 4; do
+    have coll_gpu_worker && step "coll_gpu_order_$n" 400 mscclpp-run -n $n --timeout 390 -- "$BIN/coll_gpu_worker" $((16 << 20)) order
+  done
   # the two-phase packet allreduce forced at every size it takes (by default
   # it serves 3-4 ranks above 256 KiB, to 512 KiB)
   for n in 2 3; do
