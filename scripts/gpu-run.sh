@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|tune|collport]   (default all; collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -151,9 +151,18 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
   NLIB=$BIN/lib/libmscclpp_nccl.so
   if [ -e "$NLIB" ]; then
     step torch_test 540 python3 tests/nccl/torch_test.py --lib "$NLIB" --nprocs 2,4 --timeout 250
+    # PyTorch registering every caching-allocator segment (ncclCommRegister)
+    step torch_test_reghook 300 env TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 \
+      python3 tests/nccl/torch_test.py --lib "$NLIB" --nprocs 2 --modes eager --skip-ddp --timeout 250
     step torch_allreduce_2 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --graph --timeout 190
     step torch_allreduce_2_eager 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --timeout 190
   fi
+fi
+if [ "$what" = all ] || [ "$what" = nccl ]; then
+  # NVIDIA's nccl-tests through libmscclpp_nccl.so: the whole matrix
+  # (scripts/nccl-tests.sh says what it needs carried); its summary and logs
+  # go to $OUT
+  step nccl_tests 590 env OUT="$OUT" NCCL_TESTS_BUDGET=560 bash scripts/nccl-tests.sh all
 fi
 if [ "$what" = tune ]; then
   # Tuning experiments: the channel ping-pongs, small correctness runs of

@@ -109,6 +109,10 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state);
 /* Build the state now (every rank calls; mscclppCollPrepare). */
 mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm);
+/* Have every peer map the allocation that holds `buf` now (a registration's
+ * hint: its first zero-copy call then asks nothing). Not collective; a
+ * no-op before the state is built, or for a buffer that calls stage. */
+mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* buf);
 
 /* The GPU backend's "port" family (coll/port/; streams, scratch layout and
  * algorithms: coll/port/coll_port.h), which the selection table picks when

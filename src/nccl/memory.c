@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "coll/coll.h"
 #include "gpu/gpu_ipc.h"
 #include "nccl/nccl_internal.h"
 
@@ -90,6 +91,8 @@ NCCL_PROFILING_ALIAS(ncclMemFree);
 
 /* ---- registrations ------------------------------------------------------------------ */
 
+static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn);
+
 static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int isWindow, int winFlags,
                            struct ncclRegistration** out, const char* fn) {
   ncclResult_t res = ncclCommReady(comm, fn);
@@ -108,7 +111,17 @@ static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int i
   r->next = comm->regs;
   comm->regs = r;
   pthread_mutex_unlock(&comm->lock);
-  MSCCLPP_TRACE(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu) recorded (mscclpp needs no registration)", fn, buff, size);
+  /* Zero-copy needs no registration (peers map a buffer's allocation at
+   * its first use, coll/gpu/coll_gpu_export.c); this maps it now, so the
+   * first call on it asks nothing. Not collective: it needs only the
+   * peers' library threads, as NCCL's local registration needs only its
+   * proxy's. */
+  mscclppResult_t m = mscclppCollGpuExportHint(comm->mc, buff);
+  if (m != mscclppSuccess) {
+    (void)regRemove(comm, r, isWindow, fn);
+    return ncclErrWrap(m, "%s: peers cannot map [%p, +%zu)", fn, buff, size);
+  }
+  MSCCLPP_TRACE(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu) recorded, its allocation mapped by the peers", fn, buff, size);
   *out = r;
   return ncclSuccess;
 }

@@ -56,6 +56,11 @@ mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm) {
   (void)comm;
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL, "GPU collectives: this build has no CUDA");
 }
+mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* buf) {
+  (void)comm;
+  (void)buf;
+  return mscclppSuccess;
+}
 
 #else
 
@@ -438,6 +443,18 @@ mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm) {
   if (comm->nranks == 1 || comm->nranks > MAXR) return mscclppSuccess;
   struct mscclppCollGpu* g = NULL;
   return gpuState(comm, &g);
+}
+
+mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* buf) {
+  struct mscclppCollState* st = comm->coll;
+  struct mscclppCollGpu* g = st != NULL ? (struct mscclppCollGpu*)st->slot[MSCCLPP_COLL_BACKEND_GPU].ready : NULL;
+  if (g == NULL || buf == NULL) return mscclppSuccess;
+  struct ownBuf b;
+  int shareable = 0;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, buf, &b, &shareable));
+  if (!shareable) return mscclppSuccess;
+  uint64_t mapped[MAXR];
+  return mscclppCollGpuExport(comm, g, &b, mapped);
 }
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
