@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_ipc.h"
 
 #define EXPORT_MAGIC 0x4d585052u /* "MXPR" */
 
@@ -163,6 +164,10 @@ static void serve(struct mscclppCollGpuService* s, const struct queued* e) {
 static void* serviceMain(void* arg) {
   struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)arg;
   pthread_setname_np(pthread_self(), "mscclpp-export");
+  /* This thread's CUDA calls (opening and closing mappings) must not be
+   * refused, nor break a capture, while the application captures a CUDA
+   * graph in the global mode: a relaxed thread is exempt. */
+  (void)mscclppGpuIpcCaptureRelax();
   if (mscclppGpuSetDevice(s->device) != mscclppSuccess)
     MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the export service cannot use device %d: %s", s->rank, s->device,
                  mscclppGetLastError());
