@@ -27,6 +27,9 @@
  *    its own least traffic k·S (the input is already in the output).
  * 3. allreduce by algorithm (packet, packet2 to 2 MiB, rsag) at 1 KiB .. 8 MiB, graph times,
  *    which is what the size rule in coll_gpu.c is set from.
+ * 4. allreduce's first call on buffers new to the peers, 1 MiB .. maxBytes:
+ *    the export of its allocations included, against the same call again
+ *    and the roofline.
  * Every rank times itself; rank 0 prints the slowest rank's figures.
  */
 #include <stdio.h>
@@ -308,6 +311,38 @@ int main(int argc, char** argv) {
   memcpy(c->params.algo, saved, sizeof(saved));
   CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
+
+  /* 4. the first call on new buffers: every rank allocates its input and
+   * output anew (never seen by the peers), the ranks line up on the host,
+   * and each times its first allreduce from the call to the end of its
+   * kernel: that includes asking each peer's export service to map the two
+   * allocations (no peer's application thread takes part). Then the same
+   * call again on the same buffers, and the roofline. */
+  if (rank == 0)
+    printf("\nallreduce fp32, first call on new buffers, %d ranks (slowest rank, us)\n%10s %12s %12s %12s %10s\n",
+           nranks_, "bytes", "first us", "again us", "roofline us", "first of roofl.");
+  for (size_t bytes = (size_t)1 << 20; bytes <= maxBytes; bytes *= 16) {
+    void *fin, *fout;
+    CUDA_OK(cudaMalloc(&fin, bytes));
+    CUDA_OK(cudaMalloc(&fout, bytes));
+    CUDA_OK(cudaMemset(fin, 0, bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+    MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+    double t0 = nowUs();
+    call(0, fin, fout, bytes, s);
+    CUDA_OK(cudaStreamSynchronize(s));
+    double first = maxOver(nowUs() - t0);
+    MSCCLPP_OK(mscclppBootstrapBarrier(comm));
+    t0 = nowUs();
+    call(0, fin, fout, bytes, s);
+    CUDA_OK(cudaStreamSynchronize(s));
+    double again = maxOver(nowUs() - t0);
+    double roof = 2.0 * nranks_ * (double)bytes / copyBps * 1e6;
+    if (rank == 0) printf("%10zu %12.1f %12.1f %12.2f %9.0f%%\n", bytes, first, again, roof, 100.0 * roof / first);
+    MSCCLPP_OK(mscclppBootstrapBarrier(comm)); /* the peers are done with them */
+    CUDA_OK(cudaFree(fin));
+    CUDA_OK(cudaFree(fout));
+  }
   if (fanSrc) CUDA_OK(cudaFree(fanSrc));
   if (fanDst) CUDA_OK(cudaFree(fanDst));
   MSCCLPP_OK(mscclppCommDestroy(comm));
