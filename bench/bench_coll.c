@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GPU collectives against the HBM roofline and MSCCL++ (../shared/ANCHORS.md),
- * in one run:  mscclpp-run -n N --mps -- bench_coll [maxBytes]
+ * in one run:  mscclpp-run -n N --mps -- bench_coll [maxBytes [first]]
  *
  * 1. the roofline: a 1 GiB device-to-device cudaMemcpyAsync, timed here
  *    (bytes read + written per second);
@@ -29,7 +29,7 @@
  *    which is what the size rule in coll_gpu.c is set from.
  * 4. allreduce's first call on buffers new to the peers, 1 MiB .. maxBytes:
  *    the export of its allocations included, against the same call again
- *    and the roofline.
+ *    and the roofline ("first": the roofline and this section only).
  * Every rank times itself; rank 0 prints the slowest rank's figures.
  */
 #include <stdio.h>
@@ -170,6 +170,7 @@ static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_
 
 int main(int argc, char** argv) {
   size_t maxBytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
+  const int firstOnly = argc > 2 && strcmp(argv[2], "first") == 0; /* section 4 only */
   int dev = 0;
   int joined = benchGpuJoin(&comm, &nranks_, &dev);
   if (joined != 0) return joined;
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
     fanBulkBlocks = nsm * 3; /* 64 KiB of stages each: three per SM */
   }
   const int iters = 20;
-  for (int ag = 0; ag < 2; ag++) {
+  for (int ag = 0; ag < (firstOnly ? 0 : 2); ag++) {
     if (rank == 0)
       printf("\n%s fp32, %d ranks: time per call (slowest rank)\n%10s %12s %12s %12s %10s %12s %10s%s\n",
              ag ? "allgather (bytes: each rank's output)" : "allreduce (bytes per rank)", nranks_, "bytes",
@@ -293,7 +294,7 @@ int main(int argc, char** argv) {
   struct mscclppComm* c = (struct mscclppComm*)comm;
   char saved[sizeof(c->params.algo)];
   memcpy(saved, c->params.algo, sizeof(saved));
-  for (size_t bytes = 1024; bytes <= maxBytes && bytes <= ((size_t)8 << 20); bytes *= 2) {
+  for (size_t bytes = 1024; !firstOnly && bytes <= maxBytes && bytes <= ((size_t)8 << 20); bytes *= 2) {
     double t[3];
     for (int a = 0; a < 3; a++) {
       t[a] = 0;
