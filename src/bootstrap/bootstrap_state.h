@@ -179,6 +179,12 @@ int mscclppBsConnAddLocked(struct mscclppBootstrap* bs, struct mscclppBsConn* c)
 void mscclppBsConnRead(struct mscclppBootstrap* bs, struct mscclppBsConn* c, int oneMessage);
 void* mscclppBsProgressMain(void* arg);
 
+/* Under bs->lock (released during the calls, held again on return): give
+ * each message of `list` (linked by next; the sender's rank in its tag
+ * field) to handler fn, in order, and free it. */
+void mscclppBsHandOverLocked(struct mscclppBootstrap* bs, mscclppBootstrapHandler fn, void* arg,
+                             struct mscclppBsMsg* list);
+
 /* ---- messages.c ------------------------------------------------------------------ */
 
 /* The connection to `peer`, made (connect + handshake) if needed; the caller

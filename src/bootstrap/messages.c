@@ -424,7 +424,7 @@ mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag,
     bs->handlers[bs->nhandlers].fn = fn;
     bs->handlers[bs->nhandlers].arg = arg;
     bs->nhandlers++;
-    /* messages that came before the handler: it gets them now, in order */
+    /* messages that came before the handler: it gets them now */
     struct mscclppBsMsg* early = NULL;
     struct mscclppBsMsg** tail = &early;
     for (int peer = 0; peer < bs->nranks; peer++) {
@@ -448,19 +448,7 @@ mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag,
         m = next;
       }
     }
-    if (early != NULL) {
-      bs->handlerCalls++;
-      pthread_mutex_unlock(&bs->lock);
-      while (early != NULL) {
-        struct mscclppBsMsg* m = early;
-        early = m->next;
-        fn(arg, m->tag, m->data, m->size);
-        free(m);
-      }
-      pthread_mutex_lock(&bs->lock);
-      bs->handlerCalls--;
-      pthread_cond_broadcast(&bs->cond);
-    }
+    if (early != NULL) mscclppBsHandOverLocked(bs, fn, arg, early);
   }
   pthread_mutex_unlock(&bs->lock);
   return res;

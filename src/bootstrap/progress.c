@@ -23,6 +23,21 @@
 
 /* ---- shared helpers ------------------------------------------------------------ */
 
+void mscclppBsHandOverLocked(struct mscclppBootstrap* bs, mscclppBootstrapHandler fn, void* arg,
+                             struct mscclppBsMsg* list) {
+  bs->handlerCalls++;
+  pthread_mutex_unlock(&bs->lock);
+  while (list != NULL) {
+    struct mscclppBsMsg* m = list;
+    list = m->next;
+    fn(arg, m->tag, m->data, m->size);
+    free(m);
+  }
+  pthread_mutex_lock(&bs->lock);
+  bs->handlerCalls--;
+  pthread_cond_broadcast(&bs->cond);
+}
+
 void mscclppBsWakeProgress(struct mscclppBootstrap* bs) {
   uint64_t one = 1;
   ssize_t ignored = write(bs->wakeFd, &one, sizeof(one));
@@ -194,15 +209,8 @@ static void connDeliver(struct mscclppBootstrap* bs, struct mscclppBsConn* c) {
     if (m->flags == 0) { /* one piece in the user tag space: a handler's? */
       for (int i = 0; i < bs->nhandlers; i++) {
         if (bs->handlers[i].tag != m->tag) continue;
-        mscclppBootstrapHandler fn = bs->handlers[i].fn;
-        void* arg = bs->handlers[i].arg;
-        bs->handlerCalls++;
-        pthread_mutex_unlock(&bs->lock);
-        fn(arg, c->peer, m->data, m->size);
-        free(m);
-        pthread_mutex_lock(&bs->lock);
-        bs->handlerCalls--;
-        pthread_cond_broadcast(&bs->cond);
+        m->tag = c->peer; /* (mscclppBsHandOverLocked's list) */
+        mscclppBsHandOverLocked(bs, bs->handlers[i].fn, bs->handlers[i].arg, m);
         pthread_mutex_unlock(&bs->lock);
         return;
       }
