@@ -14,15 +14,17 @@
  *      semaphore, payload inside the trigger written by the proxy; (1d)
  *      copy engine + stream-ordered signal; (1e)/(1f) signal only, host /
  *      device semaphore.
- *      Goal <= 10 us per round trip; MSCCL++ reports 48 us.
+ *      Goal <= 10 us per round trip (MSCCL++'s figure: bench/RESULTS.md,
+ *      "bench_channel").
  *  (2) memory channel signal/wait ping-pong against the raw flag ping-pong
  *      through the same CUDA IPC mapping (volatile store to the peer, spin on
- *      a volatile load of the own flag). Goal <= 1.0 us (raw ~0.5 us on the
- *      H200 under MPS). Rows: (2a) system-scope release/acquire (forced;
- *      what channels used before the same-device check), (2) the scope the
- *      channel chose (gpu when both ranks share the device), (2c) that scope
- *      with the counters in registers (the *Counted calls), (2d) counters
- *      in registers at system scope. (2o)/(2p): the raw ORDERED ping-pong
+ *      a volatile load of the own flag). Goal <= 1.0 us (the raw
+ *      ping-pong's figure: bench/RESULTS.md, "bench_channel", row (2r)).
+ *      Rows: (2a) system-scope release/acquire (forced; what channels used
+ *      before the same-device check), (2) the scope the channel chose (gpu
+ *      when both ranks share the device), (2c) that scope with the counters
+ *      in registers (the *Counted calls), (2d) counters in registers at
+ *      system scope. (2o)/(2p): the raw ORDERED ping-pong
  *      (a release store, an acquiring spin; nothing else) at gpu / system
  *      scope -- the floor for a signal/wait that orders data.
  *  (3) put bandwidth, rank 0 -> rank 1's buffer, 1 MiB .. 1 GiB (64 MiB in

@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
     }
     CUDA_OK(cudaMemcpy(fanSrc, h, maxBytes, cudaMemcpyHostToDevice));
     free(h);
-    fanBlocks = nsm; /* one 512-thread block per SM: the best grid for this copy (RESULTS, eighth session) */
+    /* one 512-thread block per SM: the best grid for this copy (bench/HISTORY.md, "Allgather's grid") */
+    fanBlocks = nsm;
     fanBulkBlocks = nsm * 3; /* 64 KiB of stages each: three per SM */
   }
   const int iters = 20;

@@ -418,9 +418,10 @@ typedef struct {
 #define MSCCLPP_WAIT_CHECK_INTERVAL 256u
 #else
 /* Host backend: each check may yield the core (mscclppHostWaitBackoff), and
- * the thread waited for may be queued behind this one on it: bench_net's
- * ping-pong on 2 cores took a trigger 1.47 us after its push with a check
- * every 64 polls, 0.76 us with one every 8. */
+ * the thread waited for may be queued behind this one on it: in bench_net's
+ * ping-pong on 2 cores a trigger was taken sooner after its push with a
+ * check every 8 polls than with one every 64 (bench/HISTORY.md, "Figures
+ * moved out of code comments"). */
 #define MSCCLPP_WAIT_CHECK_INTERVAL 8u
 #endif
 

@@ -32,9 +32,11 @@
  * MSCCLPP_FIFO_PRECLAIM_MAX_NS claims anyway, so no pusher starves).
  * MSCCLPP_FIFO_CLAIM_FIRST_POLL is the first policy: claim first, then every
  * waiter polls the tail over PCIe itself, sleeping in between.
- * Measured on an H200 (bench/RESULTS.md, third run): with 132 pushing blocks,
- * FIRST_POLL 4.4 M/s, FIRST_SHARED 59 M/s, CHECK_FIRST 51 M/s; CHECK_FIRST's
- * extra load costs 0.26 us on a one-trigger round trip, hence the default.
+ * Measured on an H200 with 132 pushing blocks: FIRST_SHARED pushes an order
+ * of magnitude more triggers per second than FIRST_POLL, CHECK_FIRST a
+ * little fewer than FIRST_SHARED, and CHECK_FIRST's extra load lengthens a
+ * one-trigger round trip, hence the default (bench/HISTORY.md, "FIFO and
+ * proxy (issue: FIFO, proxy, semaphores)").
  * Safety never depends on the policy: a slot is written only after a tail
  * read (cached or not) showed it free.
  *
@@ -330,7 +332,9 @@ MSCCLPP_DEVICE_INLINE int mscclppFifoDevicePoll(const mscclppFifoDeviceHandle* f
 MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceSync(const mscclppFifoDeviceHandle* fifo, uint64_t position) {
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
   /* "Taken" orders nothing the caller reads, so the spin is relaxed (an
-   * acquire load per poll cost ~0.13 us per round trip on the H200). */
+   * acquire load per poll lengthened the round trip on the H200:
+   * bench/HISTORY.md, the H200 FIFO run "after the first optimisation
+   * round"). */
   while (mscclppLoadRelaxedSys64(fifo->tail) <= position) {
     mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SYNC, position);
     if (r != mscclppSuccess) return r;

@@ -92,7 +92,8 @@ typedef struct {
  * destination) happens before the proxy's write. On the GPU the trigger's
  * store cannot become visible before an earlier acquire of this thread, and
  * the proxy's write is issued after it reads the trigger: a relaxed push
- * (a release costs ~1 us of the 8-byte ping-pong). The host backend follows
+ * (a release made the 8-byte ping-pong slower: bench/HISTORY.md, "Port
+ * channels: small puts inside the trigger"). The host backend follows
  * the C11 model, where that chain needs the release (free on x86); its
  * absence was a ThreadSanitizer report. */
 #if defined(MSCCLPP_DEVICE_CUDA)

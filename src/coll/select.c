@@ -136,9 +136,11 @@ mscclppResult_t mscclppCollSelectForced(struct mscclppComm* comm, mscclppCollKin
 static int spansHosts(const struct mscclppComm* comm) { return comm->localNranks != comm->nranks; }
 
 int mscclppCollSelectHier(const struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo forced) {
-  /* On the H200 with 4 ranks as 2 pretend hosts the hierarchy took half the
-   * flat path's time (bench/RESULTS.md, seventh session): the default on
-   * both backends. */
+  /* On the H200 with 4 ranks as 2 pretend hosts the hierarchy took less
+   * time than the flat path at every size measured (bench/RESULTS.md,
+   * "mscclpp-perf", the pretend-host column; bench/HISTORY.md, "The
+   * hierarchical allreduce on GPUs: found and fixed"): the default on both
+   * backends. */
   return kind == MSCCLPP_COLL_ALLREDUCE && spansHosts(comm) &&
          (forced == MSCCLPP_COLL_ALGO_AUTO || forced == MSCCLPP_COLL_ALGO_HIER);
 }
@@ -159,18 +161,20 @@ mscclppCollBackend mscclppCollSelectBackend(const struct mscclppComm* comm, mscc
 
 /* Bytes of input up to which allreduce uses LL packets rather than the
  * direct kernel (two barriers): where the two cross on the H200 (bench_coll's
- * "by algorithm" table, bench/RESULTS.md, packet grid of SMs / ranks sharing
- * the GPU). Packets cost k-1 remote writes of twice the data per rank, so
- * the crossing comes earlier with more ranks. */
+ * "by algorithm" table with a packet grid of SMs / ranks sharing the GPU:
+ * bench/HISTORY.md, "Collectives: packet grids"). Packets cost k-1 remote
+ * writes of twice the data per rank, so the crossing comes earlier with more
+ * ranks. */
 static uint64_t packetMaxBytes(int nranks) {
   return nranks <= 2 ? (512u << 10) : nranks <= 4 ? (256u << 10) : (64u << 10);
 }
 
-/* Two-phase packets for 3-4 ranks, from the one-shot's reach to here. H200,
- * 4 ranks, graph us (bench_coll's algorithm table, bench/RESULTS.md):
- * 512 KiB packet 13.1 / packet2 9.0 / rsag 10.5; 256 KiB 6.9 / 7.9 / 10.2;
- * 1 MiB 22.4 / 13.7 / 11.1. Two ranks: packet2 never wins; more than 4: not
- * measured. */
+/* Two-phase packets for 3-4 ranks, from the one-shot's reach to here: on
+ * the H200 with 4 ranks packet2 beat both the one-shot packets and rsag at
+ * 512 KiB; at 256 KiB it did not win in every run, so the one-shot keeps
+ * it, and at 1 MiB rsag is faster (bench_coll's algorithm table:
+ * bench/HISTORY.md, "Collectives: a two-phase packet allreduce for 3-4
+ * ranks"). Two ranks: packet2 never wins; more than 4: not measured. */
 #define PACKET2_MAX_BYTES ((uint64_t)512 << 10)
 _Static_assert(PACKET2_MAX_BYTES <= MSCCLPP_COLL_GPU_LL2_MAX_BYTES, "the two-phase slots hold the message");
 

@@ -26,13 +26,15 @@ int mscclppDeadlineRemainingMs(mscclppDeadline d);
 /* Yielding a core only while that lets another thread run (the host
  * backend's spinning threads usually outnumber the cores). A yield that
  * hands the core over takes the other thread's turn, microseconds; one with
- * nobody else runnable on this core returns at once (0.17 us on the 2-core
- * CI machine) and only costs the spinner its next polls. mscclppYieldGated
- * yields and times the yield; after MSCCLPP_YIELD_FAST_RUN fast ones in a
- * row it skips yields for `sparseNs` after the last, until one is slow
- * (someone wanted the core): then it yields on every call again. A thread
- * that newly queues behind the caller waits at most sparseNs once. Start
- * with a zeroed gate; one gate per thread. */
+ * nobody else runnable on this core returns at once (bench/HISTORY.md,
+ * "Network transport on the GPU machine's CPUs", the breakdown of one hop
+ * on the 2-core machine) and only costs the spinner its next polls.
+ * mscclppYieldGated yields and times the yield; after
+ * MSCCLPP_YIELD_FAST_RUN fast ones in a row it skips yields for `sparseNs`
+ * after the last, until one is slow (someone wanted the core): then it
+ * yields on every call again. A thread that newly queues behind the caller
+ * waits at most sparseNs once. Start with a zeroed gate; one gate per
+ * thread. */
 #define MSCCLPP_YIELD_FAST_NS 1000u
 #define MSCCLPP_YIELD_FAST_RUN 32u
 struct mscclppYieldGate {

@@ -19,17 +19,20 @@ uint64_t mscclppHostClockNs(void) { return mscclppTimeNs(); }
 
 /* Host-backend waits yield only while that lets another thread run
  * (mscclppYieldGated); with nobody else wanting the core, once every 20 us.
- * Per thread: its waits share its core. A 1 us interval cost the memory
- * channel's host ping-pong 0.25 us on 16 cores (0.54-0.68 against
- * 0.29-0.41 us; 20 us: 0.37-0.41), bench/RESULTS.md. */
+ * Per thread: its waits share its core. A 1 us interval made the memory
+ * channel's host ping-pong slower on 16 cores; 20 us left it where it was
+ * (bench/HISTORY.md, "Network transport on the GPU machine's CPUs", the
+ * runs that committed the 20 us interval: bench_channel_host; and "Figures
+ * moved out of code comments"). */
 #define WAIT_SPARSE_YIELD_NS 20000u
 static __thread struct mscclppYieldGate waitYield;
 
 void mscclppHostWaitBackoff(uint64_t waitedNs) {
   /* Yield-only for the first millisecond: a sleep costs at least the timer
    * slack (50 us), which a host-backend ping-pong over the network pays on
-   * every hop (bench_net: 20 us with yields, 70-100 us with sleeps after
-   * 20 us). */
+   * every hop (bench_net's ping-pong was several times slower with sleeps
+   * after 20 us than with yields: bench/HISTORY.md, "Figures moved out of
+   * code comments"). */
   if (waitedNs < 1000000) {
     mscclppYieldGated(&waitYield, WAIT_SPARSE_YIELD_NS);
     return;

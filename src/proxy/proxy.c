@@ -28,11 +28,11 @@
  * that lets another thread run there (mscclppYieldGated). The "kernels" are
  * threads that often outnumber the cores, and the one this proxy waits for
  * may be queued behind it on its core (bench_net's 8-byte ping-pong, 2
- * ranks on 2 cores: a yield every 256 passes -> 250 us, every 16 -> 30 us,
- * every pass -> 20 us, before the waits yielded too). With nobody else
- * runnable here a yield is still most of an idle pass (0.17 us of the
- * network's ~0.5 us), which delays seeing a trigger or a completion: then
- * it yields once every PROXY_HOST_SPARSE_YIELD_NS. */
+ * ranks on 2 cores, before the waits yielded too: the rarer the proxy's
+ * yields, the slower). With nobody else runnable here a yield is still most
+ * of an idle pass, which delays seeing a trigger or a completion: then it
+ * yields once every PROXY_HOST_SPARSE_YIELD_NS. Figures: bench/HISTORY.md,
+ * "Figures moved out of code comments". */
 #define PROXY_HOST_SPARSE_YIELD_NS 20000u
 /* Largest tuning.stalePauseNs (1 ms). */
 #define PROXY_MAX_STALE_PAUSE_NS 1000000u
@@ -158,8 +158,9 @@ static void threadSetup(struct mscclppProxy* p) {
    * (on streams of its own) must not be refused while an application
    * thread captures one in cudaStreamCaptureModeGlobal: relaxed capture
    * interaction for the thread's lifetime. (Refused queries failed the GPU
-   * collectives across pretend hosts once port channels signalled faster,
-   * bench/RESULTS.md.) */
+   * collectives across pretend hosts once port channels signalled faster:
+   * bench/HISTORY.md, "Collectives across pretend hosts: proxy threads and
+   * graph capture".) */
   if (p->device >= 0) (void)mscclppGpuIpcCaptureRelax();
 }
 

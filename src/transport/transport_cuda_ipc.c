@@ -180,8 +180,9 @@ static int ipcAvailable(const struct mscclppEndpoint* local, int wanted) {
 
 /* Semaphores left to the library live in pinned host memory: a signal with
  * nothing in flight is then one CPU store (no driver call; the kernel polls
- * it over PCIe), one behind copies a stream-ordered write. 8-byte ping-pong
- * 7.4 us against 12.2 us in device memory (bench/RESULTS.md). */
+ * it over PCIe), one behind copies a stream-ordered write. The 8-byte
+ * ping-pong is faster this way than with the semaphore in device memory
+ * (bench/RESULTS.md, "bench_channel", rows (1a) and (1b)). */
 static const struct mscclppTransportAttrs ipcAttrs = {
     .caps = MSCCLPP_TRANSPORT_CAP_WRITE_INLINE | MSCCLPP_TRANSPORT_CAP_PEER_STORE,
     .semDevice = MSCCLPP_TRANSPORT_SEM_DEVICE,

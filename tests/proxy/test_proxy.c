@@ -632,12 +632,13 @@ static void testYieldGate(void) {
 /* The producer and the proxy pinned to one CPU (the proxy thread inherits
  * its creator's affinity): every round trip needs the idle proxy to hand
  * the core back. A proxy that stopped yielding on a shared core holds it
- * for a scheduler slice per round trip (4 ms measured on the 2-core CI
- * machine); one that yields only every PROXY_HOST_SPARSE_YIELD_NS (as it
- * may while nobody else wants its core), about that: 22 us. Yielding on
- * every idle pass, a round trip costs a few switches: 1.3 us there. The
- * best of several batches is checked, so that a load burst in one does not
- * fail the test. */
+ * for a scheduler slice per round trip (milliseconds); one that yields only
+ * every PROXY_HOST_SPARSE_YIELD_NS (as it may while nobody else wants its
+ * core), about that interval. Yielding on every idle pass, a round trip
+ * costs a few switches, well under the bound checked below (figures of the
+ * 2-core CI machine: bench/HISTORY.md, "Figures moved out of code
+ * comments"). The best of several batches is checked, so that a load burst
+ * in one does not fail the test. */
 static void testSharedCoreRoundTrips(void) {
   cpu_set_t saved, one;
   CHECK(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0);

@@ -131,8 +131,9 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
    * (a hierarchy's child, an ncclCommSplit) said so. */
   MSCCLPP_RETURN_ON_ERROR(mscclppCommGpuShare(comm, &g->sharing));
   /* The packet grid: an SM's worth per block, as many as stay resident with
-   * every rank's blocks (16 blocks: 512 KiB took 11.5 us with 2 ranks; 64:
-   * 5.4 us; no change at 8-64 KiB), or MSCCLPP_COLL_PACKET_BLOCKS. */
+   * every rank's blocks (more blocks than 16 made the mid sizes much faster
+   * and left 8-64 KiB where they were: bench/HISTORY.md, "Collectives:
+   * packet grids"), or MSCCLPP_COLL_PACKET_BLOCKS. */
   uint32_t cap = (uint32_t)(g->nsm / g->sharing);
   if (cap > MSCCLPP_COLL_GPU_MAX_BLOCKS) cap = MSCCLPP_COLL_GPU_MAX_BLOCKS;
   g->packetBlocks = comm->params.collPacketBlocks > 0 && (uint32_t)comm->params.collPacketBlocks < cap
@@ -216,7 +217,9 @@ static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64
 
 /* The grid of every packet kernel. */
 #define PACKET_SMALL_BYTES (4u << 10) /* one block of MSCCLPP_COLL_GPU_PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
-#define PACKET_MID_BYTES (64u << 10)  /* up to here 16 blocks: 4 ranks, 64 KiB took 4.9 us on 16, 5.3-5.5 on 33 */
+/* Up to here 16 blocks: with 4 ranks, 64 KiB is faster on 16 than on 33
+ * (bench/HISTORY.md, "Collectives: packet grids"). */
+#define PACKET_MID_BYTES (64u << 10)
 #define PACKET_MID_BLOCKS 16u
 _Static_assert(PACKET_MID_BYTES * 2 <= MSCCLPP_COLL_GPU_LLMID_SLOT, "a mid message fits one slot of packets");
 
@@ -286,11 +289,11 @@ static void directGrid(struct mscclppCollGpu* g, const struct mscclppCollArgs* a
     /* fan-out copies (one read, every output written): one block of 512
      * threads per SM among the ranks sharing the GPU. Fewer accesses in
      * flight than the full grid below reach more of HBM's rate for this
-     * mix, and the smaller blocks meet at the barriers sooner (H200, 256
-     * MiB allgather: 88% -> 89-90% of its roofline with 2 ranks, 87% -> 88%
-     * with 4; 1 KiB 0.3-0.4 us faster). The reductions lose bandwidth on
-     * this grid (256 MiB allreduce 287 -> 314 us), so they keep the full
-     * one. bench/RESULTS.md, eighth session. */
+     * mix, and the smaller blocks meet at the barriers sooner (on the H200
+     * a 256 MiB allgather came closer to its roofline with 2 and 4 ranks,
+     * and small ones got faster). The reductions lose bandwidth on this
+     * grid, so they keep the full one. bench/HISTORY.md, "Allgather's grid"
+     * and "Figures moved out of code comments". */
     L->nthreads = 512;
     L->nblocks = blocksFor(g, work, 32u << 10, 1);
   } else {

@@ -34,9 +34,10 @@ typedef struct mscclppCollGpuLaunch Launch;
  * the kernel before it on its stream is still finishing; this waits until
  * that kernel has completed and its writes are visible. Nothing is read or
  * written before it, so the stream's order holds for all memory and only
- * the launch's latency overlaps the previous kernel's end (H200, allreduce
- * 1 KiB: 3.55 -> 3.05 us with 4 ranks, 2.70 -> 2.28 with 2; bench/RESULTS.md,
- * eighth session). The kernels never let the next one start early
+ * the launch's latency overlaps the previous kernel's end, which shortens
+ * every small call (H200: bench/HISTORY.md, "Where a small allreduce's time
+ * goes" and "Figures moved out of code comments"). The kernels never let the
+ * next one start early
  * (griddepcontrol.launch_dependents): its blocks would wait on SMs that
  * another rank's blocks of this call may still need, and calls hung so.
  * A no-op for a plain launch and before compute capability 9.0. */
@@ -300,8 +301,9 @@ static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint6
 }
 
 /* Ranks up to which the packet allreduce polls all peers' packets together
- * (more do not fit the registers; with 4 ranks on one H200 it took 1 KiB
- * from 5.1-5.9 to 4.4-4.7 us, bench/RESULTS.md). */
+ * (more do not fit the registers; with 4 ranks on one H200 it made the small
+ * sizes faster: bench/HISTORY.md, "Collectives (issue: collectives)", the
+ * A/B of loading all missing packets before checking any). */
 #define LL_POLL_TOGETHER 4
 
 /* Poll the packets at index i of the slots of the ranks in `missing` (a

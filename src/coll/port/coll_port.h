@@ -18,7 +18,8 @@
  * outbox itself and the data lands in the inbox, with no CUDA copy or
  * stream on the way. A copy the proxy queues while the application's
  * kernels spin can wait behind them (the hierarchical allreduce's
- * cross-host step did, bench/RESULTS.md), and staging through a bounce
+ * cross-host step did: bench/HISTORY.md, "The hierarchical allreduce on
+ * GPUs: found and fixed"), and staging through a bounce
  * buffer would cost a device copy per chunk anyway.
  * Rank a's chunks to rank b form one stream: chunk c is written by a's
  * kernel into outbox[b][c % NBUF], put (with a signal) by a's proxy into

@@ -33,9 +33,12 @@
  *          signal, the injected write alone. Staged destinations, and
  *          signals while staged messages are outstanding, travel the ring
  *          as one INLINE slot (bytes and signal in the header). On the
- *          H200 VM's CPUs the second-target form took the 8-byte
- *          putWithSignal ping-pong from 1.55-1.60x a raw fi_inject_write
- *          ping-pong to 1.06-1.18x (bench/RESULTS.md, 2026-12-03).
+ *          H200 VM's CPUs the second-target form brought the 8-byte
+ *          putWithSignal ping-pong within its goal against a raw
+ *          fi_inject_write ping-pong, which the CQ-data form missed
+ *          (bench/RESULTS.md, "bench_net"; bench/HISTORY.md, "Network
+ *          transport: what the inline put's message costs, and a cheaper
+ *          one").
  * flush  - wait until every operation of the connection has completed
  *          locally (sources reusable); reads the completion queue while
  *          waiting; bounded and abortable.
