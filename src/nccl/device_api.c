@@ -43,10 +43,11 @@ NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct
                                                  struct ncclDevResourceRequirements* outReq);
 
 static ncclResult_t unsupported(const char* fn) {
-  return ncclErr(ncclInvalidUsage,
-                 "%s: NCCL's device API (device communicators, symmetric-memory kernels) is not supported by mscclpp; "
-                 "set MSCCLPP_NCCL_FALLBACK to NVIDIA's libnccl.so.2 to run it there",
-                 fn);
+  return mscclppNcclErr(
+      ncclInvalidUsage,
+      "%s: NCCL's device API (device communicators, symmetric-memory kernels) is not supported by mscclpp; "
+      "set MSCCLPP_NCCL_FALLBACK to NVIDIA's libnccl.so.2 to run it there",
+      fn);
 }
 
 /* The fallback's function `name` when comm has a fallback communicator. */

@@ -24,7 +24,7 @@
 const char* const ncclOpNames[NCCL_OP_KINDS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                                                 "alltoall",  "gather",    "scatter",       "send",      "recv"};
 
-static ncclResult_t fromM(mscclppResult_t r) { return ncclFromMscclpp(r); }
+static ncclResult_t fromM(mscclppResult_t r) { return mscclppNcclFromMscclpp(r); }
 
 static int isP2p(enum ncclOpKind k) {
   return k == NCCL_OP_SEND || k == NCCL_OP_RECV || k == NCCL_OP_GATHER || k == NCCL_OP_SCATTER;
@@ -35,7 +35,7 @@ static ncclResult_t runPreMul(const struct ncclOp* o, const struct ncclUserOp* u
   struct ncclComm* comm = o->comm;
   size_t inElems = o->kind == NCCL_OP_REDUCESCATTER ? o->count * (size_t)comm->nranks : o->count;
   if (inElems == 0) return ncclSuccess;
-  if (o->send == NULL) return ncclErr(ncclInvalidArgument, "%s: sendbuff is NULL", ncclOpNames[o->kind]);
+  if (o->send == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: sendbuff is NULL", ncclOpNames[o->kind]);
   void* tmp = NULL;
   ncclResult_t res = ncclTempAlloc(comm, inElems * ts, o->stream, &tmp);
   if (res != ncclSuccess) return res;
@@ -70,7 +70,8 @@ static ncclResult_t runColl(const struct ncclOp* o) {
     if (res != ncclSuccess) return res;
     if (isUser) {
       size_t ts = mscclppDataTypeSize(t);
-      if (ts == 0) return ncclErr(ncclInvalidArgument, "%s: unknown data type %d", ncclOpNames[o->kind], (int)o->type);
+      if (ts == 0)
+        return mscclppNcclErr(ncclInvalidArgument, "%s: unknown data type %d", ncclOpNames[o->kind], (int)o->type);
       return runPreMul(o, &uop, ts);
     }
   }
@@ -106,9 +107,9 @@ static ncclResult_t queueP2p(const struct ncclOp* o, mscclppStream_t s) {
     case NCCL_OP_RECV: return fromM(mscclppRecv(o->recv, o->count, t, o->root, mc, s));
     case NCCL_OP_GATHER:
     case NCCL_OP_SCATTER: {
-      if (ts == 0) return ncclErr(ncclInvalidArgument, "%s: unknown data type %d", fn, (int)o->type);
+      if (ts == 0) return mscclppNcclErr(ncclInvalidArgument, "%s: unknown data type %d", fn, (int)o->type);
       if (o->root < 0 || o->root >= comm->nranks)
-        return ncclErr(ncclInvalidArgument, "%s: root %d is not a rank of 0..%d", fn, o->root, comm->nranks - 1);
+        return mscclppNcclErr(ncclInvalidArgument, "%s: root %d is not a rank of 0..%d", fn, o->root, comm->nranks - 1);
       if (o->count == 0) return ncclSuccess;
       int gather = o->kind == NCCL_OP_GATHER;
       size_t bytes = o->count * ts;
@@ -117,7 +118,8 @@ static ncclResult_t queueP2p(const struct ncclOp* o, mscclppStream_t s) {
                       : fromM(mscclppRecv(o->recv, o->count, t, o->root, mc, s));
       /* the root: one receive (gather) or send (scatter) per rank */
       uint8_t* many = gather ? (uint8_t*)o->recv : (uint8_t*)(uintptr_t)o->send;
-      if (many == NULL) return ncclErr(ncclInvalidArgument, "%s: the root's %s is NULL", fn, gather ? "recvbuff" : "sendbuff");
+      if (many == NULL)
+        return mscclppNcclErr(ncclInvalidArgument, "%s: the root's %s is NULL", fn, gather ? "recvbuff" : "sendbuff");
       for (int r = 0; r < comm->nranks; r++) {
         uint8_t* slot = many + (size_t)r * bytes;
         mscclppResult_t m;
@@ -132,7 +134,7 @@ static ncclResult_t queueP2p(const struct ncclOp* o, mscclppStream_t s) {
       }
       return ncclSuccess;
     }
-    default: return ncclErr(ncclInternalError, "queueP2p: operation %d", (int)o->kind);
+    default: return mscclppNcclErr(ncclInternalError, "queueP2p: operation %d", (int)o->kind);
   }
 }
 
@@ -161,7 +163,7 @@ static ncclResult_t joinStreams(const struct ncclOp* ops, int nops, cudaStream_t
     if (e == cudaSuccess) e = cudaStreamWaitEvent(to, ev, 0);
     (void)cudaEventDestroy(ev);
     if (e != cudaSuccess)
-      return ncclErr(ncclUnhandledCudaError, "ordering a group's streams: %s", cudaGetErrorString(e));
+      return mscclppNcclErr(ncclUnhandledCudaError, "ordering a group's streams: %s", cudaGetErrorString(e));
   }
   return ncclSuccess;
 }

@@ -59,8 +59,8 @@ static int fbLoaded;
 static ncclResult_t loadLocked(const char* path) {
   if (fbLoaded) {
     if (strcmp(fb.path, path) != 0)
-      return ncclErr(ncclInvalidUsage, "MSCCLPP_NCCL_FALLBACK=%s, but %s is already loaded (one per process)", path,
-                     fb.path);
+      return mscclppNcclErr(ncclInvalidUsage, "MSCCLPP_NCCL_FALLBACK=%s, but %s is already loaded (one per process)",
+                            path, fb.path);
     return ncclSuccess;
   }
   (void)dlerror();
@@ -73,7 +73,7 @@ static ncclResult_t loadLocked(const char* path) {
 #endif
   if (h == NULL) {
     const char* why = dlerror();
-    return ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s: cannot load it: %s", path, why ? why : "?");
+    return mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s: cannot load it: %s", path, why ? why : "?");
   }
   void* theirs = dlsym(h, "ncclGetVersion");
   ncclResult_t (*ourGetVersion)(int*) = ncclGetVersion;
@@ -81,9 +81,9 @@ static ncclResult_t loadLocked(const char* path) {
   memcpy(&ours, &ourGetVersion, sizeof(ours));
   if (theirs == NULL || theirs == ours) {
     dlclose(h);
-    return ncclErr(ncclInvalidArgument,
-                   "MSCCLPP_NCCL_FALLBACK=%s is %s: give the full path of NVIDIA's libnccl.so.2", path,
-                   theirs == NULL ? "not an NCCL library (no ncclGetVersion)" : "this library itself");
+    return mscclppNcclErr(ncclInvalidArgument,
+                          "MSCCLPP_NCCL_FALLBACK=%s is %s: give the full path of NVIDIA's libnccl.so.2", path,
+                          theirs == NULL ? "not an NCCL library (no ncclGetVersion)" : "this library itself");
   }
   memset(&fb, 0, sizeof(fb));
   fb.handle = h;
@@ -113,7 +113,8 @@ static ncclResult_t loadLocked(const char* path) {
       fb.groupEnd == NULL) {
     dlclose(h);
     memset(&fb, 0, sizeof(fb));
-    return ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s lacks ncclGetUniqueId/ncclCommInitRank/...", path);
+    return mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s lacks ncclGetUniqueId/ncclCommInitRank/...",
+                          path);
   }
   fbLoaded = 1;
   MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "fallback NCCL %d loaded from %s", fb.version, path);
@@ -167,10 +168,10 @@ ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
           found = 1;
         }
       if (!found)
-        return ncclErr(ncclInvalidArgument,
-                       "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\": unknown operation \"%.*s\" (allreduce, allgather, "
-                       "reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, all)",
-                       list, (int)len, s);
+        return mscclppNcclErr(ncclInvalidArgument,
+                              "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\": unknown operation \"%.*s\" (allreduce, allgather, "
+                              "reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, all)",
+                              list, (int)len, s);
     }
     s = end != NULL ? end + 1 : NULL;
   }
@@ -199,17 +200,17 @@ ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm) {
                                         : (r == comm->rank
                                                ? mscclppBootstrapRecv(comm->mc, 0, TAG_FALLBACK_ID, &msg, sizeof(msg))
                                                : mscclppSuccess);
-    if (m != mscclppSuccess) return ncclFromMscclpp(m);
+    if (m != mscclppSuccess) return mscclppNcclFromMscclpp(m);
   }
   if (msg.status != ncclSuccess)
-    return ncclErr((ncclResult_t)msg.status, "fallback NCCL %s: ncclGetUniqueId failed on rank 0: %s", f->path,
-                   f->getErrorString ? f->getErrorString((ncclResult_t)msg.status) : "?");
+    return mscclppNcclErr((ncclResult_t)msg.status, "fallback NCCL %s: ncclGetUniqueId failed on rank 0: %s", f->path,
+                          f->getErrorString ? f->getErrorString((ncclResult_t)msg.status) : "?");
   void* real = NULL;
   res = f->commInitRank(&real, comm->nranks, msg.id, comm->rank);
   if (res != ncclSuccess)
-    return ncclErr(res, "fallback NCCL %s: ncclCommInitRank (rank %d of %d) failed: %s: %s", f->path, comm->rank,
-                   comm->nranks, f->getErrorString ? f->getErrorString(res) : "?",
-                   f->getLastError ? f->getLastError(NULL) : "");
+    return mscclppNcclErr(res, "fallback NCCL %s: ncclCommInitRank (rank %d of %d) failed: %s: %s", f->path, comm->rank,
+                          comm->nranks, f->getErrorString ? f->getErrorString(res) : "?",
+                          f->getLastError ? f->getLastError(NULL) : "");
   comm->real = real;
   return ncclSuccess;
 }
@@ -231,7 +232,8 @@ ncclResult_t ncclFallbackGroup(int start) {
 ncclResult_t ncclFallbackRun(const struct ncclOp* o) {
   void* rc = o->comm->real;
   if (rc == NULL || !fbLoaded)
-    return ncclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)", ncclOpNames[o->kind]);
+    return mscclppNcclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)",
+                          ncclOpNames[o->kind]);
   int have = 0;
   ncclResult_t res = ncclInternalError;
   switch (o->kind) {
@@ -274,10 +276,10 @@ ncclResult_t ncclFallbackRun(const struct ncclOp* o) {
     default: break;
   }
   if (!have)
-    return ncclErr(ncclInvalidUsage, "%s: the fallback NCCL (%s, version %d) does not have it", ncclOpNames[o->kind],
-                   fb.path, fb.version);
+    return mscclppNcclErr(ncclInvalidUsage, "%s: the fallback NCCL (%s, version %d) does not have it",
+                          ncclOpNames[o->kind], fb.path, fb.version);
   if (res != ncclSuccess && res != ncclInProgress)
-    return ncclErr(res, "%s on the fallback NCCL failed: %s", ncclOpNames[o->kind],
-                   fb.getLastError ? fb.getLastError(rc) : "");
+    return mscclppNcclErr(res, "%s on the fallback NCCL failed: %s", ncclOpNames[o->kind],
+                          fb.getLastError ? fb.getLastError(rc) : "");
   return res;
 }

@@ -40,7 +40,7 @@ static ncclResult_t grow(void** arr, int* cap, int need, size_t elem) {
   int nc = *cap ? *cap * 2 : 64;
   while (nc < need) nc *= 2;
   void* p = realloc(*arr, (size_t)nc * elem);
-  if (p == NULL) return ncclErr(ncclSystemError, "out of memory recording a group's calls");
+  if (p == NULL) return mscclppNcclErr(ncclSystemError, "out of memory recording a group's calls");
   *arr = p;
   *cap = nc;
   return ncclSuccess;
@@ -79,7 +79,7 @@ static void* commRunMain(void* arg) {
   struct commRun* cr = (struct commRun*)arg;
   struct ncclComm* comm = cr->ops[0].comm;
   cr->res = ncclSuccess;
-  if (comm->device >= 0) cr->res = ncclFromMscclpp(mscclppGpuSetDevice(comm->device));
+  if (comm->device >= 0) cr->res = mscclppNcclFromMscclpp(mscclppGpuSetDevice(comm->device));
   if (cr->res == ncclSuccess) cr->res = ncclOpsRun(cr->ops, cr->nops);
   if (cr->res != ncclSuccess) snprintf(cr->error, sizeof(cr->error), "%s", mscclppGetLastError());
   return NULL;
@@ -101,7 +101,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
   if (sorted == NULL || runs == NULL) {
     free(sorted);
     free(runs);
-    return ncclErr(ncclSystemError, "out of memory running a group");
+    return mscclppNcclErr(ncclSystemError, "out of memory running a group");
   }
   int k = 0, r = 0;
   for (int i = 0; i < n; i++) {
@@ -118,7 +118,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
   for (int i = 0; i < ncomms; i++) {
     int err = pthread_create(&runs[i].thread, NULL, commRunMain, &runs[i]);
     if (err != 0) {
-      res = ncclErr(ncclSystemError, "cannot start a thread for a group's communicator: %s", strerror(err));
+      res = mscclppNcclErr(ncclSystemError, "cannot start a thread for a group's communicator: %s", strerror(err));
       break;
     }
     runs[i].started = 1;
@@ -128,7 +128,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
     pthread_join(runs[i].thread, NULL);
     if (res == ncclSuccess && runs[i].res != ncclSuccess) {
       res = runs[i].res;
-      (void)ncclErrAgain(res, "%s", runs[i].error); /* logged on the worker thread */
+      (void)mscclppNcclErrAgain(res, "%s", runs[i].error); /* logged on the worker thread */
     }
   }
   free(sorted);
@@ -149,13 +149,13 @@ static ncclResult_t runJoins(struct ncclComm** list, int n) {
     while (list[i]->joining) pthread_cond_wait(&list[i]->cond, &list[i]->lock);
     ncclResult_t st = list[i]->initState;
     pthread_mutex_unlock(&list[i]->lock);
-    if (res == ncclSuccess && st != ncclSuccess) res = ncclErrAgain(st, "ncclGroupEnd: %s", list[i]->initError);
+    if (res == ncclSuccess && st != ncclSuccess) res = mscclppNcclErrAgain(st, "ncclGroupEnd: %s", list[i]->initError);
   }
   return res;
 }
 
 ncclResult_t ncclGroupEnd(void) {
-  if (depth == 0) return ncclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (depth == 0) return mscclppNcclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
   /* take the lists: what runs below may start groups of its own */
   struct ncclOp* myOps = ops;
@@ -183,7 +183,7 @@ NCCL_PROFILING_ALIAS(ncclGroupEnd);
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   (void)simInfo;
-  if (depth == 0) return ncclErr(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  if (depth == 0) return mscclppNcclErr(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
   if (--depth == 0) {
     /* nothing runs: drop the record (recorded inits fail, saying so) */
     for (int i = 0; i < njoins; i++) {
@@ -200,7 +200,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     joins = NULL;
     nops = capOps = njoins = capJoins = 0;
   }
-  return ncclErr(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by mscclpp (it has no cost model); the "
-                                   "group was ended without running its operations");
+  return mscclppNcclErr(ncclInvalidUsage,
+                        "ncclGroupSimulateEnd is not supported by mscclpp (it has no cost model); the "
+                        "group was ended without running its operations");
 }
 NCCL_PROFILING_ALIAS(ncclGroupSimulateEnd);

@@ -33,7 +33,7 @@
 
 /* ---- errors ------------------------------------------------------------------------ */
 
-ncclResult_t ncclFromMscclpp(mscclppResult_t res) {
+ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res) {
   switch (res) {
     case mscclppSuccess: return ncclSuccess;
     case mscclppUnhandledCudaError: return ncclUnhandledCudaError;
@@ -66,10 +66,10 @@ ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t re
   va_start(ap, fmt);
   vsnprintf(context, sizeof(context), fmt, ap);
   va_end(ap);
-  return ncclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
+  return mscclppNcclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
 }
 
-ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) {
+ncclResult_t mscclppNcclErrAgain(ncclResult_t res, const char* fmt, ...) {
   char text[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -80,7 +80,7 @@ ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) {
 }
 
 /* Pass an mscclpp failure up as NCCL's status (already logged and recorded). */
-static ncclResult_t fromM(mscclppResult_t res) { return ncclFromMscclpp(res); }
+static ncclResult_t fromM(mscclppResult_t res) { return mscclppNcclFromMscclpp(res); }
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
@@ -119,14 +119,14 @@ NCCL_API void ncclResetDebugInitInternal(void);
 void ncclResetDebugInitInternal(void) { ncclResetDebugInit(); }
 
 ncclResult_t ncclGetVersion(int* version) {
-  if (version == NULL) return ncclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  if (version == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclGetVersion);
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
-  if (uniqueId == NULL) return ncclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  if (uniqueId == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
   _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclppUniqueId), "unique id sizes");
   mscclppUniqueId id;
   mscclppResult_t res = mscclppGetUniqueId(&id);
@@ -139,9 +139,9 @@ NCCL_PROFILING_ALIAS(ncclGetUniqueId);
 /* ---- the wrapper -------------------------------------------------------------------- */
 
 ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn) {
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
   if (comm->magic != NCCL_COMM_MAGIC)
-    return ncclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
   return ncclSuccess;
 }
 
@@ -162,23 +162,23 @@ ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn) {
   int notStarted = comm->joining && !comm->joinThreadStarted;
   pthread_mutex_unlock(&comm->lock);
   if (notStarted)
-    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; use it after ncclGroupEnd",
-                   fn);
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator is created by the enclosing group; use it after ncclGroupEnd", fn);
   waitJoined(comm);
   pthread_mutex_lock(&comm->lock);
   ncclResult_t state = comm->initState;
   int finalized = comm->finalized;
   pthread_mutex_unlock(&comm->lock);
   if (state != ncclSuccess)
-    return ncclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
-  if (finalized) return ncclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
+    return mscclppNcclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
+  if (finalized) return mscclppNcclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
   return ncclSuccess;
 }
 
 static ncclResult_t commNew(int nranks, int rank, int device, int blocking, const char* name,
                             struct ncclComm** out) {
   struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof(*c));
-  if (c == NULL) return ncclErr(ncclSystemError, "out of memory for a communicator");
+  if (c == NULL) return mscclppNcclErr(ncclSystemError, "out of memory for a communicator");
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cond, NULL);
   c->magic = NCCL_COMM_MAGIC;
@@ -222,14 +222,15 @@ static ncclResult_t readConfig(const ncclConfig_t* config, const char* fn, int d
   *name = NULL;
   if (config == NULL) return ncclSuccess;
   if (config->magic != NCCL_CONFIG_MAGIC)
-    return ncclErr(ncclInvalidArgument,
-                   "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER", fn,
-                   config->magic, NCCL_CONFIG_MAGIC);
+    return mscclppNcclErr(ncclInvalidArgument,
+                          "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER",
+                          fn, config->magic, NCCL_CONFIG_MAGIC);
   if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return ncclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn, config->size);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn,
+                          config->size);
   if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
     if (config->blocking != 0 && config->blocking != 1)
-      return ncclErr(ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", fn, config->blocking);
+      return mscclppNcclErr(ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", fn, config->blocking);
     *blocking = config->blocking;
   }
   if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(const char*)) *name = config->commName;
@@ -267,8 +268,9 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
     res = ncclFallbackCommCreate(comm);
     comm->mc = NULL;
   } else if (res == ncclSuccess && comm->fallbackOps != 0) {
-    res = ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\" is set but MSCCLPP_NCCL_FALLBACK is not",
-                  params.ncclFallbackOps);
+    res =
+        mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\" is set but MSCCLPP_NCCL_FALLBACK is not",
+                       params.ncclFallbackOps);
   }
   if (res != ncclSuccess) {
     (void)mscclppCommDestroy(mc);
@@ -317,8 +319,8 @@ ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
   if (err == 0) comm->joinThreadStarted = 1;
   pthread_mutex_unlock(&comm->lock);
   if (err != 0) {
-    ncclResult_t res = ncclErr(ncclSystemError, "cannot start the thread that initializes a communicator: %s",
-                               strerror(err));
+    ncclResult_t res =
+        mscclppNcclErr(ncclSystemError, "cannot start the thread that initializes a communicator: %s", strerror(err));
     joinFinish(comm, res, NULL);
     return res;
   }
@@ -357,10 +359,10 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
 
 static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank, ncclConfig_t* config,
                              const char* fn) {
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (nranks <= 0) return ncclErr(ncclInvalidArgument, "%s: nranks=%d must be positive", fn, nranks);
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (nranks <= 0) return mscclppNcclErr(ncclInvalidArgument, "%s: nranks=%d must be positive", fn, nranks);
   if (rank < 0 || rank >= nranks)
-    return ncclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
   int blocking;
   const char* name;
   ncclResult_t res = readConfig(config, fn, 1, &blocking, &name);
@@ -388,7 +390,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
                                       ncclConfig_t* config) {
   static const char fn[] = "ncclCommInitRankScalable";
   if (nId <= 0 || commIds == NULL)
-    return ncclErr(ncclInvalidArgument, "%s: nId=%d ids at %p: at least one id is needed", fn, nId, (void*)commIds);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: nId=%d ids at %p: at least one id is needed", fn, nId,
+                          (void*)commIds);
   if (nId > 1)
     MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "%s: %d ids given; mscclpp joins through the first and ignores the others", fn,
                  nId);
@@ -398,19 +401,20 @@ NCCL_PROFILING_ALIAS(ncclCommInitRankScalable);
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   static const char fn[] = "ncclCommInitAll";
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (ndev <= 0) return ncclErr(ncclInvalidArgument, "%s: ndev=%d must be positive", fn, ndev);
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (ndev <= 0) return mscclppNcclErr(ncclInvalidArgument, "%s: ndev=%d must be positive", fn, ndev);
   int ngpus = mscclppGpuIpcAvailable() ? mscclppGpuDeviceCount() : 0;
   for (int i = 0; i < ndev; i++) {
     int dev = devlist != NULL ? devlist[i] : i;
     if (ngpus > 0 && (dev < 0 || dev >= ngpus))
-      return ncclErr(ncclInvalidArgument, "%s: device %d (rank %d) is not one of the %d devices", fn, dev, i, ngpus);
+      return mscclppNcclErr(ncclInvalidArgument, "%s: device %d (rank %d) is not one of the %d devices", fn, dev, i,
+                            ngpus);
   }
   ncclUniqueId id;
   ncclResult_t res = ncclGetUniqueId(&id);
   if (res != ncclSuccess) return res;
   struct ncclComm** made = (struct ncclComm**)calloc((size_t)ndev, sizeof(*made));
-  if (made == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  if (made == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   for (int i = 0; i < ndev && res == ncclSuccess; i++) {
     int dev = ngpus > 0 ? (devlist != NULL ? devlist[i] : i) : MSCCLPP_HOST_BACKEND_DEVICE;
     res = commNew(ndev, i, dev, 1, NULL, &made[i]);
@@ -425,7 +429,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     waitJoined(made[i]);
     if (res == ncclSuccess && made[i]->initState != ncclSuccess) {
       res = made[i]->initState;
-      (void)ncclErrAgain(res, "%s: rank %d: %s", fn, i, made[i]->initError);
+      (void)mscclppNcclErrAgain(res, "%s: rank %d: %s", fn, i, made[i]->initError);
     }
   }
   if (res != ncclSuccess) {
@@ -471,13 +475,13 @@ static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, 
     for (int i = 1; i < n; i++) {
       mscclppResult_t r = mscclppBootstrapSend(parent->mc, members[i], tag, id, sizeof(*id));
       if (r != mscclppSuccess)
-        return ncclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
+        return mscclppNcclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
     }
     return ncclSuccess;
   }
   mscclppResult_t r = mscclppBootstrapRecv(parent->mc, members[0], tag, id, sizeof(*id));
   if (r != mscclppSuccess)
-    return ncclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
+    return mscclppNcclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
   return ncclSuccess;
 }
 
@@ -500,30 +504,30 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   static const char fn[] = "ncclCommSplit";
   ncclResult_t res = ncclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return ncclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
   int n = comm->nranks;
   struct splitEntry* all = (struct splitEntry*)calloc((size_t)n, sizeof(*all));
   int* members = (int*)calloc((size_t)n, sizeof(int));
   if (all == NULL || members == NULL) {
     free(all);
     free(members);
-    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   }
   all[comm->rank].color = color;
   all[comm->rank].key = key;
   all[comm->rank].rank = comm->rank;
   mscclppResult_t r = mscclppBootstrapAllGather(comm->mc, all, sizeof(*all));
   if (r != mscclppSuccess) {
-    res = ncclErrWrap(r, "%s: exchanging colors and keys failed", fn);
+    res = mscclppNcclErrWrap(r, "%s: exchanging colors and keys failed", fn);
     goto done;
   }
   /* every parent rank takes part, those that join no child too */
   int share = 1;
   r = mscclppCommGpuShare(comm->mc, &share);
   if (r != mscclppSuccess) {
-    res = ncclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
+    res = mscclppNcclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
     goto done;
   }
   if (color == NCCL_SPLIT_NOCOLOR) {
@@ -555,27 +559,27 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   static const char fn[] = "ncclCommShrink";
   ncclResult_t res = ncclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-    return ncclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL))
-    return ncclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
-                   (void*)excludeRanksList);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
+                          (void*)excludeRanksList);
   int n = comm->nranks;
   int* members = (int*)calloc((size_t)n, sizeof(int));
   char* excluded = (char*)calloc((size_t)n, 1);
   if (members == NULL || excluded == NULL) {
     free(members);
     free(excluded);
-    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   }
   for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
     int x = excludeRanksList[i];
     if (x < 0 || x >= n)
-      res = ncclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
+      res = mscclppNcclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
     else if (x == comm->rank)
-      res = ncclErr(ncclInvalidArgument, "%s: this rank (%d) is in the exclude list; excluded ranks do not call it",
-                    fn, x);
+      res = mscclppNcclErr(ncclInvalidArgument,
+                           "%s: this rank (%d) is in the exclude list; excluded ranks do not call it", fn, x);
     else
       excluded[x] = 1;
   }
@@ -583,10 +587,10 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     mscclppResult_t lost = mscclppSuccess;
     (void)mscclppCommGetAsyncError(comm->mc, &lost);
     if (lost != mscclppSuccess)
-      res = ncclErr(ncclInvalidUsage,
-                    "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
-                    "create a new one with ncclGetUniqueId and ncclCommInitRank",
-                    fn, mscclppGetLastError());
+      res = mscclppNcclErr(ncclInvalidUsage,
+                           "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
+                           "create a new one with ncclGetUniqueId and ncclCommInitRank",
+                           fn, mscclppGetLastError());
   }
   if (res == ncclSuccess) {
     int m = 0, me = -1;
@@ -635,8 +639,8 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   }
   pthread_mutex_unlock(&comm->lock);
   if (notStarted)
-    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd",
-                   fn);
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd", fn);
   waitJoined(comm);
   if (comm->mc != NULL) {
     if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
@@ -661,9 +665,10 @@ NCCL_PROFILING_ALIAS(ncclCommAbort);
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   ncclResult_t res = ncclCommCheck(comm, "ncclCommRevoke");
   if (res != ncclSuccess) return res;
-  return ncclErr(ncclInvalidUsage,
-                 "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
-                 revokeFlags);
+  return mscclppNcclErr(
+      ncclInvalidUsage,
+      "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
+      revokeFlags);
 }
 NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
@@ -673,7 +678,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   static const char fn[] = "ncclCommGetAsyncError";
   ncclResult_t res = ncclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
-  if (asyncError == NULL) return ncclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
+  if (asyncError == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
   pthread_mutex_lock(&comm->lock);
   ncclResult_t state = comm->initState;
   mscclppComm_t mc = comm->mc;
@@ -699,7 +704,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
       return ncclSuccess;
     }
   }
-  *asyncError = ncclFromMscclpp(e);
+  *asyncError = mscclppNcclFromMscclpp(e);
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
@@ -707,7 +712,7 @@ NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   ncclResult_t res = ncclCommCheck(comm, "ncclCommCount");
   if (res != ncclSuccess) return res;
-  if (count == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  if (count == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = comm->nranks;
   return ncclSuccess;
 }
@@ -716,7 +721,7 @@ NCCL_PROFILING_ALIAS(ncclCommCount);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   ncclResult_t res = ncclCommCheck(comm, "ncclCommCuDevice");
   if (res != ncclSuccess) return res;
-  if (device == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  if (device == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   *device = comm->device;
   return ncclSuccess;
 }
@@ -725,7 +730,7 @@ NCCL_PROFILING_ALIAS(ncclCommCuDevice);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   ncclResult_t res = ncclCommCheck(comm, "ncclCommUserRank");
   if (res != ncclSuccess) return res;
-  if (rank == NULL) return ncclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  if (rank == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = comm->rank;
   return ncclSuccess;
 }

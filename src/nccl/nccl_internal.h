@@ -91,7 +91,7 @@ struct ncclComm {
 
 /* ---- init.c ---- */
 /* Map an mscclpp status to NCCL's. */
-ncclResult_t ncclFromMscclpp(mscclppResult_t res);
+ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res);
 /* Check a handle: NULL or not a live communicator is ncclInvalidArgument
  * naming `fn`. */
 ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn);
@@ -105,17 +105,17 @@ ncclResult_t ncclCommJoinStart(struct ncclComm* comm);
  * mscclppErr does), not this helper's. */
 ncclResult_t mscclppNcclErrAt(const char* file, int line, ncclResult_t res, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
-#define ncclErr(res, ...) mscclppNcclErrAt(__FILE__, __LINE__, (res), __VA_ARGS__)
+#define mscclppNcclErr(res, ...) mscclppNcclErrAt(__FILE__, __LINE__, (res), __VA_ARGS__)
 /* An mscclpp failure (logged where it was decided) passed up as NCCL's
  * status, with what the NCCL call was doing added to the last error and
  * nothing logged again (mscclppErrWrap). */
 ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t res, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
-#define ncclErrWrap(mres, ...) mscclppNcclErrWrapAt(__FILE__, __LINE__, (mres), __VA_ARGS__)
+#define mscclppNcclErrWrap(mres, ...) mscclppNcclErrWrapAt(__FILE__, __LINE__, (mres), __VA_ARGS__)
 /* A failure logged earlier (the background init, a group's worker thread)
  * returned again: the text becomes the last error, nothing is logged
  * (mscclppErrAgain). */
-ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+ncclResult_t mscclppNcclErrAgain(ncclResult_t res, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- group.c ---- */
 enum ncclOpKind {
