@@ -52,7 +52,7 @@ static ncclResult_t unsupported(const char* fn) {
 
 /* The fallback's function `name` when comm has a fallback communicator. */
 static void* realFn(ncclComm_t comm, const char* name) {
-  if (ncclCommReady(comm, name) != ncclSuccess || comm->real == NULL) return NULL;
+  if (mscclppNcclCommReady(comm, name) != ncclSuccess || comm->real == NULL) return NULL;
   return ncclFallbackSymbol(name);
 }
 
@@ -125,7 +125,7 @@ NCCL_PROFILING_ALIAS(ncclLLA2ACalcSlots);
 static ncclTeam_t lsaOf(ncclComm_t comm) {
   ncclTeam_t t = {1, 0, 1};
   int lr = 0, ln = 1;
-  if (ncclCommReady(comm, "ncclTeamLsa") != ncclSuccess) return t;
+  if (mscclppNcclCommReady(comm, "ncclTeamLsa") != ncclSuccess) return t;
   if (mscclppCommLocalRank(comm->mc, &lr) != mscclppSuccess || mscclppCommLocalSize(comm->mc, &ln) != mscclppSuccess)
     return t;
   if (ln <= 0 || comm->nranks % ln != 0 || lr != comm->rank % ln) return t;
@@ -136,7 +136,7 @@ static ncclTeam_t lsaOf(ncclComm_t comm) {
 
 ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
   ncclTeam_t t = {1, 0, 1};
-  if (ncclCommCheck(comm, "ncclTeamWorld") != ncclSuccess) return t;
+  if (mscclppNcclCommCheck(comm, "ncclTeamWorld") != ncclSuccess) return t;
   t.nRanks = comm->nranks;
   t.rank = comm->rank;
   return t;
@@ -149,7 +149,7 @@ NCCL_PROFILING_ALIAS(ncclTeamLsa);
 ncclTeam_t ncclTeamRail(ncclComm_t comm) {
   ncclTeam_t lsa = lsaOf(comm);
   ncclTeam_t t = {1, 0, 1};
-  if (ncclCommCheck(comm, "ncclTeamRail") != ncclSuccess) return t;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRail") != ncclSuccess) return t;
   t.nRanks = comm->nranks / lsa.nRanks;
   t.rank = comm->rank / lsa.nRanks;
   t.stride = lsa.nRanks;
@@ -158,13 +158,13 @@ ncclTeam_t ncclTeamRail(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclTeamRail);
 
 int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (ncclCommCheck(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
   return comm->rank + (rank - team.rank) * team.stride;
 }
 NCCL_PROFILING_ALIAS(ncclTeamRankToWorld);
 
 int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (ncclCommCheck(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
   ncclTeam_t lsa = lsaOf(comm);
   int world = comm->rank + (rank - team.rank) * team.stride;
   int lsaBase = comm->rank - lsa.rank;

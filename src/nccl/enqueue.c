@@ -171,7 +171,7 @@ static ncclResult_t joinStreams(const struct ncclOp* ops, int nops, cudaStream_t
 
 ncclResult_t ncclOpsRun(const struct ncclOp* ops, int nops) {
   struct ncclComm* comm = ops[0].comm;
-  ncclResult_t res = ncclCommReady(comm, ncclOpNames[ops[0].kind]);
+  ncclResult_t res = mscclppNcclCommReady(comm, ncclOpNames[ops[0].kind]);
   if (res != ncclSuccess) return res;
   if (nops == 1 && !isP2p(ops[0].kind)) return forced(&ops[0]) ? ncclFallbackRun(&ops[0]) : runColl(&ops[0]);
 

@@ -26,7 +26,7 @@ static _Thread_local struct ncclComm** joins;
 static _Thread_local int njoins, capJoins;
 static _Thread_local ncclResult_t groupError; /* first error of a call inside the group */
 
-int ncclGroupActive(void) { return depth > 0; }
+int mscclppNcclGroupActive(void) { return depth > 0; }
 
 ncclResult_t ncclGroupStart(void) {
   if (depth == 0) groupError = ncclSuccess;
@@ -46,7 +46,7 @@ static ncclResult_t grow(void** arr, int* cap, int need, size_t elem) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclGroupAddJoin(struct ncclComm* comm) {
+ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm) {
   ncclResult_t res = grow((void**)&joins, &capJoins, njoins + 1, sizeof(*joins));
   if (res != ncclSuccess) return res;
   joins[njoins++] = comm;
@@ -54,7 +54,7 @@ ncclResult_t ncclGroupAddJoin(struct ncclComm* comm) {
 }
 
 ncclResult_t ncclOpSubmit(const struct ncclOp* op, const char* fn) {
-  ncclResult_t res = ncclCommCheck(op->comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(op->comm, fn);
   if (res == ncclSuccess && depth > 0) res = grow((void**)&ops, &capOps, nops + 1, sizeof(*ops));
   if (res != ncclSuccess) {
     if (depth > 0 && groupError == ncclSuccess) groupError = res;
@@ -140,7 +140,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
 static ncclResult_t runJoins(struct ncclComm** list, int n) {
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n; i++) {
-    ncclResult_t r = ncclCommJoinStart(list[i]);
+    ncclResult_t r = mscclppNcclCommJoinStart(list[i]);
     if (res == ncclSuccess) res = r;
   }
   for (int i = 0; i < n; i++) {

@@ -99,7 +99,7 @@ const char* ncclGetErrorString(ncclResult_t result) {
 NCCL_PROFILING_ALIAS(ncclGetErrorString);
 
 const char* ncclGetLastError(ncclComm_t comm) {
-  if (comm != NULL && comm->magic == NCCL_COMM_MAGIC) {
+  if (comm != NULL && comm->magic == MSCCLPP_NCCL_COMM_MAGIC) {
     pthread_mutex_lock(&comm->lock);
     int has = comm->initError[0] != '\0';
     pthread_mutex_unlock(&comm->lock);
@@ -138,9 +138,9 @@ NCCL_PROFILING_ALIAS(ncclGetUniqueId);
 
 /* ---- the wrapper -------------------------------------------------------------------- */
 
-ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn) {
+ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn) {
   if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->magic != NCCL_COMM_MAGIC)
+  if (comm->magic != MSCCLPP_NCCL_COMM_MAGIC)
     return mscclppNcclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
   return ncclSuccess;
 }
@@ -155,8 +155,8 @@ static void waitJoined(struct ncclComm* comm) {
   if (joinIt) pthread_join(comm->joinThread, NULL);
 }
 
-ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn) {
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   int notStarted = comm->joining && !comm->joinThreadStarted;
@@ -181,7 +181,7 @@ static ncclResult_t commNew(int nranks, int rank, int device, int blocking, cons
   if (c == NULL) return mscclppNcclErr(ncclSystemError, "out of memory for a communicator");
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cond, NULL);
-  c->magic = NCCL_COMM_MAGIC;
+  c->magic = MSCCLPP_NCCL_COMM_MAGIC;
   c->initState = ncclInProgress;
   c->nranks = nranks;
   c->rank = rank;
@@ -193,9 +193,9 @@ static ncclResult_t commNew(int nranks, int rank, int device, int blocking, cons
 }
 
 static void commFree(struct ncclComm* c) {
-  struct ncclRegistration* r = c->regs;
+  struct mscclppNcclRegistration* r = c->regs;
   while (r != NULL) {
-    struct ncclRegistration* next = r->next;
+    struct mscclppNcclRegistration* next = r->next;
     r->magic = 0;
     free(r);
     r = next;
@@ -312,7 +312,7 @@ static void* joinMain(void* arg) {
   return NULL;
 }
 
-ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
+ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm) {
   pthread_mutex_lock(&comm->lock);
   comm->joining = 1;
   int err = pthread_create(&comm->joinThread, NULL, joinMain, comm);
@@ -330,9 +330,9 @@ ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
 /* Join now (blocking), in the background (nonblocking), or at ncclGroupEnd.
  * On a blocking failure the wrapper is freed and *out untouched. */
 static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
-  if (ncclGroupActive()) {
+  if (mscclppNcclGroupActive()) {
     c->joining = 1; /* started by ncclGroupEnd */
-    ncclResult_t res = ncclGroupAddJoin(c);
+    ncclResult_t res = mscclppNcclGroupAddJoin(c);
     if (res != ncclSuccess) {
       commFree(c);
       return res;
@@ -352,7 +352,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
     *out = c;
     return ncclSuccess;
   }
-  ncclResult_t res = ncclCommJoinStart(c);
+  ncclResult_t res = mscclppNcclCommJoinStart(c);
   *out = c; /* its state tells the failure */
   return res != ncclSuccess ? res : ncclInProgress;
 }
@@ -370,7 +370,7 @@ static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* i
   struct ncclComm* c = NULL;
   res = commNew(nranks, rank, currentDevice(), blocking, name, &c);
   if (res != ncclSuccess) return res;
-  c->joinKind = NCCL_JOIN_ID;
+  c->joinKind = MSCCLPP_NCCL_JOIN_ID;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
   return joinDispatch(c, comm);
 }
@@ -419,9 +419,9 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     int dev = ngpus > 0 ? (devlist != NULL ? devlist[i] : i) : MSCCLPP_HOST_BACKEND_DEVICE;
     res = commNew(ndev, i, dev, 1, NULL, &made[i]);
     if (res != ncclSuccess) break;
-    made[i]->joinKind = NCCL_JOIN_ID;
+    made[i]->joinKind = MSCCLPP_NCCL_JOIN_ID;
     memcpy(made[i]->id.internal, id.internal, sizeof(id.internal));
-    res = ncclCommJoinStart(made[i]);
+    res = mscclppNcclCommJoinStart(made[i]);
   }
   /* wait for every started join (they fail by timeout if one never started) */
   for (int i = 0; i < ndev; i++) {
@@ -494,7 +494,7 @@ static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, i
   struct ncclComm* c = NULL;
   res = commNew(n, newRank, parent->device, blocking, name, &c);
   if (res != ncclSuccess) return res;
-  c->joinKind = NCCL_JOIN_SPLIT;
+  c->joinKind = MSCCLPP_NCCL_JOIN_SPLIT;
   c->deviceShare = deviceShare;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
   return joinDispatch(c, newcomm);
@@ -502,7 +502,7 @@ static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, i
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   static const char fn[] = "ncclCommSplit";
-  ncclResult_t res = ncclCommReady(comm, fn);
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
   if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -557,7 +557,7 @@ NCCL_PROFILING_ALIAS(ncclCommSplit);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
   static const char fn[] = "ncclCommShrink";
-  ncclResult_t res = ncclCommReady(comm, fn);
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
   if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
@@ -613,7 +613,7 @@ NCCL_PROFILING_ALIAS(ncclCommShrink);
 /* ---- finalize, destroy, abort ---------------------------------------------------- */
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  ncclResult_t res = ncclCommReady(comm, "ncclCommFinalize");
+  ncclResult_t res = mscclppNcclCommReady(comm, "ncclCommFinalize");
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   comm->finalized = 1;
@@ -623,7 +623,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclCommFinalize);
 
 static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   int notStarted = comm->joining && !comm->joinThreadStarted;
@@ -663,7 +663,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclCommAbort);
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommRevoke");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommRevoke");
   if (res != ncclSuccess) return res;
   return mscclppNcclErr(
       ncclInvalidUsage,
@@ -676,7 +676,7 @@ NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   static const char fn[] = "ncclCommGetAsyncError";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   if (asyncError == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
   pthread_mutex_lock(&comm->lock);
@@ -710,7 +710,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommCount");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCount");
   if (res != ncclSuccess) return res;
   if (count == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = comm->nranks;
@@ -719,7 +719,7 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 NCCL_PROFILING_ALIAS(ncclCommCount);
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommCuDevice");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCuDevice");
   if (res != ncclSuccess) return res;
   if (device == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   *device = comm->device;
@@ -728,7 +728,7 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 NCCL_PROFILING_ALIAS(ncclCommCuDevice);
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommUserRank");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommUserRank");
   if (res != ncclSuccess) return res;
   if (rank == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = comm->rank;

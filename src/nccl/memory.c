@@ -94,12 +94,12 @@ NCCL_PROFILING_ALIAS(ncclMemFree);
 static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn);
 
 static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int isWindow, int winFlags,
-                           struct ncclRegistration** out, const char* fn) {
-  ncclResult_t res = ncclCommReady(comm, fn);
+                           struct mscclppNcclRegistration** out, const char* fn) {
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
   if (buff == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: buff is NULL", fn);
   if (size == 0) return mscclppNcclErr(ncclInvalidArgument, "%s: size is 0", fn);
-  struct ncclRegistration* r = (struct ncclRegistration*)calloc(1, sizeof(*r));
+  struct mscclppNcclRegistration* r = (struct mscclppNcclRegistration*)calloc(1, sizeof(*r));
   if (r == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   r->magic = REG_MAGIC;
   r->comm = comm;
@@ -127,13 +127,13 @@ static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int i
 }
 
 static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   if (handle == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: handle is NULL", fn);
   pthread_mutex_lock(&comm->lock);
-  struct ncclRegistration** pp = &comm->regs;
+  struct mscclppNcclRegistration** pp = &comm->regs;
   while (*pp != NULL && (void*)*pp != handle) pp = &(*pp)->next;
-  struct ncclRegistration* r = *pp;
+  struct mscclppNcclRegistration* r = *pp;
   if (r != NULL && r->isWindow == isWindow) *pp = r->next;
   pthread_mutex_unlock(&comm->lock);
   if (r == NULL || r->isWindow != isWindow)
@@ -146,7 +146,7 @@ static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow,
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   if (handle == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
-  struct ncclRegistration* r = NULL;
+  struct mscclppNcclRegistration* r = NULL;
   ncclResult_t res = regAdd(comm, buff, size, 0, 0, &r, "ncclCommRegister");
   if (res == ncclSuccess) *handle = r;
   return res;
@@ -162,7 +162,7 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
   if (win == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
   if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC))
     return mscclppNcclErr(ncclInvalidArgument, "ncclCommWindowRegister: unknown winFlags 0x%x", winFlags);
-  struct ncclRegistration* r = NULL;
+  struct mscclppNcclRegistration* r = NULL;
   ncclResult_t res = regAdd(comm, buff, size, 1, winFlags, &r, "ncclCommWindowRegister");
   if (res == ncclSuccess) *win = (ncclWindow_t)(void*)r;
   return res;

@@ -6,7 +6,7 @@
  * communicator. The wrapper exists before the mscclpp communicator does:
  * a nonblocking init, a split or an init inside a group hands the caller its
  * handle at once and joins in a thread (init.c); every operation on it first
- * waits for that join (ncclCommReady). Collectives and send/recv go to
+ * waits for that join (mscclppNcclCommReady). Collectives and send/recv go to
  * mscclpp/coll.h (enqueue.c), through the group recorder (group.c);
  * custom PreMulSum operators scale the input first (premul.c, premul.cu).
  * A real NCCL can take over what mscclpp does not do (fallback.c).
@@ -32,7 +32,7 @@
 #define NCCL_PROFILING_ALIAS(name) \
   extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")))
 
-#define NCCL_COMM_MAGIC 0x6d7363636c6e6363ull /* "msccllncc" */
+#define MSCCLPP_NCCL_COMM_MAGIC 0x6d7363636c6e6363ull /* "msccllncc" */
 #define NCCL_MAX_USER_OPS 1024
 
 /* One PreMulSum operator: this rank's scalar. */
@@ -45,21 +45,21 @@ struct ncclUserOp {
 };
 
 /* A registration (ncclCommRegister / ncclCommWindowRegister). */
-struct ncclRegistration {
+struct mscclppNcclRegistration {
   uint64_t magic;
   struct ncclComm* comm;
   void* buff;
   size_t size;
   int isWindow;
   int winFlags;
-  struct ncclRegistration* next;
+  struct mscclppNcclRegistration* next;
 };
 
 /* What the background join of a communicator does. */
-enum ncclJoinKind { NCCL_JOIN_ID = 0, NCCL_JOIN_SPLIT = 1, NCCL_JOIN_SHRINK = 2 };
+enum mscclppNcclJoinKind { MSCCLPP_NCCL_JOIN_ID = 0, MSCCLPP_NCCL_JOIN_SPLIT = 1, MSCCLPP_NCCL_JOIN_SHRINK = 2 };
 
 struct ncclComm {
-  uint64_t magic; /* NCCL_COMM_MAGIC while alive */
+  uint64_t magic; /* MSCCLPP_NCCL_COMM_MAGIC while alive */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   /* ncclInProgress until the join ends, then its result. */
@@ -70,7 +70,7 @@ struct ncclComm {
   int abandoned;         /* aborted/destroyed while joining: the join thread frees everything */
   char initError[1024];  /* the join's failure text */
   /* join arguments */
-  enum ncclJoinKind joinKind;
+  enum mscclppNcclJoinKind joinKind;
   ncclUniqueId id;
   int device;      /* CUDA device current at the call (MSCCLPP_HOST_BACKEND_DEVICE without a GPU) */
   int blocking;
@@ -86,7 +86,7 @@ struct ncclComm {
   unsigned fallbackOps; /* NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
   /* operators and registrations, under lock */
   struct ncclUserOp ops[NCCL_MAX_USER_OPS];
-  struct ncclRegistration* regs;
+  struct mscclppNcclRegistration* regs;
 };
 
 /* ---- init.c ---- */
@@ -94,12 +94,12 @@ struct ncclComm {
 ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res);
 /* Check a handle: NULL or not a live communicator is ncclInvalidArgument
  * naming `fn`. */
-ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn);
+ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn);
 /* Check, then wait (bounded) for a background join; its failure is
  * returned. */
-ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn);
+ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn);
 /* Start the join of a communicator recorded in a group (group.c). */
-ncclResult_t ncclCommJoinStart(struct ncclComm* comm);
+ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm);
 /* Fail with `res`, recording the text as the thread's last error. The WARN
  * line names the caller's file and line, where the failure was decided (as
  * mscclppErr does), not this helper's. */
@@ -146,11 +146,11 @@ struct ncclOp {
 };
 
 /* Nonzero inside ncclGroupStart/End on this thread. */
-int ncclGroupActive(void);
+int mscclppNcclGroupActive(void);
 /* Record an operation (inside a group) or run it (outside). */
 ncclResult_t ncclOpSubmit(const struct ncclOp* op, const char* fn);
 /* Record a communicator to join at ncclGroupEnd. */
-ncclResult_t ncclGroupAddJoin(struct ncclComm* comm);
+ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm);
 
 /* ---- enqueue.c ---- */
 /* Run one communicator's operations, in order; sends and receives as one

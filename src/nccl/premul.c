@@ -24,7 +24,7 @@
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   static const char fn[] = "ncclRedOpCreatePreMulSum";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   if (op == NULL || scalar == NULL)
     return mscclppNcclErr(ncclInvalidArgument, "%s: op %p or scalar %p is NULL", fn, (void*)op, scalar);
@@ -58,7 +58,7 @@ NCCL_PROFILING_ALIAS(ncclRedOpCreatePreMulSum);
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   static const char fn[] = "ncclRedOpDestroy";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   int slot = (int)op - (int)ncclNumOps;
   if ((int)op < (int)ncclNumOps)
