@@ -175,7 +175,7 @@ ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
     }
     s = end != NULL ? end + 1 : NULL;
   }
-  if (*bits == ~0u) *bits = (1u << NCCL_OP_KINDS) - 1;
+  if (*bits == ~0u) *bits = (1u << MSCCLPP_NCCL_OP_KINDS) - 1;
   return ncclSuccess;
 }
 
@@ -229,57 +229,57 @@ ncclResult_t ncclFallbackGroup(int start) {
   return start ? fb.groupStart() : fb.groupEnd();
 }
 
-ncclResult_t ncclFallbackRun(const struct ncclOp* o) {
+ncclResult_t ncclFallbackRun(const struct mscclppNcclOp* o) {
   void* rc = o->comm->real;
   if (rc == NULL || !fbLoaded)
     return mscclppNcclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)",
-                          ncclOpNames[o->kind]);
+                          mscclppNcclOpNames[o->kind]);
   int have = 0;
   ncclResult_t res = ncclInternalError;
   switch (o->kind) {
-    case NCCL_OP_ALLREDUCE:
+    case MSCCLPP_NCCL_OP_ALLREDUCE:
       if ((have = fb.allReduce != NULL))
         res = fb.allReduce(o->send, o->recv, o->count, o->type, o->op, rc, o->stream);
       break;
-    case NCCL_OP_ALLGATHER:
+    case MSCCLPP_NCCL_OP_ALLGATHER:
       if ((have = fb.allGather != NULL)) res = fb.allGather(o->send, o->recv, o->count, o->type, rc, o->stream);
       break;
-    case NCCL_OP_REDUCESCATTER:
+    case MSCCLPP_NCCL_OP_REDUCESCATTER:
       if ((have = fb.reduceScatter != NULL))
         res = fb.reduceScatter(o->send, o->recv, o->count, o->type, o->op, rc, o->stream);
       break;
-    case NCCL_OP_BROADCAST:
+    case MSCCLPP_NCCL_OP_BROADCAST:
       if ((have = fb.broadcast != NULL))
         res = fb.broadcast(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_REDUCE:
+    case MSCCLPP_NCCL_OP_REDUCE:
       if ((have = fb.reduce != NULL))
         res = fb.reduce(o->send, o->recv, o->count, o->type, o->op, o->root, rc, o->stream);
       break;
-    case NCCL_OP_ALLTOALL:
+    case MSCCLPP_NCCL_OP_ALLTOALL:
       if ((have = fb.alltoAll != NULL)) res = fb.alltoAll(o->send, o->recv, o->count, o->type, rc, o->stream);
       break;
-    case NCCL_OP_GATHER:
+    case MSCCLPP_NCCL_OP_GATHER:
       if ((have = fb.gather != NULL))
         res = fb.gather(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_SCATTER:
+    case MSCCLPP_NCCL_OP_SCATTER:
       if ((have = fb.scatter != NULL))
         res = fb.scatter(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_SEND:
+    case MSCCLPP_NCCL_OP_SEND:
       if ((have = fb.send != NULL)) res = fb.send(o->send, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_RECV:
+    case MSCCLPP_NCCL_OP_RECV:
       if ((have = fb.recv != NULL)) res = fb.recv(o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
     default: break;
   }
   if (!have)
     return mscclppNcclErr(ncclInvalidUsage, "%s: the fallback NCCL (%s, version %d) does not have it",
-                          ncclOpNames[o->kind], fb.path, fb.version);
+                          mscclppNcclOpNames[o->kind], fb.path, fb.version);
   if (res != ncclSuccess && res != ncclInProgress)
-    return mscclppNcclErr(res, "%s on the fallback NCCL failed: %s", ncclOpNames[o->kind],
+    return mscclppNcclErr(res, "%s on the fallback NCCL failed: %s", mscclppNcclOpNames[o->kind],
                           fb.getLastError ? fb.getLastError(rc) : "");
   return res;
 }

@@ -20,7 +20,7 @@
 #include "nccl/nccl_internal.h"
 
 static _Thread_local int depth;
-static _Thread_local struct ncclOp* ops;
+static _Thread_local struct mscclppNcclOp* ops;
 static _Thread_local int nops, capOps;
 static _Thread_local struct ncclComm** joins;
 static _Thread_local int njoins, capJoins;
@@ -53,21 +53,21 @@ ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclOpSubmit(const struct ncclOp* op, const char* fn) {
+ncclResult_t mscclppNcclOpSubmit(const struct mscclppNcclOp* op, const char* fn) {
   ncclResult_t res = mscclppNcclCommCheck(op->comm, fn);
   if (res == ncclSuccess && depth > 0) res = grow((void**)&ops, &capOps, nops + 1, sizeof(*ops));
   if (res != ncclSuccess) {
     if (depth > 0 && groupError == ncclSuccess) groupError = res;
     return res;
   }
-  if (depth == 0) return ncclOpsRun(op, 1);
+  if (depth == 0) return mscclppNcclOpsRun(op, 1);
   ops[nops++] = *op;
   return ncclSuccess;
 }
 
 /* One communicator's share of the group, run on a thread of its own. */
 struct commRun {
-  const struct ncclOp* ops;
+  const struct mscclppNcclOp* ops;
   int nops;
   pthread_t thread;
   int started;
@@ -80,13 +80,13 @@ static void* commRunMain(void* arg) {
   struct ncclComm* comm = cr->ops[0].comm;
   cr->res = ncclSuccess;
   if (comm->device >= 0) cr->res = mscclppNcclFromMscclpp(mscclppGpuSetDevice(comm->device));
-  if (cr->res == ncclSuccess) cr->res = ncclOpsRun(cr->ops, cr->nops);
+  if (cr->res == ncclSuccess) cr->res = mscclppNcclOpsRun(cr->ops, cr->nops);
   if (cr->res != ncclSuccess) snprintf(cr->error, sizeof(cr->error), "%s", mscclppGetLastError());
   return NULL;
 }
 
 /* Run the recorded operations: grouped by communicator, order kept. */
-static ncclResult_t runOps(struct ncclOp* list, int n) {
+static ncclResult_t runOps(struct mscclppNcclOp* list, int n) {
   if (n <= 0) return ncclSuccess;
   int ncomms = 0;
   for (int i = 0; i < n; i++) {
@@ -94,9 +94,9 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
     for (int j = 0; j < i && !seen; j++) seen = list[j].comm == list[i].comm;
     ncomms += !seen;
   }
-  if (ncomms == 1) return ncclOpsRun(list, n);
+  if (ncomms == 1) return mscclppNcclOpsRun(list, n);
   /* partition by communicator, call order kept within each */
-  struct ncclOp* sorted = (struct ncclOp*)malloc((size_t)n * sizeof(*sorted));
+  struct mscclppNcclOp* sorted = (struct mscclppNcclOp*)malloc((size_t)n * sizeof(*sorted));
   struct commRun* runs = (struct commRun*)calloc((size_t)ncomms, sizeof(*runs));
   if (sorted == NULL || runs == NULL) {
     free(sorted);
@@ -158,7 +158,7 @@ ncclResult_t ncclGroupEnd(void) {
   if (depth == 0) return mscclppNcclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
   /* take the lists: what runs below may start groups of its own */
-  struct ncclOp* myOps = ops;
+  struct mscclppNcclOp* myOps = ops;
   int myNops = nops;
   struct ncclComm** myJoins = joins;
   int myNjoins = njoins;

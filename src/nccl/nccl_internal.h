@@ -118,23 +118,23 @@ ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t re
 ncclResult_t mscclppNcclErrAgain(ncclResult_t res, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- group.c ---- */
-enum ncclOpKind {
-  NCCL_OP_ALLREDUCE = 0,
-  NCCL_OP_ALLGATHER,
-  NCCL_OP_REDUCESCATTER,
-  NCCL_OP_BROADCAST,
-  NCCL_OP_REDUCE,
-  NCCL_OP_ALLTOALL,
-  NCCL_OP_GATHER,
-  NCCL_OP_SCATTER,
-  NCCL_OP_SEND,
-  NCCL_OP_RECV,
-  NCCL_OP_KINDS
+enum mscclppNcclOpKind {
+  MSCCLPP_NCCL_OP_ALLREDUCE = 0,
+  MSCCLPP_NCCL_OP_ALLGATHER,
+  MSCCLPP_NCCL_OP_REDUCESCATTER,
+  MSCCLPP_NCCL_OP_BROADCAST,
+  MSCCLPP_NCCL_OP_REDUCE,
+  MSCCLPP_NCCL_OP_ALLTOALL,
+  MSCCLPP_NCCL_OP_GATHER,
+  MSCCLPP_NCCL_OP_SCATTER,
+  MSCCLPP_NCCL_OP_SEND,
+  MSCCLPP_NCCL_OP_RECV,
+  MSCCLPP_NCCL_OP_KINDS
 };
 
 /* One operation as the application called it. */
-struct ncclOp {
-  enum ncclOpKind kind;
+struct mscclppNcclOp {
+  enum mscclppNcclOpKind kind;
   const void* send;
   void* recv;
   size_t count;
@@ -148,15 +148,15 @@ struct ncclOp {
 /* Nonzero inside ncclGroupStart/End on this thread. */
 int mscclppNcclGroupActive(void);
 /* Record an operation (inside a group) or run it (outside). */
-ncclResult_t ncclOpSubmit(const struct ncclOp* op, const char* fn);
+ncclResult_t mscclppNcclOpSubmit(const struct mscclppNcclOp* op, const char* fn);
 /* Record a communicator to join at ncclGroupEnd. */
 ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm);
 
 /* ---- enqueue.c ---- */
 /* Run one communicator's operations, in order; sends and receives as one
  * mscclpp group (made current: the comm's device). */
-ncclResult_t ncclOpsRun(const struct ncclOp* ops, int nops);
-extern const char* const ncclOpNames[NCCL_OP_KINDS];
+ncclResult_t mscclppNcclOpsRun(const struct mscclppNcclOp* ops, int nops);
+extern const char* const mscclppNcclOpNames[MSCCLPP_NCCL_OP_KINDS];
 
 /* ---- premul.c ---- */
 /* Scale count elements of `type`: dst = src * scalar (scalar: `value` bytes,
@@ -181,15 +181,15 @@ int ncclScaleGpu(int type, void* dst, const void* src, size_t count, const void*
 
 /* ---- fallback.c ---- */
 enum {
-  NCCL_FB_ALLREDUCE = 1u << NCCL_OP_ALLREDUCE,
-  NCCL_FB_ALLGATHER = 1u << NCCL_OP_ALLGATHER,
-  NCCL_FB_REDUCESCATTER = 1u << NCCL_OP_REDUCESCATTER,
-  NCCL_FB_BROADCAST = 1u << NCCL_OP_BROADCAST,
-  NCCL_FB_REDUCE = 1u << NCCL_OP_REDUCE,
-  NCCL_FB_ALLTOALL = 1u << NCCL_OP_ALLTOALL,
-  NCCL_FB_GATHER = 1u << NCCL_OP_GATHER,
-  NCCL_FB_SCATTER = 1u << NCCL_OP_SCATTER,
-  NCCL_FB_SENDRECV = (1u << NCCL_OP_SEND) | (1u << NCCL_OP_RECV)
+  NCCL_FB_ALLREDUCE = 1u << MSCCLPP_NCCL_OP_ALLREDUCE,
+  NCCL_FB_ALLGATHER = 1u << MSCCLPP_NCCL_OP_ALLGATHER,
+  NCCL_FB_REDUCESCATTER = 1u << MSCCLPP_NCCL_OP_REDUCESCATTER,
+  NCCL_FB_BROADCAST = 1u << MSCCLPP_NCCL_OP_BROADCAST,
+  NCCL_FB_REDUCE = 1u << MSCCLPP_NCCL_OP_REDUCE,
+  NCCL_FB_ALLTOALL = 1u << MSCCLPP_NCCL_OP_ALLTOALL,
+  NCCL_FB_GATHER = 1u << MSCCLPP_NCCL_OP_GATHER,
+  NCCL_FB_SCATTER = 1u << MSCCLPP_NCCL_OP_SCATTER,
+  NCCL_FB_SENDRECV = (1u << MSCCLPP_NCCL_OP_SEND) | (1u << MSCCLPP_NCCL_OP_RECV)
 };
 /* The real NCCL named by MSCCLPP_NCCL_FALLBACK, loaded on first use (NULL
  * without it). Failure to load is an error naming the path. */
@@ -203,7 +203,7 @@ ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits);
 ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm);
 void ncclFallbackCommDestroy(struct ncclComm* comm, int abort);
 /* Run `op` on comm->real. */
-ncclResult_t ncclFallbackRun(const struct ncclOp* op);
+ncclResult_t ncclFallbackRun(const struct mscclppNcclOp* op);
 /* The real NCCL's group calls around forwarded operations. */
 ncclResult_t ncclFallbackGroup(int start);
 /* Look a real NCCL function up by name: NULL without a fallback (or when it
