@@ -32,15 +32,15 @@ static int isP2p(enum mscclppNcclOpKind k) {
 }
 
 /* A reduction with a PreMulSum operator: scale this rank's input, then sum. */
-static ncclResult_t runPreMul(const struct mscclppNcclOp* o, const struct ncclUserOp* uop, size_t ts) {
+static ncclResult_t runPreMul(const struct mscclppNcclOp* o, const struct mscclppNcclUserOp* uop, size_t ts) {
   struct ncclComm* comm = o->comm;
   size_t inElems = o->kind == MSCCLPP_NCCL_OP_REDUCESCATTER ? o->count * (size_t)comm->nranks : o->count;
   if (inElems == 0) return ncclSuccess;
   if (o->send == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: sendbuff is NULL", mscclppNcclOpNames[o->kind]);
   void* tmp = NULL;
-  ncclResult_t res = ncclTempAlloc(comm, inElems * ts, o->stream, &tmp);
+  ncclResult_t res = mscclppNcclTempAlloc(comm, inElems * ts, o->stream, &tmp);
   if (res != ncclSuccess) return res;
-  res = ncclScale(comm, uop, tmp, o->send, inElems, o->stream);
+  res = mscclppNcclScale(comm, uop, tmp, o->send, inElems, o->stream);
   mscclppDataType_t t = (mscclppDataType_t)o->type;
   mscclppStream_t s = (mscclppStream_t)o->stream;
   if (res == ncclSuccess) {
@@ -57,7 +57,7 @@ static ncclResult_t runPreMul(const struct mscclppNcclOp* o, const struct ncclUs
     }
     res = fromM(r);
   }
-  ncclTempFree(comm, tmp, o->stream);
+  mscclppNcclTempFree(comm, tmp, o->stream);
   return res;
 }
 
@@ -70,9 +70,9 @@ static ncclResult_t runColl(const struct mscclppNcclOp* o) {
   int reduces = o->kind == MSCCLPP_NCCL_OP_ALLREDUCE || o->kind == MSCCLPP_NCCL_OP_REDUCE ||
                 o->kind == MSCCLPP_NCCL_OP_REDUCESCATTER;
   if (reduces) {
-    struct ncclUserOp uop;
+    struct mscclppNcclUserOp uop;
     int isUser = 0;
-    ncclResult_t res = ncclUserOpGet(comm, o->op, o->type, mscclppNcclOpNames[o->kind], &uop, &isUser);
+    ncclResult_t res = mscclppNcclUserOpGet(comm, o->op, o->type, mscclppNcclOpNames[o->kind], &uop, &isUser);
     if (res != ncclSuccess) return res;
     if (isUser) {
       size_t ts = mscclppDataTypeSize(t);

@@ -33,10 +33,10 @@
   extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")))
 
 #define MSCCLPP_NCCL_COMM_MAGIC 0x6d7363636c6e6363ull /* "msccllncc" */
-#define NCCL_MAX_USER_OPS 1024
+#define MSCCLPP_NCCL_MAX_USER_OPS 1024
 
 /* One PreMulSum operator: this rank's scalar. */
-struct ncclUserOp {
+struct mscclppNcclUserOp {
   int live;
   ncclDataType_t type;
   ncclScalarResidence_t residence;
@@ -85,7 +85,7 @@ struct ncclComm {
   void* real;
   unsigned fallbackOps; /* NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
   /* operators and registrations, under lock */
-  struct ncclUserOp ops[NCCL_MAX_USER_OPS];
+  struct mscclppNcclUserOp ops[MSCCLPP_NCCL_MAX_USER_OPS];
   struct mscclppNcclRegistration* regs;
 };
 
@@ -162,21 +162,21 @@ extern const char* const mscclppNcclOpNames[MSCCLPP_NCCL_OP_KINDS];
 /* Scale count elements of `type`: dst = src * scalar (scalar: `value` bytes,
  * or read from devicePointer). On the host backend a loop; on a GPU a
  * kernel enqueued on stream. */
-ncclResult_t ncclScale(struct ncclComm* comm, const struct ncclUserOp* uop, void* dst, const void* src,
-                       size_t count, cudaStream_t stream);
+ncclResult_t mscclppNcclScale(struct ncclComm* comm, const struct mscclppNcclUserOp* uop, void* dst, const void* src,
+                              size_t count, cudaStream_t stream);
 /* Temporary buffer for a scaled input: on the GPU stream-ordered. */
-ncclResult_t ncclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr);
-void ncclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream);
+ncclResult_t mscclppNcclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr);
+void mscclppNcclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream);
 /* The operator of handle `op` of comm (NULL for a built-in one). */
-ncclResult_t ncclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
-                           struct ncclUserOp* out, int* isUser);
+ncclResult_t mscclppNcclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
+                                  struct mscclppNcclUserOp* out, int* isUser);
 
 /* ---- premul_kernels.cu (CUDA builds) ---- */
 #ifdef MSCCLPP_HAVE_CUDA
 /* Enqueue dst = src * scalar; scalar is `value` or *devicePointer. Returns
  * the CUDA error (0: none). */
-int ncclScaleGpu(int type, void* dst, const void* src, size_t count, const void* value, const void* devicePointer,
-                 void* stream);
+int mscclppNcclScaleGpu(int type, void* dst, const void* src, size_t count, const void* value,
+                        const void* devicePointer, void* stream);
 #endif
 
 /* ---- fallback.c ---- */

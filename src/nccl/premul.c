@@ -34,10 +34,10 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     return mscclppNcclErr(ncclInvalidArgument, "%s: unknown scalar residence %d", fn, (int)residence);
   pthread_mutex_lock(&comm->lock);
   int slot = -1;
-  for (int i = 0; i < NCCL_MAX_USER_OPS && slot < 0; i++)
+  for (int i = 0; i < MSCCLPP_NCCL_MAX_USER_OPS && slot < 0; i++)
     if (!comm->ops[i].live) slot = i;
   if (slot >= 0) {
-    struct ncclUserOp* u = &comm->ops[slot];
+    struct mscclppNcclUserOp* u = &comm->ops[slot];
     memset(u, 0, sizeof(*u));
     u->live = 1;
     u->type = datatype;
@@ -50,7 +50,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   pthread_mutex_unlock(&comm->lock);
   if (slot < 0)
     return mscclppNcclErr(ncclInvalidUsage, "%s: %d operators are alive on this communicator; destroy some first", fn,
-                          NCCL_MAX_USER_OPS);
+                          MSCCLPP_NCCL_MAX_USER_OPS);
   *op = (ncclRedOp_t)((int)ncclNumOps + slot);
   return ncclSuccess;
 }
@@ -65,7 +65,7 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     return mscclppNcclErr(ncclInvalidArgument, "%s: operator %d is built in, not one of ncclRedOpCreatePreMulSum's", fn,
                           (int)op);
   pthread_mutex_lock(&comm->lock);
-  int live = slot < NCCL_MAX_USER_OPS && comm->ops[slot].live;
+  int live = slot < MSCCLPP_NCCL_MAX_USER_OPS && comm->ops[slot].live;
   if (live) comm->ops[slot].live = 0;
   pthread_mutex_unlock(&comm->lock);
   if (!live)
@@ -75,13 +75,13 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 }
 NCCL_PROFILING_ALIAS(ncclRedOpDestroy);
 
-ncclResult_t ncclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
-                           struct ncclUserOp* out, int* isUser) {
+ncclResult_t mscclppNcclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
+                                  struct mscclppNcclUserOp* out, int* isUser) {
   *isUser = 0;
   if ((int)op < (int)ncclNumOps) return ncclSuccess; /* built in (mscclpp checks its range) */
   int slot = (int)op - (int)ncclNumOps;
   pthread_mutex_lock(&comm->lock);
-  int live = slot < NCCL_MAX_USER_OPS && comm->ops[slot].live;
+  int live = slot < MSCCLPP_NCCL_MAX_USER_OPS && comm->ops[slot].live;
   if (live) *out = comm->ops[slot];
   pthread_mutex_unlock(&comm->lock);
   if (!live)
@@ -155,16 +155,16 @@ static ncclResult_t scaleHost(ncclDataType_t type, void* dst, const void* src, s
   return ncclSuccess;
 }
 
-ncclResult_t ncclScale(struct ncclComm* comm, const struct ncclUserOp* uop, void* dst, const void* src, size_t count,
-                       cudaStream_t stream) {
+ncclResult_t mscclppNcclScale(struct ncclComm* comm, const struct mscclppNcclUserOp* uop, void* dst, const void* src,
+                              size_t count, cudaStream_t stream) {
   if (comm->device < 0) {
     (void)stream;
     const void* scalar = uop->residence == ncclScalarHostImmediate ? (const void*)uop->value : uop->devicePointer;
     return scaleHost(uop->type, dst, src, count, scalar);
   }
 #ifdef MSCCLPP_HAVE_CUDA
-  int e = ncclScaleGpu((int)uop->type, dst, src, count, uop->value,
-                       uop->residence == ncclScalarDevice ? uop->devicePointer : NULL, stream);
+  int e = mscclppNcclScaleGpu((int)uop->type, dst, src, count, uop->value,
+                              uop->residence == ncclScalarDevice ? uop->devicePointer : NULL, stream);
   if (e != 0)
     return mscclppNcclErr(ncclUnhandledCudaError, "PreMulSum: launching the scaling kernel failed: %s",
                           cudaGetErrorString((cudaError_t)e));
@@ -174,7 +174,7 @@ ncclResult_t ncclScale(struct ncclComm* comm, const struct ncclUserOp* uop, void
 #endif
 }
 
-ncclResult_t ncclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr) {
+ncclResult_t mscclppNcclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr) {
   if (comm->device < 0) {
     *ptr = malloc(bytes);
     if (*ptr == NULL) return mscclppNcclErr(ncclSystemError, "PreMulSum: out of memory for %zu bytes", bytes);
@@ -192,7 +192,7 @@ ncclResult_t ncclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t str
 #endif
 }
 
-void ncclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream) {
+void mscclppNcclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream) {
   if (ptr == NULL) return;
   if (comm->device < 0) {
     free(ptr);
