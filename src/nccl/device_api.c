@@ -53,7 +53,7 @@ static ncclResult_t unsupported(const char* fn) {
 /* The fallback's function `name` when comm has a fallback communicator. */
 static void* realFn(ncclComm_t comm, const char* name) {
   if (mscclppNcclCommReady(comm, name) != ncclSuccess || comm->real == NULL) return NULL;
-  return ncclFallbackSymbol(name);
+  return mscclppNcclFallbackSymbol(name);
 }
 
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
@@ -88,7 +88,7 @@ NCCL_PROFILING_ALIAS(ncclGinBarrierCreateRequirement);
 
 ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, struct ncclLsaBarrierHandle* outHandle,
                                              struct ncclDevResourceRequirements* outReq) {
-  void* s = ncclFallbackSymbol("ncclLsaBarrierCreateRequirement");
+  void* s = mscclppNcclFallbackSymbol("ncclLsaBarrierCreateRequirement");
   if (s == NULL) return unsupported("ncclLsaBarrierCreateRequirement");
   ncclResult_t (*f)(ncclTeam_t, int, struct ncclLsaBarrierHandle*, struct ncclDevResourceRequirements*);
   memcpy(&f, &s, sizeof(s));
@@ -98,7 +98,7 @@ NCCL_PROFILING_ALIAS(ncclLsaBarrierCreateRequirement);
 
 ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
                                         struct ncclDevResourceRequirements* outReq) {
-  void* s = ncclFallbackSymbol("ncclLLA2ACreateRequirement");
+  void* s = mscclppNcclFallbackSymbol("ncclLLA2ACreateRequirement");
   if (s == NULL) return unsupported("ncclLLA2ACreateRequirement");
   ncclResult_t (*f)(int, int, struct ncclLLA2AHandle*, struct ncclDevResourceRequirements*);
   memcpy(&f, &s, sizeof(s));
@@ -107,7 +107,7 @@ ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2
 NCCL_PROFILING_ALIAS(ncclLLA2ACreateRequirement);
 
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
-  void* s = ncclFallbackSymbol("ncclLLA2ACalcSlots");
+  void* s = mscclppNcclFallbackSymbol("ncclLLA2ACalcSlots");
   if (s == NULL) {
     (void)unsupported("ncclLLA2ACalcSlots");
     return 0;

@@ -97,7 +97,7 @@ static ncclResult_t runColl(const struct mscclppNcclOp* o) {
     MSCCLPP_INFO(MSCCLPP_LOG_NCCL,
                  "%s: not supported by mscclpp here (reason logged above); running it on the fallback NCCL",
                  mscclppNcclOpNames[o->kind]);
-    return ncclFallbackRun(o);
+    return mscclppNcclFallbackRun(o);
   }
   return fromM(r);
 }
@@ -181,7 +181,7 @@ ncclResult_t mscclppNcclOpsRun(const struct mscclppNcclOp* ops, int nops) {
   struct ncclComm* comm = ops[0].comm;
   ncclResult_t res = mscclppNcclCommReady(comm, mscclppNcclOpNames[ops[0].kind]);
   if (res != ncclSuccess) return res;
-  if (nops == 1 && !isP2p(ops[0].kind)) return forced(&ops[0]) ? ncclFallbackRun(&ops[0]) : runColl(&ops[0]);
+  if (nops == 1 && !isP2p(ops[0].kind)) return forced(&ops[0]) ? mscclppNcclFallbackRun(&ops[0]) : runColl(&ops[0]);
 
   /* every send/recv of the group goes on the first one's stream */
   int nfwd = 0, np2p = 0;
@@ -219,10 +219,10 @@ ncclResult_t mscclppNcclOpsRun(const struct mscclppNcclOp* ops, int nops) {
 #endif
   if (res != ncclSuccess || nfwd == 0) return res;
 
-  res = ncclFallbackGroup(1);
+  res = mscclppNcclFallbackGroup(1);
   for (int i = 0; i < nops && res == ncclSuccess; i++)
-    if (forced(&ops[i])) res = ncclFallbackRun(&ops[i]);
-  ncclResult_t fend = ncclFallbackGroup(0);
+    if (forced(&ops[i])) res = mscclppNcclFallbackRun(&ops[i]);
+  ncclResult_t fend = mscclppNcclFallbackGroup(0);
   return res != ncclSuccess ? res : fend;
 }
 

@@ -21,7 +21,7 @@
 
 #define TAG_FALLBACK_ID 0x6e460000
 
-struct ncclFallback {
+struct mscclppNcclFallback {
   void* handle;
   char path[MSCCLPP_PARAM_STR_MAX];
   int version;
@@ -46,7 +46,7 @@ struct ncclFallback {
 };
 
 static pthread_mutex_t fbLock = PTHREAD_MUTEX_INITIALIZER;
-static struct ncclFallback fb;
+static struct mscclppNcclFallback fb;
 static int fbLoaded;
 
 /* dlsym into a function pointer without casting between pointer kinds. */
@@ -121,7 +121,7 @@ static ncclResult_t loadLocked(const char* path) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclFallbackGet(const struct ncclFallback** out) {
+ncclResult_t mscclppNcclFallbackGet(const struct mscclppNcclFallback** out) {
   *out = NULL;
   const char* path = mscclppParamValueText("MSCCLPP_NCCL_FALLBACK");
   if (path == NULL || path[0] == '\0') return ncclSuccess;
@@ -132,23 +132,29 @@ ncclResult_t ncclFallbackGet(const struct ncclFallback** out) {
   return res;
 }
 
-void* ncclFallbackSymbol(const char* name) {
+void* mscclppNcclFallbackSymbol(const char* name) {
   pthread_mutex_lock(&fbLock);
   void* s = fbLoaded ? dlsym(fb.handle, name) : NULL;
   pthread_mutex_unlock(&fbLock);
   return s;
 }
 
-ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
+ncclResult_t mscclppNcclFallbackParseOps(const char* list, unsigned* bits) {
   static const struct {
     const char* name;
     unsigned bits;
-  } names[] = {{"allreduce", NCCL_FB_ALLREDUCE}, {"allgather", NCCL_FB_ALLGATHER},
-               {"reducescatter", NCCL_FB_REDUCESCATTER}, {"broadcast", NCCL_FB_BROADCAST},
-               {"bcast", NCCL_FB_BROADCAST},   {"reduce", NCCL_FB_REDUCE},
-               {"alltoall", NCCL_FB_ALLTOALL}, {"gather", NCCL_FB_GATHER},
-               {"scatter", NCCL_FB_SCATTER},   {"sendrecv", NCCL_FB_SENDRECV},
-               {"send", NCCL_FB_SENDRECV},     {"recv", NCCL_FB_SENDRECV},
+  } names[] = {{"allreduce", MSCCLPP_NCCL_FB_ALLREDUCE},
+               {"allgather", MSCCLPP_NCCL_FB_ALLGATHER},
+               {"reducescatter", MSCCLPP_NCCL_FB_REDUCESCATTER},
+               {"broadcast", MSCCLPP_NCCL_FB_BROADCAST},
+               {"bcast", MSCCLPP_NCCL_FB_BROADCAST},
+               {"reduce", MSCCLPP_NCCL_FB_REDUCE},
+               {"alltoall", MSCCLPP_NCCL_FB_ALLTOALL},
+               {"gather", MSCCLPP_NCCL_FB_GATHER},
+               {"scatter", MSCCLPP_NCCL_FB_SCATTER},
+               {"sendrecv", MSCCLPP_NCCL_FB_SENDRECV},
+               {"send", MSCCLPP_NCCL_FB_SENDRECV},
+               {"recv", MSCCLPP_NCCL_FB_SENDRECV},
                {"all", ~0u}};
   *bits = 0;
   const char* s = list;
@@ -179,9 +185,9 @@ ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm) {
-  const struct ncclFallback* f = NULL;
-  ncclResult_t res = ncclFallbackGet(&f);
+ncclResult_t mscclppNcclFallbackCommCreate(struct ncclComm* comm) {
+  const struct mscclppNcclFallback* f = NULL;
+  ncclResult_t res = mscclppNcclFallbackGet(&f);
   if (res != ncclSuccess || f == NULL) return res;
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
@@ -215,7 +221,7 @@ ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-void ncclFallbackCommDestroy(struct ncclComm* comm, int abort) {
+void mscclppNcclFallbackCommDestroy(struct ncclComm* comm, int abort) {
   if (comm->real == NULL) return;
   if (abort && fb.commAbort != NULL)
     (void)fb.commAbort(comm->real);
@@ -224,12 +230,12 @@ void ncclFallbackCommDestroy(struct ncclComm* comm, int abort) {
   comm->real = NULL;
 }
 
-ncclResult_t ncclFallbackGroup(int start) {
+ncclResult_t mscclppNcclFallbackGroup(int start) {
   if (!fbLoaded) return ncclSuccess;
   return start ? fb.groupStart() : fb.groupEnd();
 }
 
-ncclResult_t ncclFallbackRun(const struct mscclppNcclOp* o) {
+ncclResult_t mscclppNcclFallbackRun(const struct mscclppNcclOp* o) {
   void* rc = o->comm->real;
   if (rc == NULL || !fbLoaded)
     return mscclppNcclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)",

@@ -262,10 +262,10 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   struct mscclppParams params;
   r = mscclppParamsLoad(&params);
   ncclResult_t res = fromM(r);
-  if (res == ncclSuccess) res = ncclFallbackParseOps(params.ncclFallbackOps, &comm->fallbackOps);
+  if (res == ncclSuccess) res = mscclppNcclFallbackParseOps(params.ncclFallbackOps, &comm->fallbackOps);
   if (res == ncclSuccess && params.ncclFallback[0] != '\0') {
     comm->mc = mc; /* the fallback's id travels on it */
-    res = ncclFallbackCommCreate(comm);
+    res = mscclppNcclFallbackCommCreate(comm);
     comm->mc = NULL;
   } else if (res == ncclSuccess && comm->fallbackOps != 0) {
     res =
@@ -297,7 +297,7 @@ static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc
   if (abandoned) { /* the thread is detached and nobody else holds comm */
     if (mc != NULL) {
       (void)mscclppCommAbort(mc, "ncclCommAbort during initialization");
-      ncclFallbackCommDestroy(comm, 1);
+      mscclppNcclFallbackCommDestroy(comm, 1);
       (void)mscclppCommDestroy(mc);
     }
     commFree(comm);
@@ -436,7 +436,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     for (int i = 0; i < ndev; i++) {
       if (made[i] == NULL) continue;
       if (made[i]->mc != NULL) {
-        ncclFallbackCommDestroy(made[i], 1);
+        mscclppNcclFallbackCommDestroy(made[i], 1);
         (void)mscclppCommDestroy(made[i]->mc);
       }
       commFree(made[i]);
@@ -644,7 +644,7 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   waitJoined(comm);
   if (comm->mc != NULL) {
     if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
-    ncclFallbackCommDestroy(comm, abort);
+    mscclppNcclFallbackCommDestroy(comm, abort);
     mscclppResult_t r = mscclppCommDestroy(comm->mc);
     if (r != mscclppSuccess) return fromM(r);
     comm->mc = NULL;
@@ -696,7 +696,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     pthread_mutex_unlock(&comm->lock);
   } else if (comm->real != NULL) {
     ncclResult_t (*realAsync)(void*, ncclResult_t*) =
-        (ncclResult_t(*)(void*, ncclResult_t*))ncclFallbackSymbol("ncclCommGetAsyncError");
+        (ncclResult_t(*)(void*, ncclResult_t*))mscclppNcclFallbackSymbol("ncclCommGetAsyncError");
     ncclResult_t re = ncclSuccess;
     if (realAsync != NULL && realAsync(comm->real, &re) == ncclSuccess && re != ncclSuccess &&
         re != ncclInProgress) {

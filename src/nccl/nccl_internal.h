@@ -83,7 +83,7 @@ struct ncclComm {
   int finalized;
   /* fallback: the real NCCL's communicator of the same ranks, or NULL */
   void* real;
-  unsigned fallbackOps; /* NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
+  unsigned fallbackOps; /* MSCCLPP_NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
   /* operators and registrations, under lock */
   struct mscclppNcclUserOp ops[MSCCLPP_NCCL_MAX_USER_OPS];
   struct mscclppNcclRegistration* regs;
@@ -181,33 +181,33 @@ int mscclppNcclScaleGpu(int type, void* dst, const void* src, size_t count, cons
 
 /* ---- fallback.c ---- */
 enum {
-  NCCL_FB_ALLREDUCE = 1u << MSCCLPP_NCCL_OP_ALLREDUCE,
-  NCCL_FB_ALLGATHER = 1u << MSCCLPP_NCCL_OP_ALLGATHER,
-  NCCL_FB_REDUCESCATTER = 1u << MSCCLPP_NCCL_OP_REDUCESCATTER,
-  NCCL_FB_BROADCAST = 1u << MSCCLPP_NCCL_OP_BROADCAST,
-  NCCL_FB_REDUCE = 1u << MSCCLPP_NCCL_OP_REDUCE,
-  NCCL_FB_ALLTOALL = 1u << MSCCLPP_NCCL_OP_ALLTOALL,
-  NCCL_FB_GATHER = 1u << MSCCLPP_NCCL_OP_GATHER,
-  NCCL_FB_SCATTER = 1u << MSCCLPP_NCCL_OP_SCATTER,
-  NCCL_FB_SENDRECV = (1u << MSCCLPP_NCCL_OP_SEND) | (1u << MSCCLPP_NCCL_OP_RECV)
+  MSCCLPP_NCCL_FB_ALLREDUCE = 1u << MSCCLPP_NCCL_OP_ALLREDUCE,
+  MSCCLPP_NCCL_FB_ALLGATHER = 1u << MSCCLPP_NCCL_OP_ALLGATHER,
+  MSCCLPP_NCCL_FB_REDUCESCATTER = 1u << MSCCLPP_NCCL_OP_REDUCESCATTER,
+  MSCCLPP_NCCL_FB_BROADCAST = 1u << MSCCLPP_NCCL_OP_BROADCAST,
+  MSCCLPP_NCCL_FB_REDUCE = 1u << MSCCLPP_NCCL_OP_REDUCE,
+  MSCCLPP_NCCL_FB_ALLTOALL = 1u << MSCCLPP_NCCL_OP_ALLTOALL,
+  MSCCLPP_NCCL_FB_GATHER = 1u << MSCCLPP_NCCL_OP_GATHER,
+  MSCCLPP_NCCL_FB_SCATTER = 1u << MSCCLPP_NCCL_OP_SCATTER,
+  MSCCLPP_NCCL_FB_SENDRECV = (1u << MSCCLPP_NCCL_OP_SEND) | (1u << MSCCLPP_NCCL_OP_RECV)
 };
 /* The real NCCL named by MSCCLPP_NCCL_FALLBACK, loaded on first use (NULL
  * without it). Failure to load is an error naming the path. */
-struct ncclFallback;
-ncclResult_t ncclFallbackGet(const struct ncclFallback** fb);
-/* Parse MSCCLPP_NCCL_FALLBACK_OPS into NCCL_FB_* bits (unknown names are an
- * error naming them). */
-ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits);
+struct mscclppNcclFallback;
+ncclResult_t mscclppNcclFallbackGet(const struct mscclppNcclFallback** fb);
+/* Parse MSCCLPP_NCCL_FALLBACK_OPS into MSCCLPP_NCCL_FB_* bits (unknown
+ * names are an error naming them). */
+ncclResult_t mscclppNcclFallbackParseOps(const char* list, unsigned* bits);
 /* Make comm->real: a real NCCL communicator of the same ranks (rank 0 of
  * the mscclpp communicator makes the real id and sends it). */
-ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm);
-void ncclFallbackCommDestroy(struct ncclComm* comm, int abort);
+ncclResult_t mscclppNcclFallbackCommCreate(struct ncclComm* comm);
+void mscclppNcclFallbackCommDestroy(struct ncclComm* comm, int abort);
 /* Run `op` on comm->real. */
-ncclResult_t ncclFallbackRun(const struct mscclppNcclOp* op);
+ncclResult_t mscclppNcclFallbackRun(const struct mscclppNcclOp* op);
 /* The real NCCL's group calls around forwarded operations. */
-ncclResult_t ncclFallbackGroup(int start);
+ncclResult_t mscclppNcclFallbackGroup(int start);
 /* Look a real NCCL function up by name: NULL without a fallback (or when it
  * lacks the function). */
-void* ncclFallbackSymbol(const char* name);
+void* mscclppNcclFallbackSymbol(const char* name);
 
 #endif /* MSCCLPP_SRC_NCCL_NCCL_INTERNAL_H_ */
