@@ -24,23 +24,23 @@ struct ncclLsaBarrierHandle;
 struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
 
-NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
-                                        struct ncclDevComm* outDevComm);
-NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
-NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm);
-NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm);
-NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm);
-NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
-NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
-NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                                      struct ncclLsaBarrierHandle* outHandle,
-                                                      struct ncclDevResourceRequirements* outReq);
-NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                                      struct ncclGinBarrierHandle* outHandle,
-                                                      struct ncclDevResourceRequirements* outReq);
-NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
-NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
-                                                 struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                                                struct ncclDevComm* outDevComm);
+MSCCLPP_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm);
+MSCCLPP_NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+MSCCLPP_NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+MSCCLPP_NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                              struct ncclLsaBarrierHandle* outHandle,
+                                                              struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                              struct ncclGinBarrierHandle* outHandle,
+                                                              struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+MSCCLPP_NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
+                                                         struct ncclDevResourceRequirements* outReq);
 
 static ncclResult_t unsupported(const char* fn) {
   return mscclppNcclErr(

@@ -115,7 +115,7 @@ void ncclResetDebugInit(void) {
 }
 NCCL_PROFILING_ALIAS(ncclResetDebugInit);
 /* Exported by NVIDIA's library too; same thing. */
-NCCL_API void ncclResetDebugInitInternal(void);
+MSCCLPP_NCCL_API void ncclResetDebugInitInternal(void);
 void ncclResetDebugInitInternal(void) { ncclResetDebugInit(); }
 
 ncclResult_t ncclGetVersion(int* version) {
@@ -221,10 +221,10 @@ static ncclResult_t readConfig(const ncclConfig_t* config, const char* fn, int d
   *blocking = defaultBlocking;
   *name = NULL;
   if (config == NULL) return ncclSuccess;
-  if (config->magic != NCCL_CONFIG_MAGIC)
+  if (config->magic != MSCCLPP_NCCL_CONFIG_MAGIC)
     return mscclppNcclErr(ncclInvalidArgument,
                           "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER",
-                          fn, config->magic, NCCL_CONFIG_MAGIC);
+                          fn, config->magic, MSCCLPP_NCCL_CONFIG_MAGIC);
   if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
     return mscclppNcclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn,
                           config->size);
