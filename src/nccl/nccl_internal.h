@@ -17,6 +17,11 @@
  * the host, operator table), premul_kernels.cu (scaling on the GPU),
  * memory.c (ncclMemAlloc, registrations, windows), device_api.c (the
  * host-side calls of NCCL's device API), fallback.c.
+ *
+ * Names: nccl* and NCCL_* are NCCL's API (and NCCL_PROFILING_ALIAS, which
+ * makes its pncclX aliases); what this layer defines for itself is
+ * mscclppNccl* / MSCCLPP_NCCL_* (docs/DESIGN.md), so that it reads as ours
+ * and exports.map (nccl*, pnccl*) never exports it.
  */
 #ifndef MSCCLPP_SRC_NCCL_NCCL_INTERNAL_H_
 #define MSCCLPP_SRC_NCCL_NCCL_INTERNAL_H_
