@@ -24,35 +24,36 @@ struct ncclLsaBarrierHandle;
 struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
 
-NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
-                                        struct ncclDevComm* outDevComm);
-NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
-NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm);
-NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm);
-NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm);
-NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
-NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
-NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                                      struct ncclLsaBarrierHandle* outHandle,
-                                                      struct ncclDevResourceRequirements* outReq);
-NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                                      struct ncclGinBarrierHandle* outHandle,
-                                                      struct ncclDevResourceRequirements* outReq);
-NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
-NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
-                                                 struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                                                struct ncclDevComm* outDevComm);
+MSCCLPP_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm);
+MSCCLPP_NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+MSCCLPP_NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+MSCCLPP_NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                              struct ncclLsaBarrierHandle* outHandle,
+                                                              struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                              struct ncclGinBarrierHandle* outHandle,
+                                                              struct ncclDevResourceRequirements* outReq);
+MSCCLPP_NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+MSCCLPP_NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
+                                                         struct ncclDevResourceRequirements* outReq);
 
 static ncclResult_t unsupported(const char* fn) {
-  return ncclErr(ncclInvalidUsage,
-                 "%s: NCCL's device API (device communicators, symmetric-memory kernels) is not supported by mscclpp; "
-                 "set MSCCLPP_NCCL_FALLBACK to NVIDIA's libnccl.so.2 to run it there",
-                 fn);
+  return mscclppNcclErr(
+      ncclInvalidUsage,
+      "%s: NCCL's device API (device communicators, symmetric-memory kernels) is not supported by mscclpp; "
+      "set MSCCLPP_NCCL_FALLBACK to NVIDIA's libnccl.so.2 to run it there",
+      fn);
 }
 
 /* The fallback's function `name` when comm has a fallback communicator. */
 static void* realFn(ncclComm_t comm, const char* name) {
-  if (ncclCommReady(comm, name) != ncclSuccess || comm->real == NULL) return NULL;
-  return ncclFallbackSymbol(name);
+  if (mscclppNcclCommReady(comm, name) != ncclSuccess || comm->real == NULL) return NULL;
+  return mscclppNcclFallbackSymbol(name);
 }
 
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
@@ -87,7 +88,7 @@ NCCL_PROFILING_ALIAS(ncclGinBarrierCreateRequirement);
 
 ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, struct ncclLsaBarrierHandle* outHandle,
                                              struct ncclDevResourceRequirements* outReq) {
-  void* s = ncclFallbackSymbol("ncclLsaBarrierCreateRequirement");
+  void* s = mscclppNcclFallbackSymbol("ncclLsaBarrierCreateRequirement");
   if (s == NULL) return unsupported("ncclLsaBarrierCreateRequirement");
   ncclResult_t (*f)(ncclTeam_t, int, struct ncclLsaBarrierHandle*, struct ncclDevResourceRequirements*);
   memcpy(&f, &s, sizeof(s));
@@ -97,7 +98,7 @@ NCCL_PROFILING_ALIAS(ncclLsaBarrierCreateRequirement);
 
 ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
                                         struct ncclDevResourceRequirements* outReq) {
-  void* s = ncclFallbackSymbol("ncclLLA2ACreateRequirement");
+  void* s = mscclppNcclFallbackSymbol("ncclLLA2ACreateRequirement");
   if (s == NULL) return unsupported("ncclLLA2ACreateRequirement");
   ncclResult_t (*f)(int, int, struct ncclLLA2AHandle*, struct ncclDevResourceRequirements*);
   memcpy(&f, &s, sizeof(s));
@@ -106,7 +107,7 @@ ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2
 NCCL_PROFILING_ALIAS(ncclLLA2ACreateRequirement);
 
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
-  void* s = ncclFallbackSymbol("ncclLLA2ACalcSlots");
+  void* s = mscclppNcclFallbackSymbol("ncclLLA2ACalcSlots");
   if (s == NULL) {
     (void)unsupported("ncclLLA2ACalcSlots");
     return 0;
@@ -124,7 +125,7 @@ NCCL_PROFILING_ALIAS(ncclLLA2ACalcSlots);
 static ncclTeam_t lsaOf(ncclComm_t comm) {
   ncclTeam_t t = {1, 0, 1};
   int lr = 0, ln = 1;
-  if (ncclCommReady(comm, "ncclTeamLsa") != ncclSuccess) return t;
+  if (mscclppNcclCommReady(comm, "ncclTeamLsa") != ncclSuccess) return t;
   if (mscclppCommLocalRank(comm->mc, &lr) != mscclppSuccess || mscclppCommLocalSize(comm->mc, &ln) != mscclppSuccess)
     return t;
   if (ln <= 0 || comm->nranks % ln != 0 || lr != comm->rank % ln) return t;
@@ -135,7 +136,7 @@ static ncclTeam_t lsaOf(ncclComm_t comm) {
 
 ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
   ncclTeam_t t = {1, 0, 1};
-  if (ncclCommCheck(comm, "ncclTeamWorld") != ncclSuccess) return t;
+  if (mscclppNcclCommCheck(comm, "ncclTeamWorld") != ncclSuccess) return t;
   t.nRanks = comm->nranks;
   t.rank = comm->rank;
   return t;
@@ -148,7 +149,7 @@ NCCL_PROFILING_ALIAS(ncclTeamLsa);
 ncclTeam_t ncclTeamRail(ncclComm_t comm) {
   ncclTeam_t lsa = lsaOf(comm);
   ncclTeam_t t = {1, 0, 1};
-  if (ncclCommCheck(comm, "ncclTeamRail") != ncclSuccess) return t;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRail") != ncclSuccess) return t;
   t.nRanks = comm->nranks / lsa.nRanks;
   t.rank = comm->rank / lsa.nRanks;
   t.stride = lsa.nRanks;
@@ -157,13 +158,13 @@ ncclTeam_t ncclTeamRail(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclTeamRail);
 
 int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (ncclCommCheck(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
   return comm->rank + (rank - team.rank) * team.stride;
 }
 NCCL_PROFILING_ALIAS(ncclTeamRankToWorld);
 
 int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (ncclCommCheck(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
+  if (mscclppNcclCommCheck(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
   ncclTeam_t lsa = lsaOf(comm);
   int world = comm->rank + (rank - team.rank) * team.stride;
   int lsaBase = comm->rank - lsa.rank;

@@ -21,7 +21,7 @@
 
 #define TAG_FALLBACK_ID 0x6e460000
 
-struct ncclFallback {
+struct mscclppNcclFallback {
   void* handle;
   char path[MSCCLPP_PARAM_STR_MAX];
   int version;
@@ -46,7 +46,7 @@ struct ncclFallback {
 };
 
 static pthread_mutex_t fbLock = PTHREAD_MUTEX_INITIALIZER;
-static struct ncclFallback fb;
+static struct mscclppNcclFallback fb;
 static int fbLoaded;
 
 /* dlsym into a function pointer without casting between pointer kinds. */
@@ -59,8 +59,8 @@ static int fbLoaded;
 static ncclResult_t loadLocked(const char* path) {
   if (fbLoaded) {
     if (strcmp(fb.path, path) != 0)
-      return ncclErr(ncclInvalidUsage, "MSCCLPP_NCCL_FALLBACK=%s, but %s is already loaded (one per process)", path,
-                     fb.path);
+      return mscclppNcclErr(ncclInvalidUsage, "MSCCLPP_NCCL_FALLBACK=%s, but %s is already loaded (one per process)",
+                            path, fb.path);
     return ncclSuccess;
   }
   (void)dlerror();
@@ -73,7 +73,7 @@ static ncclResult_t loadLocked(const char* path) {
 #endif
   if (h == NULL) {
     const char* why = dlerror();
-    return ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s: cannot load it: %s", path, why ? why : "?");
+    return mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s: cannot load it: %s", path, why ? why : "?");
   }
   void* theirs = dlsym(h, "ncclGetVersion");
   ncclResult_t (*ourGetVersion)(int*) = ncclGetVersion;
@@ -81,9 +81,9 @@ static ncclResult_t loadLocked(const char* path) {
   memcpy(&ours, &ourGetVersion, sizeof(ours));
   if (theirs == NULL || theirs == ours) {
     dlclose(h);
-    return ncclErr(ncclInvalidArgument,
-                   "MSCCLPP_NCCL_FALLBACK=%s is %s: give the full path of NVIDIA's libnccl.so.2", path,
-                   theirs == NULL ? "not an NCCL library (no ncclGetVersion)" : "this library itself");
+    return mscclppNcclErr(ncclInvalidArgument,
+                          "MSCCLPP_NCCL_FALLBACK=%s is %s: give the full path of NVIDIA's libnccl.so.2", path,
+                          theirs == NULL ? "not an NCCL library (no ncclGetVersion)" : "this library itself");
   }
   memset(&fb, 0, sizeof(fb));
   fb.handle = h;
@@ -113,14 +113,15 @@ static ncclResult_t loadLocked(const char* path) {
       fb.groupEnd == NULL) {
     dlclose(h);
     memset(&fb, 0, sizeof(fb));
-    return ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s lacks ncclGetUniqueId/ncclCommInitRank/...", path);
+    return mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK=%s lacks ncclGetUniqueId/ncclCommInitRank/...",
+                          path);
   }
   fbLoaded = 1;
   MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "fallback NCCL %d loaded from %s", fb.version, path);
   return ncclSuccess;
 }
 
-ncclResult_t ncclFallbackGet(const struct ncclFallback** out) {
+ncclResult_t mscclppNcclFallbackGet(const struct mscclppNcclFallback** out) {
   *out = NULL;
   const char* path = mscclppParamValueText("MSCCLPP_NCCL_FALLBACK");
   if (path == NULL || path[0] == '\0') return ncclSuccess;
@@ -131,23 +132,29 @@ ncclResult_t ncclFallbackGet(const struct ncclFallback** out) {
   return res;
 }
 
-void* ncclFallbackSymbol(const char* name) {
+void* mscclppNcclFallbackSymbol(const char* name) {
   pthread_mutex_lock(&fbLock);
   void* s = fbLoaded ? dlsym(fb.handle, name) : NULL;
   pthread_mutex_unlock(&fbLock);
   return s;
 }
 
-ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
+ncclResult_t mscclppNcclFallbackParseOps(const char* list, unsigned* bits) {
   static const struct {
     const char* name;
     unsigned bits;
-  } names[] = {{"allreduce", NCCL_FB_ALLREDUCE}, {"allgather", NCCL_FB_ALLGATHER},
-               {"reducescatter", NCCL_FB_REDUCESCATTER}, {"broadcast", NCCL_FB_BROADCAST},
-               {"bcast", NCCL_FB_BROADCAST},   {"reduce", NCCL_FB_REDUCE},
-               {"alltoall", NCCL_FB_ALLTOALL}, {"gather", NCCL_FB_GATHER},
-               {"scatter", NCCL_FB_SCATTER},   {"sendrecv", NCCL_FB_SENDRECV},
-               {"send", NCCL_FB_SENDRECV},     {"recv", NCCL_FB_SENDRECV},
+  } names[] = {{"allreduce", MSCCLPP_NCCL_FB_ALLREDUCE},
+               {"allgather", MSCCLPP_NCCL_FB_ALLGATHER},
+               {"reducescatter", MSCCLPP_NCCL_FB_REDUCESCATTER},
+               {"broadcast", MSCCLPP_NCCL_FB_BROADCAST},
+               {"bcast", MSCCLPP_NCCL_FB_BROADCAST},
+               {"reduce", MSCCLPP_NCCL_FB_REDUCE},
+               {"alltoall", MSCCLPP_NCCL_FB_ALLTOALL},
+               {"gather", MSCCLPP_NCCL_FB_GATHER},
+               {"scatter", MSCCLPP_NCCL_FB_SCATTER},
+               {"sendrecv", MSCCLPP_NCCL_FB_SENDRECV},
+               {"send", MSCCLPP_NCCL_FB_SENDRECV},
+               {"recv", MSCCLPP_NCCL_FB_SENDRECV},
                {"all", ~0u}};
   *bits = 0;
   const char* s = list;
@@ -167,20 +174,20 @@ ncclResult_t ncclFallbackParseOps(const char* list, unsigned* bits) {
           found = 1;
         }
       if (!found)
-        return ncclErr(ncclInvalidArgument,
-                       "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\": unknown operation \"%.*s\" (allreduce, allgather, "
-                       "reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, all)",
-                       list, (int)len, s);
+        return mscclppNcclErr(ncclInvalidArgument,
+                              "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\": unknown operation \"%.*s\" (allreduce, allgather, "
+                              "reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, all)",
+                              list, (int)len, s);
     }
     s = end != NULL ? end + 1 : NULL;
   }
-  if (*bits == ~0u) *bits = (1u << NCCL_OP_KINDS) - 1;
+  if (*bits == ~0u) *bits = (1u << MSCCLPP_NCCL_OP_KINDS) - 1;
   return ncclSuccess;
 }
 
-ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm) {
-  const struct ncclFallback* f = NULL;
-  ncclResult_t res = ncclFallbackGet(&f);
+ncclResult_t mscclppNcclFallbackCommCreate(struct ncclComm* comm) {
+  const struct mscclppNcclFallback* f = NULL;
+  ncclResult_t res = mscclppNcclFallbackGet(&f);
   if (res != ncclSuccess || f == NULL) return res;
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
@@ -199,22 +206,22 @@ ncclResult_t ncclFallbackCommCreate(struct ncclComm* comm) {
                                         : (r == comm->rank
                                                ? mscclppBootstrapRecv(comm->mc, 0, TAG_FALLBACK_ID, &msg, sizeof(msg))
                                                : mscclppSuccess);
-    if (m != mscclppSuccess) return ncclFromMscclpp(m);
+    if (m != mscclppSuccess) return mscclppNcclFromMscclpp(m);
   }
   if (msg.status != ncclSuccess)
-    return ncclErr((ncclResult_t)msg.status, "fallback NCCL %s: ncclGetUniqueId failed on rank 0: %s", f->path,
-                   f->getErrorString ? f->getErrorString((ncclResult_t)msg.status) : "?");
+    return mscclppNcclErr((ncclResult_t)msg.status, "fallback NCCL %s: ncclGetUniqueId failed on rank 0: %s", f->path,
+                          f->getErrorString ? f->getErrorString((ncclResult_t)msg.status) : "?");
   void* real = NULL;
   res = f->commInitRank(&real, comm->nranks, msg.id, comm->rank);
   if (res != ncclSuccess)
-    return ncclErr(res, "fallback NCCL %s: ncclCommInitRank (rank %d of %d) failed: %s: %s", f->path, comm->rank,
-                   comm->nranks, f->getErrorString ? f->getErrorString(res) : "?",
-                   f->getLastError ? f->getLastError(NULL) : "");
+    return mscclppNcclErr(res, "fallback NCCL %s: ncclCommInitRank (rank %d of %d) failed: %s: %s", f->path, comm->rank,
+                          comm->nranks, f->getErrorString ? f->getErrorString(res) : "?",
+                          f->getLastError ? f->getLastError(NULL) : "");
   comm->real = real;
   return ncclSuccess;
 }
 
-void ncclFallbackCommDestroy(struct ncclComm* comm, int abort) {
+void mscclppNcclFallbackCommDestroy(struct ncclComm* comm, int abort) {
   if (comm->real == NULL) return;
   if (abort && fb.commAbort != NULL)
     (void)fb.commAbort(comm->real);
@@ -223,61 +230,62 @@ void ncclFallbackCommDestroy(struct ncclComm* comm, int abort) {
   comm->real = NULL;
 }
 
-ncclResult_t ncclFallbackGroup(int start) {
+ncclResult_t mscclppNcclFallbackGroup(int start) {
   if (!fbLoaded) return ncclSuccess;
   return start ? fb.groupStart() : fb.groupEnd();
 }
 
-ncclResult_t ncclFallbackRun(const struct ncclOp* o) {
+ncclResult_t mscclppNcclFallbackRun(const struct mscclppNcclOp* o) {
   void* rc = o->comm->real;
   if (rc == NULL || !fbLoaded)
-    return ncclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)", ncclOpNames[o->kind]);
+    return mscclppNcclErr(ncclInvalidUsage, "%s: no fallback NCCL communicator (MSCCLPP_NCCL_FALLBACK)",
+                          mscclppNcclOpNames[o->kind]);
   int have = 0;
   ncclResult_t res = ncclInternalError;
   switch (o->kind) {
-    case NCCL_OP_ALLREDUCE:
+    case MSCCLPP_NCCL_OP_ALLREDUCE:
       if ((have = fb.allReduce != NULL))
         res = fb.allReduce(o->send, o->recv, o->count, o->type, o->op, rc, o->stream);
       break;
-    case NCCL_OP_ALLGATHER:
+    case MSCCLPP_NCCL_OP_ALLGATHER:
       if ((have = fb.allGather != NULL)) res = fb.allGather(o->send, o->recv, o->count, o->type, rc, o->stream);
       break;
-    case NCCL_OP_REDUCESCATTER:
+    case MSCCLPP_NCCL_OP_REDUCESCATTER:
       if ((have = fb.reduceScatter != NULL))
         res = fb.reduceScatter(o->send, o->recv, o->count, o->type, o->op, rc, o->stream);
       break;
-    case NCCL_OP_BROADCAST:
+    case MSCCLPP_NCCL_OP_BROADCAST:
       if ((have = fb.broadcast != NULL))
         res = fb.broadcast(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_REDUCE:
+    case MSCCLPP_NCCL_OP_REDUCE:
       if ((have = fb.reduce != NULL))
         res = fb.reduce(o->send, o->recv, o->count, o->type, o->op, o->root, rc, o->stream);
       break;
-    case NCCL_OP_ALLTOALL:
+    case MSCCLPP_NCCL_OP_ALLTOALL:
       if ((have = fb.alltoAll != NULL)) res = fb.alltoAll(o->send, o->recv, o->count, o->type, rc, o->stream);
       break;
-    case NCCL_OP_GATHER:
+    case MSCCLPP_NCCL_OP_GATHER:
       if ((have = fb.gather != NULL))
         res = fb.gather(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_SCATTER:
+    case MSCCLPP_NCCL_OP_SCATTER:
       if ((have = fb.scatter != NULL))
         res = fb.scatter(o->send, o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_SEND:
+    case MSCCLPP_NCCL_OP_SEND:
       if ((have = fb.send != NULL)) res = fb.send(o->send, o->count, o->type, o->root, rc, o->stream);
       break;
-    case NCCL_OP_RECV:
+    case MSCCLPP_NCCL_OP_RECV:
       if ((have = fb.recv != NULL)) res = fb.recv(o->recv, o->count, o->type, o->root, rc, o->stream);
       break;
     default: break;
   }
   if (!have)
-    return ncclErr(ncclInvalidUsage, "%s: the fallback NCCL (%s, version %d) does not have it", ncclOpNames[o->kind],
-                   fb.path, fb.version);
+    return mscclppNcclErr(ncclInvalidUsage, "%s: the fallback NCCL (%s, version %d) does not have it",
+                          mscclppNcclOpNames[o->kind], fb.path, fb.version);
   if (res != ncclSuccess && res != ncclInProgress)
-    return ncclErr(res, "%s on the fallback NCCL failed: %s", ncclOpNames[o->kind],
-                   fb.getLastError ? fb.getLastError(rc) : "");
+    return mscclppNcclErr(res, "%s on the fallback NCCL failed: %s", mscclppNcclOpNames[o->kind],
+                          fb.getLastError ? fb.getLastError(rc) : "");
   return res;
 }

@@ -20,13 +20,13 @@
 #include "nccl/nccl_internal.h"
 
 static _Thread_local int depth;
-static _Thread_local struct ncclOp* ops;
+static _Thread_local struct mscclppNcclOp* ops;
 static _Thread_local int nops, capOps;
 static _Thread_local struct ncclComm** joins;
 static _Thread_local int njoins, capJoins;
 static _Thread_local ncclResult_t groupError; /* first error of a call inside the group */
 
-int ncclGroupActive(void) { return depth > 0; }
+int mscclppNcclGroupActive(void) { return depth > 0; }
 
 ncclResult_t ncclGroupStart(void) {
   if (depth == 0) groupError = ncclSuccess;
@@ -40,34 +40,34 @@ static ncclResult_t grow(void** arr, int* cap, int need, size_t elem) {
   int nc = *cap ? *cap * 2 : 64;
   while (nc < need) nc *= 2;
   void* p = realloc(*arr, (size_t)nc * elem);
-  if (p == NULL) return ncclErr(ncclSystemError, "out of memory recording a group's calls");
+  if (p == NULL) return mscclppNcclErr(ncclSystemError, "out of memory recording a group's calls");
   *arr = p;
   *cap = nc;
   return ncclSuccess;
 }
 
-ncclResult_t ncclGroupAddJoin(struct ncclComm* comm) {
+ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm) {
   ncclResult_t res = grow((void**)&joins, &capJoins, njoins + 1, sizeof(*joins));
   if (res != ncclSuccess) return res;
   joins[njoins++] = comm;
   return ncclSuccess;
 }
 
-ncclResult_t ncclOpSubmit(const struct ncclOp* op, const char* fn) {
-  ncclResult_t res = ncclCommCheck(op->comm, fn);
+ncclResult_t mscclppNcclOpSubmit(const struct mscclppNcclOp* op, const char* fn) {
+  ncclResult_t res = mscclppNcclCommCheck(op->comm, fn);
   if (res == ncclSuccess && depth > 0) res = grow((void**)&ops, &capOps, nops + 1, sizeof(*ops));
   if (res != ncclSuccess) {
     if (depth > 0 && groupError == ncclSuccess) groupError = res;
     return res;
   }
-  if (depth == 0) return ncclOpsRun(op, 1);
+  if (depth == 0) return mscclppNcclOpsRun(op, 1);
   ops[nops++] = *op;
   return ncclSuccess;
 }
 
 /* One communicator's share of the group, run on a thread of its own. */
 struct commRun {
-  const struct ncclOp* ops;
+  const struct mscclppNcclOp* ops;
   int nops;
   pthread_t thread;
   int started;
@@ -79,14 +79,14 @@ static void* commRunMain(void* arg) {
   struct commRun* cr = (struct commRun*)arg;
   struct ncclComm* comm = cr->ops[0].comm;
   cr->res = ncclSuccess;
-  if (comm->device >= 0) cr->res = ncclFromMscclpp(mscclppGpuSetDevice(comm->device));
-  if (cr->res == ncclSuccess) cr->res = ncclOpsRun(cr->ops, cr->nops);
+  if (comm->device >= 0) cr->res = mscclppNcclFromMscclpp(mscclppGpuSetDevice(comm->device));
+  if (cr->res == ncclSuccess) cr->res = mscclppNcclOpsRun(cr->ops, cr->nops);
   if (cr->res != ncclSuccess) snprintf(cr->error, sizeof(cr->error), "%s", mscclppGetLastError());
   return NULL;
 }
 
 /* Run the recorded operations: grouped by communicator, order kept. */
-static ncclResult_t runOps(struct ncclOp* list, int n) {
+static ncclResult_t runOps(struct mscclppNcclOp* list, int n) {
   if (n <= 0) return ncclSuccess;
   int ncomms = 0;
   for (int i = 0; i < n; i++) {
@@ -94,14 +94,14 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
     for (int j = 0; j < i && !seen; j++) seen = list[j].comm == list[i].comm;
     ncomms += !seen;
   }
-  if (ncomms == 1) return ncclOpsRun(list, n);
+  if (ncomms == 1) return mscclppNcclOpsRun(list, n);
   /* partition by communicator, call order kept within each */
-  struct ncclOp* sorted = (struct ncclOp*)malloc((size_t)n * sizeof(*sorted));
+  struct mscclppNcclOp* sorted = (struct mscclppNcclOp*)malloc((size_t)n * sizeof(*sorted));
   struct commRun* runs = (struct commRun*)calloc((size_t)ncomms, sizeof(*runs));
   if (sorted == NULL || runs == NULL) {
     free(sorted);
     free(runs);
-    return ncclErr(ncclSystemError, "out of memory running a group");
+    return mscclppNcclErr(ncclSystemError, "out of memory running a group");
   }
   int k = 0, r = 0;
   for (int i = 0; i < n; i++) {
@@ -118,7 +118,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
   for (int i = 0; i < ncomms; i++) {
     int err = pthread_create(&runs[i].thread, NULL, commRunMain, &runs[i]);
     if (err != 0) {
-      res = ncclErr(ncclSystemError, "cannot start a thread for a group's communicator: %s", strerror(err));
+      res = mscclppNcclErr(ncclSystemError, "cannot start a thread for a group's communicator: %s", strerror(err));
       break;
     }
     runs[i].started = 1;
@@ -128,7 +128,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
     pthread_join(runs[i].thread, NULL);
     if (res == ncclSuccess && runs[i].res != ncclSuccess) {
       res = runs[i].res;
-      (void)ncclErrAgain(res, "%s", runs[i].error); /* logged on the worker thread */
+      (void)mscclppNcclErrAgain(res, "%s", runs[i].error); /* logged on the worker thread */
     }
   }
   free(sorted);
@@ -140,7 +140,7 @@ static ncclResult_t runOps(struct ncclOp* list, int n) {
 static ncclResult_t runJoins(struct ncclComm** list, int n) {
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n; i++) {
-    ncclResult_t r = ncclCommJoinStart(list[i]);
+    ncclResult_t r = mscclppNcclCommJoinStart(list[i]);
     if (res == ncclSuccess) res = r;
   }
   for (int i = 0; i < n; i++) {
@@ -149,16 +149,16 @@ static ncclResult_t runJoins(struct ncclComm** list, int n) {
     while (list[i]->joining) pthread_cond_wait(&list[i]->cond, &list[i]->lock);
     ncclResult_t st = list[i]->initState;
     pthread_mutex_unlock(&list[i]->lock);
-    if (res == ncclSuccess && st != ncclSuccess) res = ncclErrAgain(st, "ncclGroupEnd: %s", list[i]->initError);
+    if (res == ncclSuccess && st != ncclSuccess) res = mscclppNcclErrAgain(st, "ncclGroupEnd: %s", list[i]->initError);
   }
   return res;
 }
 
 ncclResult_t ncclGroupEnd(void) {
-  if (depth == 0) return ncclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (depth == 0) return mscclppNcclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
   /* take the lists: what runs below may start groups of its own */
-  struct ncclOp* myOps = ops;
+  struct mscclppNcclOp* myOps = ops;
   int myNops = nops;
   struct ncclComm** myJoins = joins;
   int myNjoins = njoins;
@@ -183,7 +183,7 @@ NCCL_PROFILING_ALIAS(ncclGroupEnd);
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   (void)simInfo;
-  if (depth == 0) return ncclErr(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  if (depth == 0) return mscclppNcclErr(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
   if (--depth == 0) {
     /* nothing runs: drop the record (recorded inits fail, saying so) */
     for (int i = 0; i < njoins; i++) {
@@ -200,7 +200,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     joins = NULL;
     nops = capOps = njoins = capJoins = 0;
   }
-  return ncclErr(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by mscclpp (it has no cost model); the "
-                                   "group was ended without running its operations");
+  return mscclppNcclErr(ncclInvalidUsage,
+                        "ncclGroupSimulateEnd is not supported by mscclpp (it has no cost model); the "
+                        "group was ended without running its operations");
 }
 NCCL_PROFILING_ALIAS(ncclGroupSimulateEnd);

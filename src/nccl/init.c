@@ -33,7 +33,7 @@
 
 /* ---- errors ------------------------------------------------------------------------ */
 
-ncclResult_t ncclFromMscclpp(mscclppResult_t res) {
+ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res) {
   switch (res) {
     case mscclppSuccess: return ncclSuccess;
     case mscclppUnhandledCudaError: return ncclUnhandledCudaError;
@@ -66,10 +66,10 @@ ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t re
   va_start(ap, fmt);
   vsnprintf(context, sizeof(context), fmt, ap);
   va_end(ap);
-  return ncclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
+  return mscclppNcclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
 }
 
-ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) {
+ncclResult_t mscclppNcclErrAgain(ncclResult_t res, const char* fmt, ...) {
   char text[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -80,7 +80,7 @@ ncclResult_t ncclErrAgain(ncclResult_t res, const char* fmt, ...) {
 }
 
 /* Pass an mscclpp failure up as NCCL's status (already logged and recorded). */
-static ncclResult_t fromM(mscclppResult_t res) { return ncclFromMscclpp(res); }
+static ncclResult_t fromM(mscclppResult_t res) { return mscclppNcclFromMscclpp(res); }
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
@@ -99,7 +99,7 @@ const char* ncclGetErrorString(ncclResult_t result) {
 NCCL_PROFILING_ALIAS(ncclGetErrorString);
 
 const char* ncclGetLastError(ncclComm_t comm) {
-  if (comm != NULL && comm->magic == NCCL_COMM_MAGIC) {
+  if (comm != NULL && comm->magic == MSCCLPP_NCCL_COMM_MAGIC) {
     pthread_mutex_lock(&comm->lock);
     int has = comm->initError[0] != '\0';
     pthread_mutex_unlock(&comm->lock);
@@ -115,18 +115,18 @@ void ncclResetDebugInit(void) {
 }
 NCCL_PROFILING_ALIAS(ncclResetDebugInit);
 /* Exported by NVIDIA's library too; same thing. */
-NCCL_API void ncclResetDebugInitInternal(void);
+MSCCLPP_NCCL_API void ncclResetDebugInitInternal(void);
 void ncclResetDebugInitInternal(void) { ncclResetDebugInit(); }
 
 ncclResult_t ncclGetVersion(int* version) {
-  if (version == NULL) return ncclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  if (version == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclGetVersion);
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
-  if (uniqueId == NULL) return ncclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  if (uniqueId == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
   _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclppUniqueId), "unique id sizes");
   mscclppUniqueId id;
   mscclppResult_t res = mscclppGetUniqueId(&id);
@@ -138,10 +138,10 @@ NCCL_PROFILING_ALIAS(ncclGetUniqueId);
 
 /* ---- the wrapper -------------------------------------------------------------------- */
 
-ncclResult_t ncclCommCheck(const struct ncclComm* comm, const char* fn) {
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->magic != NCCL_COMM_MAGIC)
-    return ncclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
+ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn) {
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (comm->magic != MSCCLPP_NCCL_COMM_MAGIC)
+    return mscclppNcclErr(ncclInvalidArgument, "%s: comm %p is not a live communicator", fn, (const void*)comm);
   return ncclSuccess;
 }
 
@@ -155,33 +155,33 @@ static void waitJoined(struct ncclComm* comm) {
   if (joinIt) pthread_join(comm->joinThread, NULL);
 }
 
-ncclResult_t ncclCommReady(struct ncclComm* comm, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn) {
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   int notStarted = comm->joining && !comm->joinThreadStarted;
   pthread_mutex_unlock(&comm->lock);
   if (notStarted)
-    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; use it after ncclGroupEnd",
-                   fn);
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator is created by the enclosing group; use it after ncclGroupEnd", fn);
   waitJoined(comm);
   pthread_mutex_lock(&comm->lock);
   ncclResult_t state = comm->initState;
   int finalized = comm->finalized;
   pthread_mutex_unlock(&comm->lock);
   if (state != ncclSuccess)
-    return ncclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
-  if (finalized) return ncclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
+    return mscclppNcclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
+  if (finalized) return mscclppNcclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
   return ncclSuccess;
 }
 
 static ncclResult_t commNew(int nranks, int rank, int device, int blocking, const char* name,
                             struct ncclComm** out) {
   struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof(*c));
-  if (c == NULL) return ncclErr(ncclSystemError, "out of memory for a communicator");
+  if (c == NULL) return mscclppNcclErr(ncclSystemError, "out of memory for a communicator");
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cond, NULL);
-  c->magic = NCCL_COMM_MAGIC;
+  c->magic = MSCCLPP_NCCL_COMM_MAGIC;
   c->initState = ncclInProgress;
   c->nranks = nranks;
   c->rank = rank;
@@ -193,9 +193,9 @@ static ncclResult_t commNew(int nranks, int rank, int device, int blocking, cons
 }
 
 static void commFree(struct ncclComm* c) {
-  struct ncclRegistration* r = c->regs;
+  struct mscclppNcclRegistration* r = c->regs;
   while (r != NULL) {
-    struct ncclRegistration* next = r->next;
+    struct mscclppNcclRegistration* next = r->next;
     r->magic = 0;
     free(r);
     r = next;
@@ -221,15 +221,16 @@ static ncclResult_t readConfig(const ncclConfig_t* config, const char* fn, int d
   *blocking = defaultBlocking;
   *name = NULL;
   if (config == NULL) return ncclSuccess;
-  if (config->magic != NCCL_CONFIG_MAGIC)
-    return ncclErr(ncclInvalidArgument,
-                   "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER", fn,
-                   config->magic, NCCL_CONFIG_MAGIC);
+  if (config->magic != MSCCLPP_NCCL_CONFIG_MAGIC)
+    return mscclppNcclErr(ncclInvalidArgument,
+                          "%s: config->magic is 0x%x, not 0x%x: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER",
+                          fn, config->magic, MSCCLPP_NCCL_CONFIG_MAGIC);
   if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return ncclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn, config->size);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: config->size %zu is too small for an ncclConfig_t", fn,
+                          config->size);
   if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
     if (config->blocking != 0 && config->blocking != 1)
-      return ncclErr(ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", fn, config->blocking);
+      return mscclppNcclErr(ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", fn, config->blocking);
     *blocking = config->blocking;
   }
   if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(const char*)) *name = config->commName;
@@ -261,14 +262,15 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   struct mscclppParams params;
   r = mscclppParamsLoad(&params);
   ncclResult_t res = fromM(r);
-  if (res == ncclSuccess) res = ncclFallbackParseOps(params.ncclFallbackOps, &comm->fallbackOps);
+  if (res == ncclSuccess) res = mscclppNcclFallbackParseOps(params.ncclFallbackOps, &comm->fallbackOps);
   if (res == ncclSuccess && params.ncclFallback[0] != '\0') {
     comm->mc = mc; /* the fallback's id travels on it */
-    res = ncclFallbackCommCreate(comm);
+    res = mscclppNcclFallbackCommCreate(comm);
     comm->mc = NULL;
   } else if (res == ncclSuccess && comm->fallbackOps != 0) {
-    res = ncclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\" is set but MSCCLPP_NCCL_FALLBACK is not",
-                  params.ncclFallbackOps);
+    res =
+        mscclppNcclErr(ncclInvalidArgument, "MSCCLPP_NCCL_FALLBACK_OPS=\"%s\" is set but MSCCLPP_NCCL_FALLBACK is not",
+                       params.ncclFallbackOps);
   }
   if (res != ncclSuccess) {
     (void)mscclppCommDestroy(mc);
@@ -295,7 +297,7 @@ static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc
   if (abandoned) { /* the thread is detached and nobody else holds comm */
     if (mc != NULL) {
       (void)mscclppCommAbort(mc, "ncclCommAbort during initialization");
-      ncclFallbackCommDestroy(comm, 1);
+      mscclppNcclFallbackCommDestroy(comm, 1);
       (void)mscclppCommDestroy(mc);
     }
     commFree(comm);
@@ -310,15 +312,15 @@ static void* joinMain(void* arg) {
   return NULL;
 }
 
-ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
+ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm) {
   pthread_mutex_lock(&comm->lock);
   comm->joining = 1;
   int err = pthread_create(&comm->joinThread, NULL, joinMain, comm);
   if (err == 0) comm->joinThreadStarted = 1;
   pthread_mutex_unlock(&comm->lock);
   if (err != 0) {
-    ncclResult_t res = ncclErr(ncclSystemError, "cannot start the thread that initializes a communicator: %s",
-                               strerror(err));
+    ncclResult_t res =
+        mscclppNcclErr(ncclSystemError, "cannot start the thread that initializes a communicator: %s", strerror(err));
     joinFinish(comm, res, NULL);
     return res;
   }
@@ -328,9 +330,9 @@ ncclResult_t ncclCommJoinStart(struct ncclComm* comm) {
 /* Join now (blocking), in the background (nonblocking), or at ncclGroupEnd.
  * On a blocking failure the wrapper is freed and *out untouched. */
 static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
-  if (ncclGroupActive()) {
+  if (mscclppNcclGroupActive()) {
     c->joining = 1; /* started by ncclGroupEnd */
-    ncclResult_t res = ncclGroupAddJoin(c);
+    ncclResult_t res = mscclppNcclGroupAddJoin(c);
     if (res != ncclSuccess) {
       commFree(c);
       return res;
@@ -350,17 +352,17 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
     *out = c;
     return ncclSuccess;
   }
-  ncclResult_t res = ncclCommJoinStart(c);
+  ncclResult_t res = mscclppNcclCommJoinStart(c);
   *out = c; /* its state tells the failure */
   return res != ncclSuccess ? res : ncclInProgress;
 }
 
 static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank, ncclConfig_t* config,
                              const char* fn) {
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (nranks <= 0) return ncclErr(ncclInvalidArgument, "%s: nranks=%d must be positive", fn, nranks);
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (nranks <= 0) return mscclppNcclErr(ncclInvalidArgument, "%s: nranks=%d must be positive", fn, nranks);
   if (rank < 0 || rank >= nranks)
-    return ncclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
   int blocking;
   const char* name;
   ncclResult_t res = readConfig(config, fn, 1, &blocking, &name);
@@ -368,7 +370,7 @@ static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* i
   struct ncclComm* c = NULL;
   res = commNew(nranks, rank, currentDevice(), blocking, name, &c);
   if (res != ncclSuccess) return res;
-  c->joinKind = NCCL_JOIN_ID;
+  c->joinKind = MSCCLPP_NCCL_JOIN_ID;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
   return joinDispatch(c, comm);
 }
@@ -388,7 +390,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
                                       ncclConfig_t* config) {
   static const char fn[] = "ncclCommInitRankScalable";
   if (nId <= 0 || commIds == NULL)
-    return ncclErr(ncclInvalidArgument, "%s: nId=%d ids at %p: at least one id is needed", fn, nId, (void*)commIds);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: nId=%d ids at %p: at least one id is needed", fn, nId,
+                          (void*)commIds);
   if (nId > 1)
     MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "%s: %d ids given; mscclpp joins through the first and ignores the others", fn,
                  nId);
@@ -398,26 +401,27 @@ NCCL_PROFILING_ALIAS(ncclCommInitRankScalable);
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   static const char fn[] = "ncclCommInitAll";
-  if (comm == NULL) return ncclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (ndev <= 0) return ncclErr(ncclInvalidArgument, "%s: ndev=%d must be positive", fn, ndev);
+  if (comm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (ndev <= 0) return mscclppNcclErr(ncclInvalidArgument, "%s: ndev=%d must be positive", fn, ndev);
   int ngpus = mscclppGpuIpcAvailable() ? mscclppGpuDeviceCount() : 0;
   for (int i = 0; i < ndev; i++) {
     int dev = devlist != NULL ? devlist[i] : i;
     if (ngpus > 0 && (dev < 0 || dev >= ngpus))
-      return ncclErr(ncclInvalidArgument, "%s: device %d (rank %d) is not one of the %d devices", fn, dev, i, ngpus);
+      return mscclppNcclErr(ncclInvalidArgument, "%s: device %d (rank %d) is not one of the %d devices", fn, dev, i,
+                            ngpus);
   }
   ncclUniqueId id;
   ncclResult_t res = ncclGetUniqueId(&id);
   if (res != ncclSuccess) return res;
   struct ncclComm** made = (struct ncclComm**)calloc((size_t)ndev, sizeof(*made));
-  if (made == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  if (made == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   for (int i = 0; i < ndev && res == ncclSuccess; i++) {
     int dev = ngpus > 0 ? (devlist != NULL ? devlist[i] : i) : MSCCLPP_HOST_BACKEND_DEVICE;
     res = commNew(ndev, i, dev, 1, NULL, &made[i]);
     if (res != ncclSuccess) break;
-    made[i]->joinKind = NCCL_JOIN_ID;
+    made[i]->joinKind = MSCCLPP_NCCL_JOIN_ID;
     memcpy(made[i]->id.internal, id.internal, sizeof(id.internal));
-    res = ncclCommJoinStart(made[i]);
+    res = mscclppNcclCommJoinStart(made[i]);
   }
   /* wait for every started join (they fail by timeout if one never started) */
   for (int i = 0; i < ndev; i++) {
@@ -425,14 +429,14 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     waitJoined(made[i]);
     if (res == ncclSuccess && made[i]->initState != ncclSuccess) {
       res = made[i]->initState;
-      (void)ncclErrAgain(res, "%s: rank %d: %s", fn, i, made[i]->initError);
+      (void)mscclppNcclErrAgain(res, "%s: rank %d: %s", fn, i, made[i]->initError);
     }
   }
   if (res != ncclSuccess) {
     for (int i = 0; i < ndev; i++) {
       if (made[i] == NULL) continue;
       if (made[i]->mc != NULL) {
-        ncclFallbackCommDestroy(made[i], 1);
+        mscclppNcclFallbackCommDestroy(made[i], 1);
         (void)mscclppCommDestroy(made[i]->mc);
       }
       commFree(made[i]);
@@ -471,13 +475,13 @@ static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, 
     for (int i = 1; i < n; i++) {
       mscclppResult_t r = mscclppBootstrapSend(parent->mc, members[i], tag, id, sizeof(*id));
       if (r != mscclppSuccess)
-        return ncclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
+        return mscclppNcclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
     }
     return ncclSuccess;
   }
   mscclppResult_t r = mscclppBootstrapRecv(parent->mc, members[0], tag, id, sizeof(*id));
   if (r != mscclppSuccess)
-    return ncclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
+    return mscclppNcclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
   return ncclSuccess;
 }
 
@@ -490,7 +494,7 @@ static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, i
   struct ncclComm* c = NULL;
   res = commNew(n, newRank, parent->device, blocking, name, &c);
   if (res != ncclSuccess) return res;
-  c->joinKind = NCCL_JOIN_SPLIT;
+  c->joinKind = MSCCLPP_NCCL_JOIN_SPLIT;
   c->deviceShare = deviceShare;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
   return joinDispatch(c, newcomm);
@@ -498,32 +502,32 @@ static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, i
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   static const char fn[] = "ncclCommSplit";
-  ncclResult_t res = ncclCommReady(comm, fn);
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return ncclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
   int n = comm->nranks;
   struct splitEntry* all = (struct splitEntry*)calloc((size_t)n, sizeof(*all));
   int* members = (int*)calloc((size_t)n, sizeof(int));
   if (all == NULL || members == NULL) {
     free(all);
     free(members);
-    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   }
   all[comm->rank].color = color;
   all[comm->rank].key = key;
   all[comm->rank].rank = comm->rank;
   mscclppResult_t r = mscclppBootstrapAllGather(comm->mc, all, sizeof(*all));
   if (r != mscclppSuccess) {
-    res = ncclErrWrap(r, "%s: exchanging colors and keys failed", fn);
+    res = mscclppNcclErrWrap(r, "%s: exchanging colors and keys failed", fn);
     goto done;
   }
   /* every parent rank takes part, those that join no child too */
   int share = 1;
   r = mscclppCommGpuShare(comm->mc, &share);
   if (r != mscclppSuccess) {
-    res = ncclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
+    res = mscclppNcclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
     goto done;
   }
   if (color == NCCL_SPLIT_NOCOLOR) {
@@ -553,29 +557,29 @@ NCCL_PROFILING_ALIAS(ncclCommSplit);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
   static const char fn[] = "ncclCommShrink";
-  ncclResult_t res = ncclCommReady(comm, fn);
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return ncclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-    return ncclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL))
-    return ncclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
-                   (void*)excludeRanksList);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
+                          (void*)excludeRanksList);
   int n = comm->nranks;
   int* members = (int*)calloc((size_t)n, sizeof(int));
   char* excluded = (char*)calloc((size_t)n, 1);
   if (members == NULL || excluded == NULL) {
     free(members);
     free(excluded);
-    return ncclErr(ncclSystemError, "%s: out of memory", fn);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   }
   for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
     int x = excludeRanksList[i];
     if (x < 0 || x >= n)
-      res = ncclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
+      res = mscclppNcclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
     else if (x == comm->rank)
-      res = ncclErr(ncclInvalidArgument, "%s: this rank (%d) is in the exclude list; excluded ranks do not call it",
-                    fn, x);
+      res = mscclppNcclErr(ncclInvalidArgument,
+                           "%s: this rank (%d) is in the exclude list; excluded ranks do not call it", fn, x);
     else
       excluded[x] = 1;
   }
@@ -583,10 +587,10 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     mscclppResult_t lost = mscclppSuccess;
     (void)mscclppCommGetAsyncError(comm->mc, &lost);
     if (lost != mscclppSuccess)
-      res = ncclErr(ncclInvalidUsage,
-                    "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
-                    "create a new one with ncclGetUniqueId and ncclCommInitRank",
-                    fn, mscclppGetLastError());
+      res = mscclppNcclErr(ncclInvalidUsage,
+                           "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
+                           "create a new one with ncclGetUniqueId and ncclCommInitRank",
+                           fn, mscclppGetLastError());
   }
   if (res == ncclSuccess) {
     int m = 0, me = -1;
@@ -609,7 +613,7 @@ NCCL_PROFILING_ALIAS(ncclCommShrink);
 /* ---- finalize, destroy, abort ---------------------------------------------------- */
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  ncclResult_t res = ncclCommReady(comm, "ncclCommFinalize");
+  ncclResult_t res = mscclppNcclCommReady(comm, "ncclCommFinalize");
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   comm->finalized = 1;
@@ -619,7 +623,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclCommFinalize);
 
 static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
   int notStarted = comm->joining && !comm->joinThreadStarted;
@@ -635,12 +639,12 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   }
   pthread_mutex_unlock(&comm->lock);
   if (notStarted)
-    return ncclErr(ncclInvalidUsage, "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd",
-                   fn);
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd", fn);
   waitJoined(comm);
   if (comm->mc != NULL) {
     if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
-    ncclFallbackCommDestroy(comm, abort);
+    mscclppNcclFallbackCommDestroy(comm, abort);
     mscclppResult_t r = mscclppCommDestroy(comm->mc);
     if (r != mscclppSuccess) return fromM(r);
     comm->mc = NULL;
@@ -659,11 +663,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 NCCL_PROFILING_ALIAS(ncclCommAbort);
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommRevoke");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommRevoke");
   if (res != ncclSuccess) return res;
-  return ncclErr(ncclInvalidUsage,
-                 "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
-                 revokeFlags);
+  return mscclppNcclErr(
+      ncclInvalidUsage,
+      "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
+      revokeFlags);
 }
 NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
@@ -671,9 +676,9 @@ NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   static const char fn[] = "ncclCommGetAsyncError";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
-  if (asyncError == NULL) return ncclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
+  if (asyncError == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
   pthread_mutex_lock(&comm->lock);
   ncclResult_t state = comm->initState;
   mscclppComm_t mc = comm->mc;
@@ -691,7 +696,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     pthread_mutex_unlock(&comm->lock);
   } else if (comm->real != NULL) {
     ncclResult_t (*realAsync)(void*, ncclResult_t*) =
-        (ncclResult_t(*)(void*, ncclResult_t*))ncclFallbackSymbol("ncclCommGetAsyncError");
+        (ncclResult_t(*)(void*, ncclResult_t*))mscclppNcclFallbackSymbol("ncclCommGetAsyncError");
     ncclResult_t re = ncclSuccess;
     if (realAsync != NULL && realAsync(comm->real, &re) == ncclSuccess && re != ncclSuccess &&
         re != ncclInProgress) {
@@ -699,33 +704,33 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
       return ncclSuccess;
     }
   }
-  *asyncError = ncclFromMscclpp(e);
+  *asyncError = mscclppNcclFromMscclpp(e);
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommCount");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCount");
   if (res != ncclSuccess) return res;
-  if (count == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  if (count == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
   *count = comm->nranks;
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommCount);
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommCuDevice");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCuDevice");
   if (res != ncclSuccess) return res;
-  if (device == NULL) return ncclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  if (device == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
   *device = comm->device;
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommCuDevice);
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  ncclResult_t res = ncclCommCheck(comm, "ncclCommUserRank");
+  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommUserRank");
   if (res != ncclSuccess) return res;
-  if (rank == NULL) return ncclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  if (rank == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
   *rank = comm->rank;
   return ncclSuccess;
 }

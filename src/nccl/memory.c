@@ -32,17 +32,17 @@ static struct allocation* allocations;
 
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   static const char fn[] = "ncclMemAlloc";
-  if (ptr == NULL) return ncclErr(ncclInvalidArgument, "%s: ptr is NULL", fn);
-  if (size == 0) return ncclErr(ncclInvalidArgument, "%s: size is 0", fn);
+  if (ptr == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: ptr is NULL", fn);
+  if (size == 0) return mscclppNcclErr(ncclInvalidArgument, "%s: size is 0", fn);
   struct allocation* a = (struct allocation*)calloc(1, sizeof(*a));
-  if (a == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  if (a == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   void* p = NULL;
   if (mscclppGpuIpcAvailable()) {
 #ifdef MSCCLPP_HAVE_CUDA
     cudaError_t e = cudaMalloc(&p, size);
     if (e != cudaSuccess) {
       free(a);
-      return ncclErr(ncclUnhandledCudaError, "%s: cudaMalloc(%zu) failed: %s", fn, size, cudaGetErrorString(e));
+      return mscclppNcclErr(ncclUnhandledCudaError, "%s: cudaMalloc(%zu) failed: %s", fn, size, cudaGetErrorString(e));
     }
     a->onGpu = 1;
 #endif
@@ -51,7 +51,7 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     p = aligned_alloc(4096, rounded);
     if (p == NULL) {
       free(a);
-      return ncclErr(ncclSystemError, "%s: out of host memory for %zu bytes", fn, size);
+      return mscclppNcclErr(ncclSystemError, "%s: out of host memory for %zu bytes", fn, size);
     }
     memset(p, 0, rounded);
   }
@@ -73,13 +73,13 @@ ncclResult_t ncclMemFree(void* ptr) {
   struct allocation* a = *pp;
   if (a != NULL) *pp = a->next;
   pthread_mutex_unlock(&allocLock);
-  if (a == NULL) return ncclErr(ncclInvalidArgument, "ncclMemFree: %p was not returned by ncclMemAlloc", ptr);
+  if (a == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclMemFree: %p was not returned by ncclMemAlloc", ptr);
   if (a->onGpu) {
 #ifdef MSCCLPP_HAVE_CUDA
     cudaError_t e = cudaFree(ptr);
     free(a);
     if (e != cudaSuccess)
-      return ncclErr(ncclUnhandledCudaError, "ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
+      return mscclppNcclErr(ncclUnhandledCudaError, "ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
     return ncclSuccess;
 #endif
   }
@@ -94,13 +94,13 @@ NCCL_PROFILING_ALIAS(ncclMemFree);
 static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn);
 
 static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int isWindow, int winFlags,
-                           struct ncclRegistration** out, const char* fn) {
-  ncclResult_t res = ncclCommReady(comm, fn);
+                           struct mscclppNcclRegistration** out, const char* fn) {
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  if (buff == NULL) return ncclErr(ncclInvalidArgument, "%s: buff is NULL", fn);
-  if (size == 0) return ncclErr(ncclInvalidArgument, "%s: size is 0", fn);
-  struct ncclRegistration* r = (struct ncclRegistration*)calloc(1, sizeof(*r));
-  if (r == NULL) return ncclErr(ncclSystemError, "%s: out of memory", fn);
+  if (buff == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: buff is NULL", fn);
+  if (size == 0) return mscclppNcclErr(ncclInvalidArgument, "%s: size is 0", fn);
+  struct mscclppNcclRegistration* r = (struct mscclppNcclRegistration*)calloc(1, sizeof(*r));
+  if (r == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   r->magic = REG_MAGIC;
   r->comm = comm;
   r->buff = buff;
@@ -119,7 +119,7 @@ static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int i
   mscclppResult_t m = mscclppCollGpuExportHint(comm->mc, buff);
   if (m != mscclppSuccess) {
     (void)regRemove(comm, r, isWindow, fn);
-    return ncclErrWrap(m, "%s: peers cannot map [%p, +%zu)", fn, buff, size);
+    return mscclppNcclErrWrap(m, "%s: peers cannot map [%p, +%zu)", fn, buff, size);
   }
   MSCCLPP_TRACE(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu) recorded, its allocation mapped by the peers", fn, buff, size);
   *out = r;
@@ -127,26 +127,26 @@ static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int i
 }
 
 static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn) {
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
-  if (handle == NULL) return ncclErr(ncclInvalidArgument, "%s: handle is NULL", fn);
+  if (handle == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: handle is NULL", fn);
   pthread_mutex_lock(&comm->lock);
-  struct ncclRegistration** pp = &comm->regs;
+  struct mscclppNcclRegistration** pp = &comm->regs;
   while (*pp != NULL && (void*)*pp != handle) pp = &(*pp)->next;
-  struct ncclRegistration* r = *pp;
+  struct mscclppNcclRegistration* r = *pp;
   if (r != NULL && r->isWindow == isWindow) *pp = r->next;
   pthread_mutex_unlock(&comm->lock);
   if (r == NULL || r->isWindow != isWindow)
-    return ncclErr(ncclInvalidArgument, "%s: %p is not a %s of this communicator", fn, handle,
-                   isWindow ? "window" : "registration");
+    return mscclppNcclErr(ncclInvalidArgument, "%s: %p is not a %s of this communicator", fn, handle,
+                          isWindow ? "window" : "registration");
   r->magic = 0;
   free(r);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  if (handle == NULL) return ncclErr(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
-  struct ncclRegistration* r = NULL;
+  if (handle == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
+  struct mscclppNcclRegistration* r = NULL;
   ncclResult_t res = regAdd(comm, buff, size, 0, 0, &r, "ncclCommRegister");
   if (res == ncclSuccess) *handle = r;
   return res;
@@ -159,10 +159,10 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
 NCCL_PROFILING_ALIAS(ncclCommDeregister);
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
-  if (win == NULL) return ncclErr(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  if (win == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
   if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC))
-    return ncclErr(ncclInvalidArgument, "ncclCommWindowRegister: unknown winFlags 0x%x", winFlags);
-  struct ncclRegistration* r = NULL;
+    return mscclppNcclErr(ncclInvalidArgument, "ncclCommWindowRegister: unknown winFlags 0x%x", winFlags);
+  struct mscclppNcclRegistration* r = NULL;
   ncclResult_t res = regAdd(comm, buff, size, 1, winFlags, &r, "ncclCommWindowRegister");
   if (res == ncclSuccess) *win = (ncclWindow_t)(void*)r;
   return res;

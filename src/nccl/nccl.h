@@ -30,10 +30,12 @@
 extern "C" {
 #endif
 
+/* Ours, not NCCL's (hence the prefix): exports these calls from a library
+ * built with hidden visibility. */
 #if defined(__GNUC__) || defined(__clang__)
-#define NCCL_API __attribute__((visibility("default")))
+#define MSCCLPP_NCCL_API __attribute__((visibility("default")))
 #else
-#define NCCL_API
+#define MSCCLPP_NCCL_API
 #endif
 
 /* cudaStream_t (the CUDA runtime's own typedef: repeating it is allowed). */
@@ -113,15 +115,17 @@ typedef struct ncclConfig_v22800 {
   int nvlinkCentricSched;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_MAGIC 0xcafebeef
+/* ncclConfig_t.magic; NVIDIA's header writes the number in the
+ * initializer and has no name for it. */
+#define MSCCLPP_NCCL_CONFIG_MAGIC 0xcafebeef
 
-#define NCCL_CONFIG_INITIALIZER                                                                          \
-  {                                                                                                      \
-    sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),           \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,      \
-        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR,      \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,      \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                                     \
+#define NCCL_CONFIG_INITIALIZER                                                                        \
+  {                                                                                                    \
+    sizeof(ncclConfig_t), MSCCLPP_NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,    \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR,    \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,    \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                                   \
   }
 
 /* Filled by ncclGroupSimulateEnd (not supported). */
@@ -181,19 +185,19 @@ typedef enum {
 /* cudaMalloc on the current device (host memory, zeroed, without a GPU);
  * free with ncclMemFree. ncclInvalidArgument (NULL ptr, size 0),
  * ncclUnhandledCudaError / ncclSystemError when allocation fails. */
-NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size);
+MSCCLPP_NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 /* Free what ncclMemAlloc returned; NULL is accepted. ncclInvalidArgument for
  * a pointer ncclMemAlloc did not return. */
-NCCL_API ncclResult_t ncclMemFree(void* ptr);
+MSCCLPP_NCCL_API ncclResult_t ncclMemFree(void* ptr);
 
 /* ---- library and communicators ------------------------------------------------ */
 
 /* NCCL_VERSION_CODE of the NCCL API implemented: 22809 (2.28.9). */
-NCCL_API ncclResult_t ncclGetVersion(int* version);
+MSCCLPP_NCCL_API ncclResult_t ncclGetVersion(int* version);
 
 /* A new id (mscclppGetUniqueId: this process serves the rendezvous; keep it
  * alive until every rank has joined). */
-NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+MSCCLPP_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 
 /* Join communicator `commId` as `rank` of `nranks`. With config->blocking
  * == 0 it returns ncclInProgress at once and the join goes on in the
@@ -205,119 +209,120 @@ NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
  * config without NCCL_CONFIG_INITIALIZER's magic), ncclRemoteError (another
  * rank failed or the rendezvous timed out after MSCCLPP_TIMEOUT),
  * ncclSystemError. */
-NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                             ncclConfig_t* config);
-NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+MSCCLPP_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                     ncclConfig_t* config);
+MSCCLPP_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
 
 /* nranks > 1 ids (NCCL's scalable init): mscclpp uses commIds[0] (every
  * rank must pass the same list); the others are ignored. */
-NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                               ncclUniqueId* commIds, ncclConfig_t* config);
+MSCCLPP_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                       ncclUniqueId* commIds, ncclConfig_t* config);
 
 /* ndev communicators of one process, rank i on devlist[i] (or device i when
  * devlist is NULL; without a GPU all on the host backend), made by ndev
  * threads. comm holds ndev handles. */
-NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+MSCCLPP_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 
 /* Mark the communicator finished (nothing to flush: every call has been
  * enqueued or run); ncclCommDestroy frees it. */
-NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm);
 
 /* Free the communicator (waits for a background init or split first, at
  * most MSCCLPP_TIMEOUT). Safe after a peer failure. */
-NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm);
 
 /* Abort the communicator's waits (every rank's pending operations fail) and
  * free it. Returns at once even while a background init is running (that
  * init frees its result when it ends). */
-NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm);
+MSCCLPP_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm);
 
 /* Not supported: ncclInvalidUsage (or the fallback NCCL, see README). */
-NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+MSCCLPP_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* Split by color (NCCL_SPLIT_NOCOLOR: *newcomm = NULL), ordered by key then
  * parent rank. Every rank of `comm` calls it. config NULL inherits the
  * parent's blocking mode. The new communicator is a full mscclpp
  * communicator with its own rendezvous (its lowest parent rank serves it).
  * Errors as ncclCommInitRankConfig, plus the parent's bootstrap errors. */
-NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+MSCCLPP_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                            ncclConfig_t* config);
 
 /* A communicator of the ranks not in excludeRanksList (in parent order).
  * Only those ranks call it. NCCL_SHRINK_ABORT after a peer failure is not
  * supported (the parent's bootstrap is gone): ncclInvalidUsage. */
-NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                                     ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+MSCCLPP_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
 
 /* A fixed name for each status. */
-NCCL_API const char* ncclGetErrorString(ncclResult_t result);
+MSCCLPP_NCCL_API const char* ncclGetErrorString(ncclResult_t result);
 
 /* The text of the last failure: the communicator's (its background init or
  * asynchronous error) when comm is not NULL and it has one, else the
  * calling thread's. Empty when none. */
-NCCL_API const char* ncclGetLastError(ncclComm_t comm);
+MSCCLPP_NCCL_API const char* ncclGetLastError(ncclComm_t comm);
 
 /* Reload NCCL_DEBUG / MSCCLPP_DEBUG and friends. */
-NCCL_API void ncclResetDebugInit(void);
+MSCCLPP_NCCL_API void ncclResetDebugInit(void);
 
 /* ncclInProgress while a background init/split runs; then its result, or
  * the communicator's first asynchronous error (a lost peer, a timeout, an
  * abort), or ncclSuccess. */
-NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
+MSCCLPP_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 
 /* Number of ranks, CUDA device (-1 on the host backend), rank. */
-NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
-NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
-NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+MSCCLPP_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
+MSCCLPP_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
+MSCCLPP_NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
 
 /* Buffer registration. mscclpp's collectives take any buffer without it, so
  * a registration only records the range (the handle is checked and freed
  * by ncclCommDeregister). ncclInvalidArgument for NULL arguments. */
-NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
-NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+MSCCLPP_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+MSCCLPP_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 
 /* Window registration: records the range as above (collectives on a window
  * behave as on any buffer; NCCL_WIN_COLL_SYMMETRIC kernels are not used). */
-NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                                             int winFlags);
-NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+MSCCLPP_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                     int winFlags);
+MSCCLPP_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 
 /* ---- reduction operators --------------------------------------------------------- */
 
 /* An operator that multiplies this rank's input by *scalar (of `datatype`),
  * then sums. For collectives of `comm` on `datatype` only. Up to 1024 live
  * operators per communicator. */
-NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-                                               ncclScalarResidence_t residence, ncclComm_t comm);
-NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+MSCCLPP_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                       ncclScalarResidence_t residence, ncclComm_t comm);
+MSCCLPP_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
 
 /* ---- collectives -----------------------------------------------------------------
  * As NCCL (and mscclpp/coll.h): buffers in device memory (host memory on the
  * host backend), enqueued on `stream`. Inside ncclGroupStart/End they run
  * at ncclGroupEnd. */
-NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                cudaStream_t stream);
-NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    int root, ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+MSCCLPP_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                         cudaStream_t stream);
-NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                    ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                            int root, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                           ncclComm_t comm, cudaStream_t stream);
 /* Gather and scatter run as grouped sends and receives. */
-NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                 int root, ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                  int root, ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                               ncclComm_t comm, cudaStream_t stream);
-NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                               cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                         int root, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                          int root, ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                       ncclComm_t comm, cudaStream_t stream);
+MSCCLPP_NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                       cudaStream_t stream);
 
 /* ---- groups -------------------------------------------------------------------------
  * Calls between ncclGroupStart and the outermost ncclGroupEnd (they nest)
@@ -326,11 +331,11 @@ NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t data
  * concurrently (one thread each when there are several), the sends and
  * receives of a communicator as one mscclpp group (any pattern, no
  * deadlock). ncclGroupEnd returns the first error. */
-NCCL_API ncclResult_t ncclGroupStart(void);
-NCCL_API ncclResult_t ncclGroupEnd(void);
+MSCCLPP_NCCL_API ncclResult_t ncclGroupStart(void);
+MSCCLPP_NCCL_API ncclResult_t ncclGroupEnd(void);
 /* Not supported (there is no cost model to simulate): ends the group
  * without running it and returns ncclInvalidUsage. */
-NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+MSCCLPP_NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
 #ifdef __cplusplus
 }

@@ -24,20 +24,20 @@
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   static const char fn[] = "ncclRedOpCreatePreMulSum";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   if (op == NULL || scalar == NULL)
-    return ncclErr(ncclInvalidArgument, "%s: op %p or scalar %p is NULL", fn, (void*)op, scalar);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: op %p or scalar %p is NULL", fn, (void*)op, scalar);
   size_t ts = mscclppDataTypeSize((mscclppDataType_t)datatype);
-  if (ts == 0) return ncclErr(ncclInvalidArgument, "%s: unknown data type %d", fn, (int)datatype);
+  if (ts == 0) return mscclppNcclErr(ncclInvalidArgument, "%s: unknown data type %d", fn, (int)datatype);
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
-    return ncclErr(ncclInvalidArgument, "%s: unknown scalar residence %d", fn, (int)residence);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: unknown scalar residence %d", fn, (int)residence);
   pthread_mutex_lock(&comm->lock);
   int slot = -1;
-  for (int i = 0; i < NCCL_MAX_USER_OPS && slot < 0; i++)
+  for (int i = 0; i < MSCCLPP_NCCL_MAX_USER_OPS && slot < 0; i++)
     if (!comm->ops[i].live) slot = i;
   if (slot >= 0) {
-    struct ncclUserOp* u = &comm->ops[slot];
+    struct mscclppNcclUserOp* u = &comm->ops[slot];
     memset(u, 0, sizeof(*u));
     u->live = 1;
     u->type = datatype;
@@ -49,8 +49,8 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   }
   pthread_mutex_unlock(&comm->lock);
   if (slot < 0)
-    return ncclErr(ncclInvalidUsage, "%s: %d operators are alive on this communicator; destroy some first", fn,
-                   NCCL_MAX_USER_OPS);
+    return mscclppNcclErr(ncclInvalidUsage, "%s: %d operators are alive on this communicator; destroy some first", fn,
+                          MSCCLPP_NCCL_MAX_USER_OPS);
   *op = (ncclRedOp_t)((int)ncclNumOps + slot);
   return ncclSuccess;
 }
@@ -58,34 +58,39 @@ NCCL_PROFILING_ALIAS(ncclRedOpCreatePreMulSum);
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   static const char fn[] = "ncclRedOpDestroy";
-  ncclResult_t res = ncclCommCheck(comm, fn);
+  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
   if (res != ncclSuccess) return res;
   int slot = (int)op - (int)ncclNumOps;
   if ((int)op < (int)ncclNumOps)
-    return ncclErr(ncclInvalidArgument, "%s: operator %d is built in, not one of ncclRedOpCreatePreMulSum's", fn,
-                   (int)op);
+    return mscclppNcclErr(ncclInvalidArgument, "%s: operator %d is built in, not one of ncclRedOpCreatePreMulSum's", fn,
+                          (int)op);
   pthread_mutex_lock(&comm->lock);
-  int live = slot < NCCL_MAX_USER_OPS && comm->ops[slot].live;
+  int live = slot < MSCCLPP_NCCL_MAX_USER_OPS && comm->ops[slot].live;
   if (live) comm->ops[slot].live = 0;
   pthread_mutex_unlock(&comm->lock);
-  if (!live) return ncclErr(ncclInvalidArgument, "%s: operator %d is not a live operator of this communicator", fn, (int)op);
+  if (!live)
+    return mscclppNcclErr(ncclInvalidArgument, "%s: operator %d is not a live operator of this communicator", fn,
+                          (int)op);
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclRedOpDestroy);
 
-ncclResult_t ncclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
-                           struct ncclUserOp* out, int* isUser) {
+ncclResult_t mscclppNcclUserOpGet(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn,
+                                  struct mscclppNcclUserOp* out, int* isUser) {
   *isUser = 0;
   if ((int)op < (int)ncclNumOps) return ncclSuccess; /* built in (mscclpp checks its range) */
   int slot = (int)op - (int)ncclNumOps;
   pthread_mutex_lock(&comm->lock);
-  int live = slot < NCCL_MAX_USER_OPS && comm->ops[slot].live;
+  int live = slot < MSCCLPP_NCCL_MAX_USER_OPS && comm->ops[slot].live;
   if (live) *out = comm->ops[slot];
   pthread_mutex_unlock(&comm->lock);
-  if (!live) return ncclErr(ncclInvalidArgument, "%s: reduction operator %d is not a live operator of this communicator", fn, (int)op);
+  if (!live)
+    return mscclppNcclErr(ncclInvalidArgument, "%s: reduction operator %d is not a live operator of this communicator",
+                          fn, (int)op);
   if (out->type != type)
-    return ncclErr(ncclInvalidArgument, "%s: operator %d was created for %s, used with %s", fn, (int)op,
-                   mscclppDataTypeName((mscclppDataType_t)out->type), mscclppDataTypeName((mscclppDataType_t)type));
+    return mscclppNcclErr(ncclInvalidArgument, "%s: operator %d was created for %s, used with %s", fn, (int)op,
+                          mscclppDataTypeName((mscclppDataType_t)out->type),
+                          mscclppDataTypeName((mscclppDataType_t)type));
   *isUser = 1;
   return ncclSuccess;
 }
@@ -144,49 +149,50 @@ static ncclResult_t scaleHost(ncclDataType_t type, void* dst, const void* src, s
                     : mscclppFloatToFp8e4m3(mscclppFp8e4m3ToFloat(in[i]) * s);
       break;
     }
-    default: return ncclErr(ncclInvalidArgument, "PreMulSum: unknown data type %d", (int)type);
+    default: return mscclppNcclErr(ncclInvalidArgument, "PreMulSum: unknown data type %d", (int)type);
   }
 #undef SCALE_INT
   return ncclSuccess;
 }
 
-ncclResult_t ncclScale(struct ncclComm* comm, const struct ncclUserOp* uop, void* dst, const void* src, size_t count,
-                       cudaStream_t stream) {
+ncclResult_t mscclppNcclScale(struct ncclComm* comm, const struct mscclppNcclUserOp* uop, void* dst, const void* src,
+                              size_t count, cudaStream_t stream) {
   if (comm->device < 0) {
     (void)stream;
     const void* scalar = uop->residence == ncclScalarHostImmediate ? (const void*)uop->value : uop->devicePointer;
     return scaleHost(uop->type, dst, src, count, scalar);
   }
 #ifdef MSCCLPP_HAVE_CUDA
-  int e = ncclScaleGpu((int)uop->type, dst, src, count, uop->value,
-                       uop->residence == ncclScalarDevice ? uop->devicePointer : NULL, stream);
+  int e = mscclppNcclScaleGpu((int)uop->type, dst, src, count, uop->value,
+                              uop->residence == ncclScalarDevice ? uop->devicePointer : NULL, stream);
   if (e != 0)
-    return ncclErr(ncclUnhandledCudaError, "PreMulSum: launching the scaling kernel failed: %s",
-                   cudaGetErrorString((cudaError_t)e));
+    return mscclppNcclErr(ncclUnhandledCudaError, "PreMulSum: launching the scaling kernel failed: %s",
+                          cudaGetErrorString((cudaError_t)e));
   return ncclSuccess;
 #else
-  return ncclErr(ncclInternalError, "PreMulSum: a GPU communicator in a build without CUDA");
+  return mscclppNcclErr(ncclInternalError, "PreMulSum: a GPU communicator in a build without CUDA");
 #endif
 }
 
-ncclResult_t ncclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr) {
+ncclResult_t mscclppNcclTempAlloc(struct ncclComm* comm, size_t bytes, cudaStream_t stream, void** ptr) {
   if (comm->device < 0) {
     *ptr = malloc(bytes);
-    if (*ptr == NULL) return ncclErr(ncclSystemError, "PreMulSum: out of memory for %zu bytes", bytes);
+    if (*ptr == NULL) return mscclppNcclErr(ncclSystemError, "PreMulSum: out of memory for %zu bytes", bytes);
     return ncclSuccess;
   }
 #ifdef MSCCLPP_HAVE_CUDA
   cudaError_t e = cudaMallocAsync(ptr, bytes, (cudaStream_t)stream);
   if (e != cudaSuccess)
-    return ncclErr(ncclUnhandledCudaError, "PreMulSum: cudaMallocAsync(%zu) failed: %s", bytes, cudaGetErrorString(e));
+    return mscclppNcclErr(ncclUnhandledCudaError, "PreMulSum: cudaMallocAsync(%zu) failed: %s", bytes,
+                          cudaGetErrorString(e));
   return ncclSuccess;
 #else
   (void)stream;
-  return ncclErr(ncclInternalError, "PreMulSum: a GPU communicator in a build without CUDA");
+  return mscclppNcclErr(ncclInternalError, "PreMulSum: a GPU communicator in a build without CUDA");
 #endif
 }
 
-void ncclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream) {
+void mscclppNcclTempFree(struct ncclComm* comm, void* ptr, cudaStream_t stream) {
   if (ptr == NULL) return;
   if (comm->device < 0) {
     free(ptr);

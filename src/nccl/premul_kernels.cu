@@ -54,8 +54,8 @@ static int launch(void* dst, const void* src, size_t n, const void* value, const
   return (int)cudaGetLastError();
 }
 
-extern "C" int ncclScaleGpu(int type, void* dst, const void* src, size_t count, const void* value,
-                            const void* devicePointer, void* stream) {
+extern "C" int mscclppNcclScaleGpu(int type, void* dst, const void* src, size_t count, const void* value,
+                                   const void* devicePointer, void* stream) {
   cudaStream_t s = (cudaStream_t)stream;
   switch (type) {
     case 0: return launch<ScaleI8>(dst, src, count, value, devicePointer, s);

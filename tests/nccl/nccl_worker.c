@@ -30,13 +30,14 @@
 #include "core/fpconv.h"
 #include "nccl/nccl.h"
 
-/* Host-side calls of NCCL's device API and teams (nccl_device/core.h). */
-struct ncclTeamAbi {
+/* Host-side calls of NCCL's device API and teams (nccl_device/core.h);
+ * teamAbi has the layout of NCCL's struct ncclTeam. */
+struct teamAbi {
   int nRanks, rank, stride;
 };
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm);
-struct ncclTeamAbi ncclTeamWorld(ncclComm_t comm);
-int ncclTeamRankToWorld(ncclComm_t comm, struct ncclTeamAbi team, int rank);
+struct teamAbi ncclTeamWorld(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, struct teamAbi team, int rank);
 
 static int failures;
 static int rank = -1, nranks = 0;
@@ -498,7 +499,7 @@ static void testErrors(ncclComm_t comm) {
   CHECK(strstr(ncclGetLastError(comm), "ncclDevCommCreate") != NULL);
   /* the failure was returned by the call itself; the group only has to end */
   (void)ncclGroupEnd();
-  struct ncclTeamAbi world = ncclTeamWorld(comm);
+  struct teamAbi world = ncclTeamWorld(comm);
   CHECK(world.nRanks == nranks && world.rank == rank && world.stride == 1);
   CHECK(ncclTeamRankToWorld(comm, world, nranks - 1) == nranks - 1);
   /* every status has a string */
