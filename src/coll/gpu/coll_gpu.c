@@ -142,7 +142,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   if (g->packetBlocks < 1) g->packetBlocks = 1;
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, &g->service));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, NULL, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
                "%s scope, scratch %zu bytes",

@@ -22,8 +22,12 @@
  * The bootstrap hands the requests to a handler (on its reading thread),
  * which queues them for the service thread: opening a mapping and sending
  * the answer may take a while and must not hold up the bootstrap.
+ *
+ * The protocol (service, requests, caches) is built without CUDA too, with
+ * the mapping done by operations the caller gives: tests play it with CPU
+ * processes (tests/coll/export_worker.c). Only describing this rank's
+ * buffers and the default operations (CUDA IPC) need CUDA.
  */
-#ifdef MSCCLPP_HAVE_CUDA
 
 #include <pthread.h>
 #include <stdint.h>
@@ -65,6 +69,7 @@ struct queued {
 
 struct mscclppCollGpuService {
   struct mscclppComm* comm;
+  struct mscclppCollGpuMapOps ops;
   int device;
   int rank;
   pthread_t thread;
@@ -128,7 +133,7 @@ static mscclppResult_t mapPeer(struct mscclppCollGpuService* s, int peer, const 
     }
   for (int i = 0; i < s->nopen; i++) /* an older allocation at that address (see the top) */
     if (s->open[i].peer == peer && s->open[i].peerBase == r->base) {
-      MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcCloseHandle(s->open[i].base));
+      MSCCLPP_RETURN_ON_ERROR(s->ops.close(s->ops.ctx, s->open[i].base));
       s->open[i] = s->open[--s->nopen];
       break;
     }
@@ -136,7 +141,7 @@ static mscclppResult_t mapPeer(struct mscclppCollGpuService* s, int peer, const 
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                       "rank %d maps %d allocations of its peers, its most: register or reuse fewer buffers", s->rank,
                       OPEN_CACHE_MAX);
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuIpcOpenHandle(r->handle, base));
+  MSCCLPP_RETURN_ON_ERROR(s->ops.open(s->ops.ctx, r->handle, base));
   s->open[s->nopen].peer = peer;
   s->open[s->nopen].id = r->id;
   s->open[s->nopen].peerBase = r->base;
@@ -164,13 +169,7 @@ static void serve(struct mscclppCollGpuService* s, const struct queued* e) {
 static void* serviceMain(void* arg) {
   struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)arg;
   pthread_setname_np(pthread_self(), "mscclpp-export");
-  /* This thread's CUDA calls (opening and closing mappings) must not be
-   * refused, nor break a capture, while the application captures a CUDA
-   * graph in the global mode: a relaxed thread is exempt. */
-  (void)mscclppGpuIpcCaptureRelax();
-  if (mscclppGpuSetDevice(s->device) != mscclppSuccess)
-    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: the export service cannot use device %d: %s", s->rank, s->device,
-                 mscclppGetLastError());
+  if (s->ops.threadStart != NULL) s->ops.threadStart(s->ops.ctx, s->device);
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (s->qCount == 0 && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
@@ -183,16 +182,43 @@ static void* serviceMain(void* arg) {
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
-  for (int i = 0; i < s->nopen; i++) (void)mscclppGpuIpcCloseHandle(s->open[i].base);
+  for (int i = 0; i < s->nopen; i++) (void)s->ops.close(s->ops.ctx, s->open[i].base);
   s->nopen = 0;
   return NULL;
 }
 
-mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device,
+#ifdef MSCCLPP_HAVE_CUDA
+static void ipcThreadStart(void* ctx, int device) {
+  (void)ctx;
+  /* This thread's CUDA calls (opening and closing mappings) must not be
+   * refused, nor break a capture, while the application captures a CUDA
+   * graph in the global mode: a relaxed thread is exempt. */
+  (void)mscclppGpuIpcCaptureRelax();
+  if (mscclppGpuSetDevice(device) != mscclppSuccess)
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "the export service cannot use device %d: %s", device, mscclppGetLastError());
+}
+static mscclppResult_t ipcOpen(void* ctx, const uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES], void** base) {
+  (void)ctx;
+  return mscclppGpuIpcOpenHandle(handle, base);
+}
+static mscclppResult_t ipcClose(void* ctx, void* base) {
+  (void)ctx;
+  return mscclppGpuIpcCloseHandle(base);
+}
+static const struct mscclppCollGpuMapOps ipcOps = {ipcThreadStart, ipcOpen, ipcClose, NULL};
+#endif
+
+mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, const struct mscclppCollGpuMapOps* ops,
                                            struct mscclppCollGpuService** out) {
+#ifdef MSCCLPP_HAVE_CUDA
+  if (ops == NULL) ops = &ipcOps;
+#endif
+  if (ops == NULL || ops->open == NULL || ops->close == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "the export service needs mapping operations");
   struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)calloc(1, sizeof(*s));
   if (s == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   s->comm = comm;
+  s->ops = *ops;
   s->device = device;
   s->rank = comm->rank;
   s->open = (struct openEntry*)calloc(OPEN_CACHE_MAX, sizeof(*s->open));
@@ -234,6 +260,7 @@ void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s) {
 
 /* ---- this rank's allocations, as its peers map them ---------------------------------- */
 
+#ifdef MSCCLPP_HAVE_CUDA
 /* Describe a buffer of this rank for export, or say it must be staged. */
 mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* p, struct ownBuf* b, int* shareable) {
   struct mscclppGpuPtrInfo info;
@@ -260,6 +287,8 @@ mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* 
   memcpy(b->handle, e->handle, sizeof(b->handle));
   return mscclppSuccess;
 }
+
+#endif /* MSCCLPP_HAVE_CUDA */
 
 static int exportedFind(const struct mscclppCollGpu* g, int peer, uint64_t id, uint64_t* mapped) {
   for (int i = 0; i < g->nexported[peer]; i++)
@@ -321,5 +350,3 @@ mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCol
   }
   return res;
 }
-
-#endif /* MSCCLPP_HAVE_CUDA */

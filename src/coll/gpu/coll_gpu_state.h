@@ -105,10 +105,21 @@ mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* 
 mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
                                      uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]);
 
-/* This rank's export service on `device`: a thread, and the bootstrap
- * handler that feeds it. Stop removes the handler, joins the thread and
- * closes every mapping it made (NULL: nothing). */
-mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, struct mscclppCollGpuService** out);
+/* How a service maps a peer's allocation in this process (its thread calls
+ * them): threadStart once (may be NULL), open a handle, close what open
+ * gave. NULL ops: CUDA IPC on `device` (CUDA builds only). */
+struct mscclppCollGpuMapOps {
+  void (*threadStart)(void* ctx, int device);
+  mscclppResult_t (*open)(void* ctx, const uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES], void** base);
+  mscclppResult_t (*close)(void* ctx, void* base);
+  void* ctx;
+};
+
+/* This rank's export service: a thread, and the bootstrap handler that
+ * feeds it. Stop removes the handler, joins the thread and closes every
+ * mapping it made (NULL: nothing). */
+mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, const struct mscclppCollGpuMapOps* ops,
+                                           struct mscclppCollGpuService** out);
 void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s);
 
 #endif /* MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_ */

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GPU collectives' export protocol (coll/gpu/coll_gpu_export.c) played
+ * by CPU processes, with mapping operations that stand in for CUDA IPC (a
+ * "mapping" of rank o's allocation id in rank m is the number F(m, o, id)):
+ *   mscclpp-run -n N -- export_worker
+ * Checked, in order:
+ *  - no wait for a peer's application: rank 0 has every peer map a new
+ *    allocation while the peers' application threads sleep outside the
+ *    library; it gets the answers long before they wake up;
+ *  - every rank gets every peer's mapping of each of its allocations right;
+ *    a second export of the same allocations asks nothing (no new opens);
+ *  - an allocation that replaced an older one at the same address: the
+ *    service closes the old mapping and makes the new one;
+ *  - a mapping that fails: the caller gets the peer's reason, and the next
+ *    export works;
+ *  - stop closes every mapping the service made (ASan/TSan watch the rest).
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll/gpu/coll_gpu_state.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "harness.h"
+#include "mscclpp/comm.h"
+
+static int rank_, nranks_;
+static mscclppComm_t comm_;
+static atomic_int opens, closes, starts;
+
+#define FAIL_ID 0xbad
+
+static uint64_t mapping(int me, int owner, uint64_t id) {
+  return ((uint64_t)0x1000 + (uint64_t)me * 0x100 + (uint64_t)owner) << 32 | id << 12;
+}
+
+/* A handle names its owner and allocation id. */
+static void makeHandle(struct ownBuf* b, uint64_t id, uint64_t base) {
+  memset(b, 0, sizeof(*b));
+  b->id = id;
+  b->base = base;
+  int32_t owner = rank_;
+  memcpy(b->handle, &owner, sizeof(owner));
+  memcpy(b->handle + 8, &id, sizeof(id));
+}
+
+static void fakeStart(void* ctx, int device) {
+  (void)ctx;
+  (void)device;
+  atomic_fetch_add(&starts, 1);
+}
+static mscclppResult_t fakeOpen(void* ctx, const uint8_t handle[MSCCLPP_GPU_IPC_HANDLE_BYTES], void** base) {
+  (void)ctx;
+  int32_t owner;
+  uint64_t id;
+  memcpy(&owner, handle, sizeof(owner));
+  memcpy(&id, handle + 8, sizeof(id));
+  if (id == FAIL_ID)
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_COLL, "test: allocation %llu cannot be mapped",
+                      (unsigned long long)id);
+  atomic_fetch_add(&opens, 1);
+  *base = (void*)(uintptr_t)mapping(rank_, owner, id);
+  return mscclppSuccess;
+}
+static mscclppResult_t fakeClose(void* ctx, void* base) {
+  (void)ctx;
+  (void)base;
+  atomic_fetch_add(&closes, 1);
+  return mscclppSuccess;
+}
+
+static double nowSec(void) { return (double)mscclppTimeNs() / 1e9; }
+
+/* The sum over ranks of v. */
+static int sumOver(int v) {
+  int* all = (int*)calloc((size_t)nranks_, sizeof(int));
+  all[rank_] = v;
+  CHECK_RES(mscclppBootstrapAllGather(comm_, all, sizeof(int)), mscclppSuccess);
+  int s = 0;
+  for (int r = 0; r < nranks_; r++) s += all[r];
+  free(all);
+  return s;
+}
+
+static void checkMapped(struct mscclppCollGpu* g, uint64_t id, const uint64_t* mapped) {
+  for (int p = 0; p < nranks_; p++) {
+    if (p == rank_) continue;
+    if (mapped[p] != mapping(p, rank_, id)) {
+      fprintf(stderr, "rank %d: allocation %llu in rank %d: 0x%llx, expected 0x%llx\n", rank_,
+              (unsigned long long)id, p, (unsigned long long)mapped[p],
+              (unsigned long long)mapping(p, rank_, id));
+      CHECK(0);
+    }
+  }
+  (void)g;
+}
+
+int main(void) {
+  CHECK_RES(mscclppCommInitFromEnv(&comm_), mscclppSuccess);
+  mscclppCommRank(comm_, &rank_);
+  mscclppCommSize(comm_, &nranks_);
+  struct mscclppCollGpu* g = (struct mscclppCollGpu*)calloc(1, sizeof(*g));
+  g->rank = rank_;
+  g->nranks = nranks_;
+  struct mscclppCollGpuMapOps ops = {fakeStart, fakeOpen, fakeClose, NULL};
+  struct mscclppCollGpuService* svc = NULL;
+  CHECK_RES(mscclppCollGpuServiceStart(comm_, -1, &ops, &svc), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS];
+  struct ownBuf b;
+
+  /* no wait for a peer's application thread */
+  const double nap = 1.5;
+  if (rank_ == 0) {
+    makeHandle(&b, 1, 0x7000000);
+    double t0 = nowSec();
+    CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+    double took = nowSec() - t0;
+    printf("rank 0: %d peers mapped a new allocation in %.1f ms while their applications slept %.1f s\n",
+           nranks_ - 1, took * 1e3, nap);
+    CHECK(took < nap / 2);
+    checkMapped(g, 1, mapped);
+  } else {
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL); /* outside the library */
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+
+  /* every rank's allocations, then the same again: no new opens */
+  for (uint64_t id = 2; id <= 5; id++) {
+    makeHandle(&b, id, 0x8000000 * id);
+    CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+    checkMapped(g, id, mapped);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  int before = sumOver(atomic_load(&opens));
+  for (uint64_t id = 2; id <= 5; id++) {
+    makeHandle(&b, id, 0x8000000 * id);
+    CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+    checkMapped(g, id, mapped);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  CHECK(sumOver(atomic_load(&opens)) == before);
+
+  /* a new allocation at an old one's address: the old mapping goes */
+  int closedBefore = sumOver(atomic_load(&closes));
+  makeHandle(&b, 6, 0x8000000 * 2);
+  CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+  checkMapped(g, 6, mapped);
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  CHECK(sumOver(atomic_load(&closes)) == closedBefore + nranks_ * (nranks_ - 1));
+
+  /* a mapping that fails: the peer's reason, then the next export works */
+  if (nranks_ > 1) {
+    makeHandle(&b, FAIL_ID, 0x9000000);
+    mscclppResult_t res = mscclppCollGpuExport(comm_, g, &b, mapped);
+    CHECK(res == mscclppUnhandledCudaError);
+    CHECK(strstr(mscclppGetLastError(), "cannot be mapped") != NULL);
+    makeHandle(&b, 7, 0xa000000);
+    CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+    checkMapped(g, 7, mapped);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+
+  mscclppCollGpuServiceStop(svc);
+  CHECK(atomic_load(&starts) == 1);
+  CHECK(atomic_load(&opens) == atomic_load(&closes));
+  free(g);
+  CHECK_RES(mscclppCommDestroy(comm_), mscclppSuccess);
+  int rc = harnessFinish();
+  if (rc == 0) printf("rank %d: export protocol passed\n", rank_);
+  return rc;
+}
