@@ -1,0 +1,572 @@
+# SPDX-License-Identifier: MIT
+"""Communicators, their bootstrap, the collectives and groups."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from ctypes import byref, c_int, c_void_p
+from typing import Any, List, Optional, Tuple, Union
+
+from . import _lib
+from ._buffer import Array, as_array, resolve
+from ._errors import InvalidUsageError, Status
+from ._lib import UNIQUE_ID_BYTES, UniqueIdStruct, call
+from ._types import DataType, DTypeLike, OpLike, ReduceOp, to_datatype, to_reduce_op
+
+_INT_MAX = 2**31 - 1
+_INT_MIN = -(2**31)
+
+StreamLike = Any
+"""``None`` or ``0`` (the legacy default stream), an ``int`` handle
+(``cudaStream_t``), or an object that gives one: ``__cuda_stream__()``,
+``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy) or ``.handle``. Ignored on the
+host backend."""
+
+ArrayLike = Any
+"""A C-contiguous array: a buffer-protocol object (NumPy array, bytearray,
+memoryview, ...; host memory) or an object with ``__cuda_array_interface__``
+(device memory)."""
+
+
+def _int_arg(name: str, value: Any, lo: int = _INT_MIN, hi: int = _INT_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = value.__index__()
+        except AttributeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} is {value}, outside {lo}..{hi}")
+    return int(value)
+
+
+def _stream_handle(stream: StreamLike) -> Optional[int]:
+    if stream is None:
+        return None
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"stream handle {stream} is negative")
+        return stream or None
+    proto = getattr(stream, "__cuda_stream__", None)
+    if callable(proto):
+        value = proto()
+        if isinstance(value, tuple) and len(value) == 2:
+            return int(value[1]) or None
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value or None
+    raise TypeError(f"stream: expected an int handle or a CUDA stream object, got {type(stream).__name__}")
+
+
+class UniqueId:
+    """``mscclppUniqueId``: the root address and a random job secret.
+
+    :meth:`create` makes one and starts the root listener in this process
+    (which must stay alive until every rank has joined); the other ranks get
+    it as bytes (``bytes(uid)``, 128 of them) through any channel you have (a
+    file, MPI, a key-value store) and rebuild it with :meth:`from_bytes`.
+    Whoever holds it can join the job: treat it as a secret.
+    """
+
+    SIZE = UNIQUE_ID_BYTES
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Union[bytes, bytearray, memoryview]) -> None:
+        data = bytes(data)
+        if len(data) != UNIQUE_ID_BYTES:
+            raise ValueError(f"a unique id is {UNIQUE_ID_BYTES} bytes, got {len(data)}")
+        self._data = data
+
+    @classmethod
+    def create(cls) -> "UniqueId":
+        """``mscclppGetUniqueId``: a new id, served by a listener thread of
+        this process."""
+        uid = UniqueIdStruct()
+        call("mscclppGetUniqueId", byref(uid))
+        return cls(ctypes.string_at(ctypes.addressof(uid), UNIQUE_ID_BYTES))
+
+    @classmethod
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "UniqueId":
+        """The id whose ``bytes()`` were ``data``."""
+        return cls(data)
+
+    def __bytes__(self) -> bytes:
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UniqueId) and other._data == self._data
+
+    def __hash__(self) -> int:
+        return hash(self._data)
+
+    def __repr__(self) -> str:
+        return "UniqueId(<secret>)"
+
+    def _struct(self) -> UniqueIdStruct:
+        s = UniqueIdStruct()
+        ctypes.memmove(byref(s), self._data, UNIQUE_ID_BYTES)
+        return s
+
+
+# ---- groups ------------------------------------------------------------------
+
+_group_state = threading.local()
+
+
+def _group_keep(arrays: List[Array]) -> None:
+    """Inside a group a send/recv runs at the group's end: keep its arrays
+    (and their buffer exports) alive until then."""
+    keep = getattr(_group_state, "keep", None)
+    if keep is not None:
+        keep.extend(a.keep for a in arrays)
+
+
+class group:
+    """``with mscclpp.group():`` groups the send/recv calls of this thread
+    (``mscclppGroupStart``/``mscclppGroupEnd``): they all run at the end of
+    the outermost group, in any pattern (rings, all-to-all) without deadlock.
+    One group's operations use one communicator and one stream. Groups nest.
+
+    The end raises the first error of the group's operations. When the body
+    raises, the group is still ended (the C library has no way to drop it)
+    and the body's exception is the one that propagates.
+    """
+
+    def __enter__(self) -> "group":
+        call("mscclppGroupStart")
+        depth = getattr(_group_state, "depth", 0)
+        if depth == 0:
+            _group_state.keep = []
+        _group_state.depth = depth + 1
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _group_state.depth -= 1
+        try:
+            rc = _lib.lib().mscclppGroupEnd()
+            if exc_type is None:
+                _lib.check("mscclppGroupEnd", rc)
+        finally:
+            if _group_state.depth == 0:
+                _group_state.keep = None
+
+
+# ---- communicators -----------------------------------------------------------
+
+
+class Communicator:
+    """A communicator: ``nranks`` processes joined through a bootstrap.
+
+    Made in one of three ways:
+
+    - ``Communicator.from_env()``: rank, size and root address from the
+      launcher (``mscclpp-run``, Open MPI, Slurm, torchrun; see README);
+    - ``Communicator(nranks, rank, uid)`` with a :class:`UniqueId` (or its
+      bytes) that rank 0 created and shipped to the others;
+    - ``Communicator(nranks, rank, "ip:port")``: rank 0 listens there.
+
+    Creation waits until every rank has joined (bounded by
+    ``MSCCLPP_TIMEOUT``). Use it as a context manager, or call
+    :meth:`destroy`: destroying waits for every rank too, so it is not left
+    to the garbage collector. Any call after :meth:`destroy` raises
+    :class:`InvalidUsageError`.
+
+    Collectives take arrays (:data:`ArrayLike`); counts come from their
+    sizes, the element type from their dtype (or ``dtype=`` for types NumPy
+    lacks: bfloat16 in uint16 arrays, fp8 in uint8 arrays). On the host
+    backend (no GPU) they are host arrays and each call returns when this
+    rank's part is done; on a GPU communicator they are device arrays and
+    each call is enqueued on ``stream``.
+    """
+
+    def __init__(self, nranks: int, rank: int, root: Union["UniqueId", bytes, str]) -> None:
+        nranks = _int_arg("nranks", nranks, 1)
+        rank = _int_arg("rank", rank, 0, nranks - 1)
+        handle = c_void_p()
+        if isinstance(root, str):
+            call("mscclppCommInitRank", byref(handle), nranks, rank, root.encode())
+        elif isinstance(root, (UniqueId, bytes, bytearray, memoryview)):
+            uid = root if isinstance(root, UniqueId) else UniqueId(root)
+            call("mscclppCommInitRankFromId", byref(handle), nranks, uid._struct(), rank)
+        else:
+            raise TypeError(f"root: expected a UniqueId, its bytes, or an 'ip:port' string, got {type(root).__name__}")
+        self._adopt(handle)
+
+    @classmethod
+    def from_env(cls) -> "Communicator":
+        """``mscclppCommInitFromEnv``: a communicator from the launcher's
+        environment (MSCCLPP_RANK/NRANKS/COMM_ID as ``mscclpp-run`` sets
+        them, or Open MPI's, Slurm's, torchrun's variables)."""
+        handle = c_void_p()
+        call("mscclppCommInitFromEnv", byref(handle))
+        self = cls.__new__(cls)
+        self._adopt(handle)
+        return self
+
+    def _adopt(self, handle: c_void_p) -> None:
+        self._h: Optional[c_void_p] = handle
+        self._lock = threading.Lock()
+        out = c_int()
+        values = []
+        for fn in ("mscclppCommRank", "mscclppCommSize", "mscclppCommLocalRank", "mscclppCommLocalSize"):
+            call(fn, handle, byref(out))
+            values.append(out.value)
+        self._rank, self._size, self._local_rank, self._local_size = values
+
+    # -- state
+
+    def _handle(self) -> c_void_p:
+        h = self._h
+        if h is None:
+            raise InvalidUsageError(Status.INVALID_USAGE, "the communicator was destroyed")
+        return h
+
+    @property
+    def rank(self) -> int:
+        """This process's rank, 0..size-1."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """The number of ranks."""
+        return self._size
+
+    @property
+    def local_rank(self) -> int:
+        """This rank among the ranks of its host."""
+        return self._local_rank
+
+    @property
+    def local_size(self) -> int:
+        """The number of ranks on this host."""
+        return self._local_size
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`destroy` has run."""
+        return self._h is None
+
+    @property
+    def handle(self) -> int:
+        """The ``mscclppComm_t`` as an int, for code that calls the C API
+        itself; the communicator keeps ownership."""
+        return self._handle().value or 0
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self.closed else f"rank {self._rank} of {self._size}"
+        return f"<mscclpp.Communicator {state}>"
+
+    def destroy(self) -> None:
+        """``mscclppCommDestroy``: leave the job and free everything. Waits
+        for the other ranks (bounded). Safe after a peer failure or an
+        abort; a second call does nothing."""
+        with self._lock:
+            h = self._h
+            if h is None:
+                return
+            call("mscclppCommDestroy", h)
+            self._h = None
+
+    def abort(self, reason: Optional[str] = None) -> None:
+        """``mscclppCommAbort``: raise the abort flag: every wait of this
+        communicator (host calls, kernels, proxy) returns
+        :class:`AbortedError`, and :meth:`async_error` reports ABORTED. The
+        communicator can still be destroyed."""
+        call("mscclppCommAbort", self._handle(), reason.encode() if reason is not None else None)
+
+    def async_error(self) -> Status:
+        """``mscclppCommGetAsyncError``: the first asynchronous error (a
+        failed proxy operation, a lost peer, a timeout in a device wait), or
+        ``Status.SUCCESS``. :meth:`check_async_error` raises it instead."""
+        out = c_int()
+        call("mscclppCommGetAsyncError", self._handle(), byref(out))
+        try:
+            return Status(out.value)
+        except ValueError:
+            return out.value  # type: ignore[return-value]
+
+    def check_async_error(self) -> None:
+        """Raise the asynchronous error, if there is one, as an
+        :class:`MscclppError` with its reason."""
+        status = self.async_error()
+        if status != Status.SUCCESS:
+            _lib.check("mscclppCommGetAsyncError", int(status))
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.destroy()
+            return
+        # The body failed: tell this rank's waits to stop before leaving, and
+        # let the body's exception, not a failed destroy, propagate.
+        try:
+            if not self.closed:
+                self.abort(f"exception in the application: {exc_type.__name__}")
+            self.destroy()
+        except Exception:
+            pass
+
+    # -- bootstrap (host bytes, blocking, bounded by MSCCLPP_TIMEOUT)
+
+    def barrier(self) -> None:
+        """``mscclppBootstrapBarrier``: returns when every rank has entered."""
+        call("mscclppBootstrapBarrier", self._handle())
+
+    def bootstrap_send(self, data: Any, peer: int, tag: int = 0) -> None:
+        """``mscclppBootstrapSend``: send the bytes of ``data`` (any
+        buffer-protocol object) to ``peer`` (may be this rank) with ``tag``.
+        Never waits for the matching receive."""
+        h = self._handle()
+        peer = _int_arg("peer", peer, 0, self._size - 1)
+        tag = _int_arg("tag", tag)
+        arr = as_array(data, "data", writable=False)
+        if arr.device:
+            raise TypeError("data: the bootstrap carries host memory, not device arrays")
+        call("mscclppBootstrapSend", h, peer, tag, arr.ptr, arr.nbytes)
+
+    def bootstrap_recv_into(self, buf: Any, peer: int, tag: int = 0) -> None:
+        """``mscclppBootstrapRecv`` into ``buf`` (writable, buffer protocol):
+        the message from ``peer`` with ``tag`` must be exactly its size
+        (:class:`InvalidUsageError` otherwise, and the message is consumed)."""
+        h = self._handle()
+        peer = _int_arg("peer", peer, 0, self._size - 1)
+        tag = _int_arg("tag", tag)
+        arr = as_array(buf, "buf", writable=True)
+        if arr.device:
+            raise TypeError("buf: the bootstrap carries host memory, not device arrays")
+        call("mscclppBootstrapRecv", h, peer, tag, arr.ptr, arr.nbytes)
+
+    def bootstrap_recv(self, nbytes: int, peer: int, tag: int = 0) -> bytes:
+        """``mscclppBootstrapRecv`` of a message of exactly ``nbytes`` bytes
+        from ``peer`` with ``tag``, returned as bytes."""
+        nbytes = _int_arg("nbytes", nbytes, 0, 2**62)
+        buf = bytearray(nbytes)
+        self.bootstrap_recv_into(buf, peer, tag)
+        return bytes(buf)
+
+    def bootstrap_all_gather(self, data: Any) -> List[bytes]:
+        """``mscclppBootstrapAllGather``: every rank's ``data`` (the same
+        length on every rank), indexed by rank."""
+        h = self._handle()
+        arr = as_array(data, "data", writable=False)
+        if arr.device:
+            raise TypeError("data: the bootstrap carries host memory, not device arrays")
+        n = arr.nbytes
+        buf = bytearray(n * self._size)
+        base = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf)) if buf else 0
+        if n:
+            ctypes.memmove(base + self._rank * n, arr.ptr, n)
+        call("mscclppBootstrapAllGather", h, base, n)
+        return [bytes(buf[r * n : (r + 1) * n]) for r in range(self._size)]
+
+    # -- collectives
+
+    def _args(self, specs: List[Any], dtype: Optional[DTypeLike]) -> Tuple[DataType, List[Array], List[int]]:
+        """Describe (object, argument name, written?) triples and resolve
+        their element type and counts (see :func:`mscclpp._buffer.resolve`)."""
+        arrays = [as_array(obj, name, writable) for obj, name, writable in specs]
+        t = to_datatype(dtype) if dtype is not None else None
+        t, counts = resolve(arrays, t)
+        return t, arrays, counts
+
+    def _size_error(self, fn: str, a: Array, have: int, want: int, why: str) -> ValueError:
+        return ValueError(f"{fn}: {a.name} has {have} elements, {why} needs {want}")
+
+    def all_reduce(
+        self,
+        sendbuf: ArrayLike,
+        recvbuf: Optional[ArrayLike] = None,
+        op: OpLike = ReduceOp.SUM,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``recvbuf[i] = op over ranks of sendbuf[i]`` on every rank.
+        ``recvbuf=None`` (or the same array) works in place on ``sendbuf``."""
+        h = self._handle()
+        rop = to_reduce_op(op)
+        if recvbuf is None:
+            t, (a,), (n,) = self._args([(sendbuf, "sendbuf", True)], dtype)
+            send = recv = a
+        else:
+            t, (send, recv), (n, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if m != n:
+                raise self._size_error("all_reduce", recv, m, n, "sendbuf's size")
+        call("mscclppAllReduce", send.ptr, recv.ptr, n, t, rop, h, _stream_handle(stream))
+
+    def all_gather(
+        self,
+        sendbuf: Optional[ArrayLike],
+        recvbuf: ArrayLike,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``recvbuf[r * n + i] = sendbuf of rank r [i]``, where ``recvbuf``
+        holds ``size * n`` elements. ``sendbuf=None`` works in place: this
+        rank's slice of ``recvbuf`` (at ``rank * n``) is its input, as is a
+        ``sendbuf`` that is that slice."""
+        h = self._handle()
+        if sendbuf is None:
+            t, (recv,), (total,) = self._args([(recvbuf, "recvbuf", True)], dtype)
+            if total % self._size:
+                raise ValueError(f"all_gather: recvbuf has {total} elements, not a multiple of size {self._size}")
+            n = total // self._size
+            send_ptr = recv.ptr + self._rank * n * t.itemsize
+        else:
+            t, (send, recv), (n, total) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if total != n * self._size:
+                raise self._size_error("all_gather", recv, total, n * self._size, f"size {self._size} x sendbuf's")
+            send_ptr = send.ptr
+        call("mscclppAllGather", send_ptr, recv.ptr, n, t, h, _stream_handle(stream))
+
+    def reduce_scatter(
+        self,
+        sendbuf: ArrayLike,
+        recvbuf: Optional[ArrayLike],
+        op: OpLike = ReduceOp.SUM,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``recvbuf[i] = op over ranks of sendbuf[rank * n + i]``, where
+        ``sendbuf`` holds ``size * n`` elements. ``recvbuf=None`` works in
+        place: the result is written to this rank's slice of ``sendbuf`` (at
+        ``rank * n``), as it is when ``recvbuf`` is that slice."""
+        h = self._handle()
+        rop = to_reduce_op(op)
+        if recvbuf is None:
+            t, (send,), (total,) = self._args([(sendbuf, "sendbuf", True)], dtype)
+            if total % self._size:
+                raise ValueError(f"reduce_scatter: sendbuf has {total} elements, not a multiple of size {self._size}")
+            n = total // self._size
+            recv_ptr = send.ptr + self._rank * n * t.itemsize
+        else:
+            t, (send, recv), (total, n) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if total != n * self._size:
+                raise self._size_error("reduce_scatter", send, total, n * self._size, f"size {self._size} x recvbuf's")
+            recv_ptr = recv.ptr
+        call("mscclppReduceScatter", send.ptr, recv_ptr, n, t, rop, h, _stream_handle(stream))
+
+    def broadcast(
+        self,
+        sendbuf: Optional[ArrayLike],
+        recvbuf: Optional[ArrayLike] = None,
+        root: int = 0,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``recvbuf = root's sendbuf`` on every rank. In place:
+        ``broadcast(buf, root=r)`` everywhere. ``sendbuf`` is read on the
+        root only and may be None elsewhere."""
+        h = self._handle()
+        root = _int_arg("root", root, 0, self._size - 1)
+        is_root = root == self._rank
+        if recvbuf is None:
+            if sendbuf is None:
+                raise TypeError("broadcast: give sendbuf, recvbuf or both")
+            t, (a,), (n,) = self._args([(sendbuf, "sendbuf", not is_root)], dtype)
+            send_ptr, recv_ptr = a.ptr, a.ptr
+        elif sendbuf is None:
+            if is_root:
+                raise TypeError(f"broadcast: sendbuf is required on the root (rank {root})")
+            t, (recv,), (n,) = self._args([(recvbuf, "recvbuf", True)], dtype)
+            send_ptr, recv_ptr = None, recv.ptr
+        else:
+            t, (send, recv), (m, n) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if m != n:
+                raise self._size_error("broadcast", recv, n, m, "sendbuf's size")
+            send_ptr, recv_ptr = send.ptr, recv.ptr
+        call("mscclppBroadcast", send_ptr, recv_ptr, n, t, root, h, _stream_handle(stream))
+
+    def reduce(
+        self,
+        sendbuf: ArrayLike,
+        recvbuf: Optional[ArrayLike] = None,
+        op: OpLike = ReduceOp.SUM,
+        root: int = 0,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """The root's ``recvbuf[i] = op over ranks of sendbuf[i]``.
+        ``recvbuf`` is written on the root only; ``None`` there works in
+        place on ``sendbuf``, and is fine elsewhere."""
+        h = self._handle()
+        rop = to_reduce_op(op)
+        root = _int_arg("root", root, 0, self._size - 1)
+        is_root = root == self._rank
+        if recvbuf is None:
+            t, (send,), (n,) = self._args([(sendbuf, "sendbuf", is_root)], dtype)
+            recv_ptr = send.ptr if is_root else None
+        else:
+            t, (send, recv), (n, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if m != n:
+                raise self._size_error("reduce", recv, m, n, "sendbuf's size")
+            recv_ptr = recv.ptr
+        call("mscclppReduce", send.ptr, recv_ptr, n, t, rop, root, h, _stream_handle(stream))
+
+    def all_to_all(
+        self,
+        sendbuf: ArrayLike,
+        recvbuf: Optional[ArrayLike] = None,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``recvbuf[r * n + i] = sendbuf of rank r [rank * n + i]``: ``n``
+        elements to and from each rank, both arrays ``size * n`` long.
+        ``recvbuf=None`` (or the same array) works in place."""
+        h = self._handle()
+        if recvbuf is None:
+            t, (send,), (total,) = self._args([(sendbuf, "sendbuf", True)], dtype)
+            recv = send
+        else:
+            t, (send, recv), (total, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+            if m != total:
+                raise self._size_error("all_to_all", recv, m, total, "sendbuf's size")
+        if total % self._size:
+            raise ValueError(f"all_to_all: sendbuf has {total} elements, not a multiple of size {self._size}")
+        call("mscclppAllToAll", send.ptr, recv.ptr, total // self._size, t, h, _stream_handle(stream))
+
+    def send(
+        self, buf: ArrayLike, peer: int, *, dtype: Optional[DTypeLike] = None, stream: StreamLike = None
+    ) -> None:
+        """``mscclppSend`` of all of ``buf`` to ``peer`` (may be this rank).
+        Outside a :class:`group` it waits for the matching :meth:`recv`;
+        inside one it runs at the group's end."""
+        h = self._handle()
+        peer = _int_arg("peer", peer, 0, self._size - 1)
+        t, (a,), (n,) = self._args([(buf, "buf", False)], dtype)
+        call("mscclppSend", a.ptr, n, t, peer, h, _stream_handle(stream))
+        _group_keep([a])
+
+    def recv(
+        self, buf: ArrayLike, peer: int, *, dtype: Optional[DTypeLike] = None, stream: StreamLike = None
+    ) -> None:
+        """``mscclppRecv`` into all of ``buf`` from ``peer``: the sender's
+        array must have the same size. Grouped as :meth:`send`."""
+        h = self._handle()
+        peer = _int_arg("peer", peer, 0, self._size - 1)
+        t, (a,), (n,) = self._args([(buf, "buf", True)], dtype)
+        call("mscclppRecv", a.ptr, n, t, peer, h, _stream_handle(stream))
+        _group_keep([a])
+
+
+def coll_algo_names(collective: str) -> List[str]:
+    """``mscclppCollAlgoNames``: the algorithms of ``collective``
+    ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+    "alltoall", "sendrecv"), for ``MSCCLPP_ALGO``."""
+    raw = _lib.lib().mscclppCollAlgoNames(collective.encode())
+    if raw is None:
+        raise ValueError(f"{collective!r} is not a collective (allreduce, allgather, reducescatter, broadcast, "
+                         "reduce, alltoall, sendrecv)")
+    return [n for n in raw.decode().split(",") if n]
+
+
+__all__ = ["Communicator", "UniqueId", "group", "coll_algo_names", "DataType", "ReduceOp"]
