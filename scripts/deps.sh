@@ -8,12 +8,12 @@
 #   iproute2                        multi-host tests in network namespaces (ip netns)
 #   gnuplot-nox                     benchmark plots (mscclpp-perf --plot)
 #   python3                         tests/perf/check_json.sh reads mscclpp-perf's JSON
-#   python3-numpy python3-pip       the Python package's tests (tests/python/; skipped without them)
+#   python3-numpy python3-pip mypy  the Python package's tests (tests/python/; skipped without them)
 #   binutils                        nm, for the NCCL library's exported-symbol test
 # The CUDA toolkit is not a Debian package here: install it yourself; without
 # nvcc the build is the host backend only.
 set -euo pipefail
-pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev libfabric-dev iproute2 gnuplot-nox python3 python3-numpy python3-pip binutils)
+pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev libfabric-dev iproute2 gnuplot-nox python3 python3-numpy python3-pip mypy binutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

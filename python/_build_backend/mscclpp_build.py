@@ -20,7 +20,7 @@ import os
 import re
 import tarfile
 import zipfile
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 NAME = "mscclpp"
 SUMMARY = "Python bindings of mscclpp, a GPU-driven communication library (communicators, collectives)"
@@ -128,33 +128,33 @@ def _read(path: str) -> bytes:
 # ---- PEP 517 / PEP 660 hooks ----------------------------------------------------
 
 
-def get_requires_for_build_wheel(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_wheel(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
-def get_requires_for_build_sdist(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_sdist(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
-def get_requires_for_build_editable(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_editable(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
 def build_wheel(
-    wheel_directory: str, config_settings: Optional[dict] = None, metadata_directory: Optional[str] = None
+    wheel_directory: str, config_settings: Optional[Dict[str, Any]] = None, metadata_directory: Optional[str] = None
 ) -> str:
     return _write_wheel(wheel_directory, {name: _read(path) for name, path in _package_files()})
 
 
 def build_editable(
-    wheel_directory: str, config_settings: Optional[dict] = None, metadata_directory: Optional[str] = None
+    wheel_directory: str, config_settings: Optional[Dict[str, Any]] = None, metadata_directory: Optional[str] = None
 ) -> str:
     # The package is imported from this directory (headers from the
     # checkout's include/, found by mscclpp.include_dir()).
     return _write_wheel(wheel_directory, {f"{NAME}_editable.pth": (HERE + "\n").encode()})
 
 
-def build_sdist(sdist_directory: str, config_settings: Optional[dict] = None) -> str:
+def build_sdist(sdist_directory: str, config_settings: Optional[Dict[str, Any]] = None) -> str:
     version = _version()
     top = f"{NAME}-{version}"
     filename = f"{top}.tar.gz"

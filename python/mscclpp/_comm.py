@@ -305,7 +305,7 @@ class Communicator:
         # let the body's exception, not a failed destroy, propagate.
         try:
             if not self.closed:
-                self.abort(f"exception in the application: {exc_type.__name__}")
+                self.abort(f"exception in the application: {exc_type.__name__}: {exc}"[:200])
             self.destroy()
         except Exception:
             pass

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 
 class Status(enum.IntEnum):
@@ -53,7 +53,7 @@ class MscclppError(Exception):
         head = f"{self.function}: " if self.function else ""
         return f"{head}{self.message} ({name})"
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self) -> Tuple[Any, ...]:
         # Pickle (multiprocessing, concurrent.futures) with all three fields.
         return (type(self), (int(self.status), self.message, self.function))
 
