@@ -111,7 +111,7 @@ MSCCLPP_API mscclppResult_t mscclppReduce(const void* sendbuff, void* recvbuff, 
                                           mscclppStream_t stream);
 
 /* recvbuff[r * count + i] = sendbuff of rank r [rank * count + i]: `count`
- * elements to and from each rank. Not in place. */
+ * elements to and from each rank. In place too (sendbuff == recvbuff). */
 MSCCLPP_API mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                             mscclppDataType_t datatype, mscclppComm_t comm, mscclppStream_t stream);
 
