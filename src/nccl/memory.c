@@ -91,8 +91,6 @@ NCCL_PROFILING_ALIAS(ncclMemFree);
 
 /* ---- registrations ------------------------------------------------------------------ */
 
-static ncclResult_t regRemove(struct ncclComm* comm, void* handle, int isWindow, const char* fn);
-
 static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int isWindow, int winFlags,
                            struct mscclppNcclRegistration** out, const char* fn) {
   ncclResult_t res = mscclppNcclCommReady(comm, fn);
@@ -116,11 +114,11 @@ static ncclResult_t regAdd(struct ncclComm* comm, void* buff, size_t size, int i
    * first call on it asks nothing. Not collective: it needs only the
    * peers' library threads, as NCCL's local registration needs only its
    * proxy's. */
-  mscclppResult_t m = mscclppCollGpuExportHint(comm->mc, buff);
-  if (m != mscclppSuccess) {
-    (void)regRemove(comm, r, isWindow, fn);
-    return mscclppNcclErrWrap(m, "%s: peers cannot map [%p, +%zu)", fn, buff, size);
-  }
+  /* A hint only: where it fails, the first call on the buffer decides
+   * again (it stages what cannot be shared) and reports what fails there. */
+  if (mscclppCollGpuExportHint(comm->mc, buff) != mscclppSuccess)
+    MSCCLPP_INFO(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu): the peers do not map it in advance: %s", fn, buff, size,
+                 mscclppGetLastError());
   MSCCLPP_TRACE(MSCCLPP_LOG_NCCL, "%s: [%p, +%zu) recorded, its allocation mapped by the peers", fn, buff, size);
   *out = r;
   return ncclSuccess;
