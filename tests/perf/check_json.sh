@@ -8,7 +8,13 @@ run=$1 perf=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$run" -n 3 --timeout 50 -- "$perf" allreduce -b 1K -e 64K -f 4 -d float,bfloat16 -o sum,max -n 2 -w 1 \
-  -J "$dir/out.json" --plot "$dir/out.png" || { echo "FAIL: mscclpp-perf failed"; exit 1; }
+  -J "$dir/out.json" --plot "$dir/out.png" 2>"$dir/err" || { cat "$dir/err"; echo "FAIL: mscclpp-perf failed"; exit 1; }
+cat "$dir/err" >&2
+# a plot that was drawn is not reported as failed
+if grep -q "gnuplot failed" "$dir/err" && command -v gnuplot >/dev/null && [ -s "$dir/out.png" ]; then
+  echo "FAIL: --plot drew $dir/out.png but said gnuplot failed"
+  exit 1
+fi
 python3 - "$dir/out.json" <<'PY' || exit 1
 import json, sys
 d = json.load(open(sys.argv[1]))

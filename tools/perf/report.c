@@ -229,7 +229,7 @@ int writePlot(const struct ctx* c) {
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 1 : -1;
-    if (rc != 0) fprintf(stderr, PROG ": --plot %s: gnuplot failed (status %d)\n", o->plotPath, st);
+    if (rc < 0) fprintf(stderr, PROG ": --plot %s: gnuplot failed (status %d)\n", o->plotPath, st);
   } else {
     fprintf(stderr, PROG ": --plot: fork: %s\n", strerror(errno));
   }
