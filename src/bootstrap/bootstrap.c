@@ -364,6 +364,7 @@ void mscclppBootstrapGetSecret(const struct mscclppBootstrap* bs, uint8_t secret
   memcpy(secret, bs->secret, MSCCLPP_BS_SECRET_BYTES);
 }
 
+#ifdef MSCCLPP_TEST_HOOKS
 void mscclppBootstrapTestView(struct mscclppBootstrap* bs, union mscclppSocketAddr* listenAddr,
                               uint8_t secret[MSCCLPP_BS_SECRET_BYTES], uint64_t* session) {
   if (listenAddr) *listenAddr = bs->listenAddr;
@@ -378,3 +379,4 @@ void mscclppBootstrapTestView(struct mscclppBootstrap* bs, union mscclppSocketAd
 void mscclppBootstrapSetMaxPieceForTest(struct mscclppBootstrap* bs, size_t bytes) {
   bs->maxPiece = bytes > 0 ? bytes : 1;
 }
+#endif

@@ -155,9 +155,12 @@ mscclppResult_t mscclppBootstrapGetLostStatus(struct mscclppBootstrap* bs);
 
 /* For tests: what a peer needs to connect to this rank (listener address,
  * job secret, session), and the largest piece a message is cut into
- * (default MSCCLPP_BS_MAX_MSG_BYTES). */
+ * (default MSCCLPP_BS_MAX_MSG_BYTES). Built only into the tests' copy of
+ * the library (MSCCLPP_TEST_HOOKS). */
+#ifdef MSCCLPP_TEST_HOOKS
 void mscclppBootstrapTestView(struct mscclppBootstrap* bs, union mscclppSocketAddr* listenAddr,
                               uint8_t secret[MSCCLPP_BS_SECRET_BYTES], uint64_t* session);
 void mscclppBootstrapSetMaxPieceForTest(struct mscclppBootstrap* bs, size_t bytes);
+#endif
 
 #endif /* MSCCLPP_SRC_BOOTSTRAP_BOOTSTRAP_H_ */

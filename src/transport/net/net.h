@@ -45,8 +45,14 @@ struct mscclppNetConfig {
 mscclppResult_t mscclppNetProbe(const struct mscclppNetConfig* cfg, char* text, size_t len);
 
 /* Tests only: register host memory of later registrations as "staged", so
- * the GPU staging protocol runs on the host backend in CI. */
+ * the GPU staging protocol runs on the host backend in CI. The hook is
+ * built only into the tests' copy of the library (MSCCLPP_TEST_HOOKS);
+ * the shipped one always answers 0. */
+#ifdef MSCCLPP_TEST_HOOKS
 void mscclppNetTestForceStaging(int on);
 int mscclppNetTestStagingOn(void);
+#else
+static inline int mscclppNetTestStagingOn(void) { return 0; }
+#endif
 
 #endif /* MSCCLPP_SRC_TRANSPORT_NET_NET_H_ */

@@ -20,9 +20,11 @@ struct mscclppNetRegNode {
 };
 
 
+#ifdef MSCCLPP_TEST_HOOKS
 static int forceStaging; /* tests only (__atomic) */
 void mscclppNetTestForceStaging(int on) { __atomic_store_n(&forceStaging, on, __ATOMIC_RELEASE); }
 int mscclppNetTestStagingOn(void) { return __atomic_load_n(&forceStaging, __ATOMIC_ACQUIRE); }
+#endif
 
 static mscclppResult_t regLocked(struct mscclppNet* net, void* ptr, size_t size, int cudaDevice,
                                  struct mscclppNetReg* out) {
@@ -106,7 +108,7 @@ static mscclppResult_t hookReg(void* arg, const struct mscclppRegisteredMemory* 
   n->hi = n->lo + m->size;
   mscclppResult_t res = mscclppSuccess;
   pthread_mutex_lock(&net->lock);
-  if ((device && !net->hmem) || (!device && __atomic_load_n(&forceStaging, __ATOMIC_ACQUIRE))) {
+  if ((device && !net->hmem) || (!device && mscclppNetTestStagingOn())) {
     out->staged = 1; /* peers write through the connection's staging ring */
   } else {
     res = regLocked(net, m->ptr, m->size, device ? (m->record.device >= 0 ? m->record.device : 0) : -1, out);
