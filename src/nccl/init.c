@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm.h"
 #include "core/error.h"
@@ -283,6 +284,19 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   return ncclSuccess;
 }
 
+/* Join threads of communicators aborted while they joined, still cleaning
+ * up. A process that exits right after such an abort gives them a moment
+ * (at most ABANDONED_WAIT_MS) to release their threads and sockets rather
+ * than leaving them half torn down. */
+static int abandonedJoins;
+#define ABANDONED_WAIT_MS 2000
+__attribute__((destructor)) static void waitAbandonedJoins(void) {
+  for (int i = 0; i < ABANDONED_WAIT_MS && __atomic_load_n(&abandonedJoins, __ATOMIC_ACQUIRE) > 0; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* Record the join's result; free everything if the communicator was
  * abandoned meanwhile. */
 static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc) {
@@ -302,6 +316,7 @@ static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc
     }
     commFree(comm);
   }
+  if (abandoned) __atomic_sub_fetch(&abandonedJoins, 1, __ATOMIC_RELEASE);
 }
 
 static void* joinMain(void* arg) {
@@ -631,6 +646,7 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   if (abort && joining && !notStarted) {
     /* let the join thread free everything when it ends */
     comm->abandoned = 1;
+    __atomic_add_fetch(&abandonedJoins, 1, __ATOMIC_RELAXED);
     comm->joinThreadStarted = 0;
     comm->magic = 0;
     pthread_detach(comm->joinThread);
