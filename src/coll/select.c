@@ -115,19 +115,24 @@ static void parse(struct mscclppCollSelect* sel, const char* text) {
   }
 }
 
-int mscclppCollSelectParses(struct mscclppComm* comm) {
+/* The communicator's selection with MSCCLPP_ALGO parsed (again when it
+ * changed); NULL when the state cannot be made. */
+static struct mscclppCollSelect* selectionOf(struct mscclppComm* comm) {
   struct mscclppCollState* st = NULL;
-  if (mscclppCollStateOf(comm, &st) != mscclppSuccess) return 0;
+  if (mscclppCollStateOf(comm, &st) != mscclppSuccess) return NULL;
   struct mscclppCollSelect* sel = &st->select;
   if (!sel->parsed || strcmp(sel->text, comm->params.algo) != 0) parse(sel, comm->params.algo);
-  return sel->parseError == mscclppSuccess;
+  return sel;
+}
+
+int mscclppCollSelectParses(struct mscclppComm* comm) {
+  struct mscclppCollSelect* sel = selectionOf(comm);
+  return sel != NULL && sel->parseError == mscclppSuccess;
 }
 
 mscclppResult_t mscclppCollSelectForced(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo* algo) {
-  struct mscclppCollState* st = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppCollStateOf(comm, &st));
-  struct mscclppCollSelect* sel = &st->select;
-  if (!sel->parsed || strcmp(sel->text, comm->params.algo) != 0) parse(sel, comm->params.algo);
+  struct mscclppCollSelect* sel = selectionOf(comm);
+  if (sel == NULL) return mscclppErrAgain(mscclppSystemError, MSCCLPP_LOG_COLL, "%s", mscclppGetLastError());
   if (sel->parseError != mscclppSuccess) return mscclppErr(sel->parseError, MSCCLPP_LOG_COLL, "%s", sel->parseWhy);
   *algo = (unsigned)kind < MSCCLPP_COLL_KINDS ? (mscclppCollAlgo)sel->forced[kind] : MSCCLPP_COLL_ALGO_AUTO;
   return mscclppSuccess;

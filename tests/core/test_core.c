@@ -78,6 +78,19 @@ static void testParams(void) {
   CHECK_RES(mscclppParamGetInfo(0, NULL), mscclppInvalidArgument);
 }
 
+/* The whole of a log file (up to len - 1 bytes, NUL-terminated); 0 when
+ * it cannot be read. */
+static int readLog(const char* path, char* buf, size_t len, size_t* n) {
+  buf[0] = '\0';
+  *n = 0;
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0;
+  *n = fread(buf, 1, len - 1, f);
+  fclose(f);
+  buf[*n] = '\0';
+  return 1;
+}
+
 static void testLogging(void) {
   char path[256], expanded[300];
   snprintf(path, sizeof(path), "/tmp/mscclpp-log-test-%d-%%p.txt", (int)getpid());
@@ -100,13 +113,10 @@ static void testLogging(void) {
   unsetenv("MSCCLPP_DEBUG_SUBSYS");
   CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
   mscclppLogConfigure(&p); /* closes the file */
-  FILE* f = fopen(expanded, "r");
-  CHECK(f != NULL);
-  if (f) {
-    char buf[4096] = {0};
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+  char buf[4096];
+  size_t n = 0;
+  CHECK(readLog(expanded, buf, sizeof(buf), &n));
+  {
     CHECK(strstr(buf, "hello 123") != NULL);
     CHECK(strstr(buf, "[7] MSCCLPP INFO INIT") != NULL);
     CHECK(strstr(buf, "must not appear") == NULL);
@@ -140,13 +150,10 @@ static void testErrWrap(void) {
   unsetenv("MSCCLPP_DEBUG_FILE");
   CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
   mscclppLogConfigure(&p); /* closes the file */
-  FILE* f = fopen(path, "r");
-  CHECK(f != NULL);
-  if (f) {
-    char buf[4096] = {0};
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+  char buf[4096];
+  size_t n = 0;
+  CHECK(readLog(path, buf, sizeof(buf), &n));
+  {
     int lines = 0;
     for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
     CHECK(lines == 1);
