@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
   void* buf = NULL;
   mscclppRegisteredMemory_t mem;
   MSCCLPP_OK(mscclppMemAlloc(comm, mscclppMemKindDevice, total, &buf));
-  MSCCLPP_OK(mscclppRegisterMemory(comm, buf, total, mscclppTransportCudaIpc, &mem));
+  MSCCLPP_OK(mscclppMemoryRegister(comm, buf, total, mscclppTransportCudaIpc, &mem));
   mscclppConnection_t conn;
   MSCCLPP_OK(mscclppConnectionCreate(comm, peer, 1, mscclppTransportCudaIpc, &conn));
   mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
   MSCCLPP_OK(mscclppMemoryChannelDestroy(memCh));
   MSCCLPP_OK(mscclppConnectionDestroy(conn));
   MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  MSCCLPP_OK(mscclppDeregisterMemory(mem));
+  MSCCLPP_OK(mscclppMemoryDeregister(mem));
   MSCCLPP_OK(mscclppMemFree(comm, buf));
   CUDA_OK(cudaStreamDestroy(s));
   CUDA_OK(cudaFree(dRes));

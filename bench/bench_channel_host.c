@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   void* buf;
   OK(mscclppMemAlloc(comm, mscclppMemKindHostShared, total, &buf));
   mscclppRegisteredMemory_t mem;
-  OK(mscclppRegisterMemory(comm, buf, total, mscclppTransportHostShm, &mem));
+  OK(mscclppMemoryRegister(comm, buf, total, mscclppTransportHostShm, &mem));
   mscclppConnection_t conn;
   OK(mscclppConnectionCreate(comm, peer, 1, mscclppTransportHostShm, &conn));
   mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
   OK(mscclppMemoryChannelDestroy(memCh));
   OK(mscclppConnectionDestroy(conn));
   OK(mscclppBootstrapBarrier(comm));
-  OK(mscclppDeregisterMemory(mem));
+  OK(mscclppMemoryDeregister(mem));
   OK(mscclppMemFree(comm, buf));
   OK(mscclppCommDestroy(comm));
   return 0;

@@ -77,7 +77,7 @@ int main(void) {
   void* buf = NULL;
   mscclppRegisteredMemory_t mem;
   MSCCLPP_OK(mscclppMemAlloc(comm, mscclppMemKindDevice, 4096, &buf));
-  MSCCLPP_OK(mscclppRegisterMemory(comm, buf, 4096, mscclppTransportCudaIpc, &mem));
+  MSCCLPP_OK(mscclppMemoryRegister(comm, buf, 4096, mscclppTransportCudaIpc, &mem));
   Handles all, pair;
   memset(&all, 0, sizeof(all));
   memset(&pair, 0, sizeof(pair));
@@ -127,7 +127,7 @@ int main(void) {
     MSCCLPP_OK(mscclppConnectionDestroy(conn[d]));
   }
   MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  MSCCLPP_OK(mscclppDeregisterMemory(mem));
+  MSCCLPP_OK(mscclppMemoryDeregister(mem));
   MSCCLPP_OK(mscclppMemFree(comm, buf));
   CUDA_OK(cudaFree(dRes));
   CUDA_OK(cudaStreamDestroy(s));

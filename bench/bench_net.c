@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
   mscclppConnection_t conn;
   OK(mscclppConnectionCreate(comm, peer, 1, mscclppTransportNet, &conn));
   mscclppRegisteredMemory_t m;
-  OK(mscclppRegisterMemory(comm, p, 4096 + STREAM_BYTES, mscclppTransportNet, &m));
+  OK(mscclppMemoryRegister(comm, p, 4096 + STREAM_BYTES, mscclppTransportNet, &m));
   mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
   pc.tag = 2;
   pc.local = m;
@@ -520,7 +520,7 @@ int main(int argc, char** argv) {
   OK(mscclppPortChannelDestroy(ch));
   OK(mscclppConnectionDestroy(conn));
   OK(mscclppBootstrapBarrier(comm));
-  OK(mscclppDeregisterMemory(m));
+  OK(mscclppMemoryDeregister(m));
   OK(mscclppMemFree(comm, p));
   OK(mscclppCommDestroy(comm));
   return 0;

@@ -11,11 +11,11 @@
  *
  *   rank A                                    rank B
  *   mscclppMemAlloc(comm, kind, n, &p)
- *   mscclppRegisterMemory(comm, p, n, 0, &m)
+ *   mscclppMemoryRegister(comm, p, n, 0, &m)
  *   mscclppMemorySend(comm, m, B, tag)  --->  mscclppMemoryRecv(comm, A, tag, &r)
  *                                             ... mscclppConnectionWrite(conn, r, ...)
  *                                             mscclppMemoryClose(r)
- *   mscclppDeregisterMemory(m)
+ *   mscclppMemoryDeregister(m)
  *   mscclppMemFree(comm, p)
  *
  * How memory opens in another process of the same host:
@@ -124,13 +124,22 @@ MSCCLPP_API mscclppResult_t mscclppMemFree(mscclppComm_t comm, void* ptr);
  *   or the network provider refused to register the memory (the message
  *   names the provider and the range).
  * *mem is written only on success. */
-MSCCLPP_API mscclppResult_t mscclppRegisterMemory(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
+MSCCLPP_API mscclppResult_t mscclppMemoryRegister(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
                                                   mscclppRegisteredMemory_t* mem);
 
-/* Forget a registration made by mscclppRegisterMemory (peers that opened it
+/* Forget a registration made by mscclppMemoryRegister (peers that opened it
  * keep their mapping; new opens of cuMem memory fail). The memory itself is
  * not freed. mscclppInvalidUsage for a handle from mscclppMemoryOpen/Recv
  * (close those with mscclppMemoryClose); mscclppInvalidArgument for NULL. */
+MSCCLPP_API mscclppResult_t mscclppMemoryDeregister(mscclppRegisteredMemory_t mem);
+
+/* The spellings MSCCL++'s users know (communicator->registerMemory), kept
+ * as aliases: the same calls as mscclppMemoryRegister and
+ * mscclppMemoryDeregister. New code uses the mscclppMemory* names (object,
+ * then verb), as every other call on a registration does.
+ * mscclppMemAlloc/mscclppMemFree keep NCCL's spelling (ncclMemAlloc). */
+MSCCLPP_API mscclppResult_t mscclppRegisterMemory(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
+                                                  mscclppRegisteredMemory_t* mem);
 MSCCLPP_API mscclppResult_t mscclppDeregisterMemory(mscclppRegisteredMemory_t mem);
 
 /* Find the registration of this communicator that covers [ptr, ptr+size)
@@ -169,7 +178,7 @@ MSCCLPP_API mscclppResult_t mscclppMemoryOpen(mscclppComm_t comm, const void* bu
                                               mscclppRegisteredMemory_t* mem);
 
 /* Unmap what mscclppMemoryOpen/Recv opened. mscclppInvalidUsage for a handle
- * of mscclppRegisterMemory. */
+ * of mscclppMemoryRegister. */
 MSCCLPP_API mscclppResult_t mscclppMemoryClose(mscclppRegisteredMemory_t mem);
 
 /* Send the record of `mem` to `peer` through the bootstrap under `tag` (two

@@ -13,7 +13,7 @@
  *
  *   rank A                                       rank B
  *   mscclppConnectionCreate(comm, B, tag, ...)   mscclppConnectionCreate(comm, A, tag, ...)
- *   mscclppRegisterMemory(comm, bufA, ...)       mscclppRegisterMemory(comm, bufB, ...)
+ *   mscclppMemoryRegister(comm, bufA, ...)       mscclppMemoryRegister(comm, bufB, ...)
  *   cfg.local = memA; cfg.tag = 7                cfg.local = memB; cfg.tag = 7
  *   mscclppPortChannelCreate(comm, conn, &cfg, &ch)  (same, both sides)
  *   mscclppPortChannelGetDeviceHandle(ch, &h)    ... kernel: put(h.dst, ., h.src, ., n),

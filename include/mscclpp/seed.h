@@ -81,7 +81,7 @@ MSCCLPP_API mscclppResult_t mscclppConnect(mscclppComm_t comm, mscclppDevConn* d
  * port channel per connection, fill the devConns. Every rank calls it once,
  * after its mscclppConnect calls (pairs are set up in an order all ranks
  * agree on, so the declaration order does not matter). Errors of
- * mscclppRegisterMemory, mscclppConnectionCreate and
+ * mscclppMemoryRegister, mscclppConnectionCreate and
  * mscclppPortChannelCreate; mscclppInvalidUsage when called twice. */
 MSCCLPP_API mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm);
 

@@ -72,14 +72,22 @@ mscclppResult_t mscclppMemFree(mscclppComm_t comm, void* ptr) {
   return mscclppMemContextFree(ctx, ptr);
 }
 
-mscclppResult_t mscclppRegisterMemory(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
+mscclppResult_t mscclppMemoryRegister(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
                                       mscclppRegisteredMemory_t* mem) {
   struct mscclppMemContext* ctx = NULL;
-  MSCCLPP_RETURN_ON_ERROR(memOf(comm, "mscclppRegisterMemory", &ctx));
+  MSCCLPP_RETURN_ON_ERROR(memOf(comm, "mscclppMemoryRegister", &ctx));
   return mscclppMemRegister(ctx, ptr, size, transports, mem);
 }
 
-mscclppResult_t mscclppDeregisterMemory(mscclppRegisteredMemory_t mem) { return mscclppMemDeregister(mem); }
+mscclppResult_t mscclppMemoryDeregister(mscclppRegisteredMemory_t mem) { return mscclppMemDeregister(mem); }
+
+/* The earlier spellings (memory.h): aliases, not a second implementation. */
+mscclppResult_t mscclppRegisterMemory(mscclppComm_t comm, void* ptr, size_t size, unsigned transports,
+                                      mscclppRegisteredMemory_t* mem) {
+  return mscclppMemoryRegister(comm, ptr, size, transports, mem);
+}
+
+mscclppResult_t mscclppDeregisterMemory(mscclppRegisteredMemory_t mem) { return mscclppMemoryDeregister(mem); }
 
 mscclppResult_t mscclppMemoryLookup(mscclppComm_t comm, const void* ptr, size_t size, mscclppRegisteredMemory_t* mem,
                                     size_t* offset) {

@@ -112,7 +112,7 @@ static mscclppResult_t registerBuffer(mscclppComm_t comm, struct mscclppSeedStat
   struct seedMem* m = realloc(s->mems, (size_t)(s->nMems + 1) * sizeof(*m));
   if (m == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_CHANNEL, "mscclppConnectionSetup: out of memory");
   s->mems = m;
-  MSCCLPP_RETURN_ON_ERROR(mscclppRegisterMemory(comm, ptr, size, mscclppTransportAuto, &m[s->nMems].mem));
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryRegister(comm, ptr, size, mscclppTransportAuto, &m[s->nMems].mem));
   m[s->nMems].ptr = ptr;
   m[s->nMems].size = size;
   *mem = m[s->nMems++].mem;
@@ -179,7 +179,7 @@ void mscclppSeedRelease(struct mscclppComm* comm) {
   /* peers unmap our buffers before any rank frees them (best effort: a lost
    * peer makes the barrier fail at once) */
   if (built) (void)mscclppBootstrapBarrierWait(comm->bootstrap);
-  for (int i = 0; i < s->nMems; i++) mscclppDeregisterMemory(s->mems[i].mem);
+  for (int i = 0; i < s->nMems; i++) mscclppMemoryDeregister(s->mems[i].mem);
   free(s->mems);
   free(s->conns);
   free(s);

@@ -146,7 +146,7 @@ mscclppResult_t mscclppMemClose(struct mscclppRegisteredMemory* m) {
   if (m == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemoryClose: NULL mem");
   if (m->origin != MSCCLPP_MEM_OPENED)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_MEM,
-                      "mscclppMemoryClose: memory %llu at %p was registered here; use mscclppDeregisterMemory",
+                      "mscclppMemoryClose: memory %llu at %p was registered here; use mscclppMemoryDeregister",
                       (unsigned long long)m->record.memId, m->ptr);
   struct mscclppMemContext* ctx = m->ctx;
   mscclppResult_t res = mscclppSuccess;

@@ -172,12 +172,12 @@ static mscclppResult_t describeLocked(struct mscclppMemContext* ctx, struct mscc
 mscclppResult_t mscclppMemRegister(struct mscclppMemContext* ctx, void* ptr, size_t size, unsigned transports,
                                    struct mscclppRegisteredMemory** out) {
   if (ctx == NULL || ptr == NULL || out == NULL)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppRegisterMemory: NULL %s",
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemoryRegister: NULL %s",
                       ctx == NULL ? "communicator" : ptr == NULL ? "ptr" : "mem");
   if (size == 0)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppRegisterMemory(%p): size 0", ptr);
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemoryRegister(%p): size 0", ptr);
   if ((uintptr_t)ptr > UINTPTR_MAX - size)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppRegisterMemory(%p, %zu): the range wraps", ptr,
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemoryRegister(%p, %zu): the range wraps", ptr,
                       size);
   struct mscclppRegisteredMemory* m = calloc(1, sizeof(*m));
   if (m == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_MEM, "cannot allocate a registration");
@@ -238,10 +238,10 @@ mscclppResult_t mscclppMemRegister(struct mscclppMemContext* ctx, void* ptr, siz
 }
 
 mscclppResult_t mscclppMemDeregister(struct mscclppRegisteredMemory* m) {
-  if (m == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppDeregisterMemory: NULL mem");
+  if (m == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_MEM, "mscclppMemoryDeregister: NULL mem");
   if (m->origin != MSCCLPP_MEM_REGISTERED)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_MEM,
-                      "mscclppDeregisterMemory: memory %llu of rank %d was opened, not registered here; close it with "
+                      "mscclppMemoryDeregister: memory %llu of rank %d was opened, not registered here; close it with "
                       "mscclppMemoryClose",
                       (unsigned long long)m->record.memId, m->ownerRank);
   struct mscclppMemContext* ctx = m->ctx;

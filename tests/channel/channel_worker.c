@@ -183,7 +183,7 @@ static void setup(size_t maxBytes, const struct variant* v) {
   if (p == NULL) exit(1);
   buf = p;
   memset(buf + S, GUARD, S);
-  CHECK_RES(mscclppRegisterMemory(comm, buf, total, v->registerFor, &localMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, buf, total, v->registerFor, &localMem), mscclppSuccess);
   for (int d = 0; d < nranks; d++) {
     struct peer* q = &peers[d];
     q->rank = rank ^ d;
@@ -237,7 +237,7 @@ static void teardown(void) {
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   destroyChannels();
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(localMem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
 }
 
@@ -613,7 +613,7 @@ static void testNetErrors(void) {
   void* p = NULL;
   CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096, &p), mscclppSuccess);
   mscclppRegisteredMemory_t m = NULL;
-  CHECK_RES(mscclppRegisterMemory(comm, p, 4096, mscclppTransportNet, &m), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, p, 4096, mscclppTransportNet, &m), mscclppSuccess);
   uint8_t rec[MSCCLPP_MEMORY_RECORD_MAX_BYTES];
   size_t n = 0;
   CHECK_RES(mscclppMemorySerialize(m, rec, sizeof(rec), &n), mscclppSuccess);
@@ -636,7 +636,7 @@ static void testNetErrors(void) {
   printf("rank %d: bad signal mode: %s\n", rank, mscclppGetLastError());
   unsetenv("MSCCLPP_NET_SIGNAL");
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(m), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(m), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, p), mscclppSuccess);
 }
 
@@ -680,7 +680,7 @@ static int testKill(int victim) {
     CHECK(waited < 10.0);
     /* teardown works after the loss */
     destroyChannels();
-    CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
+    CHECK_RES(mscclppMemoryDeregister(localMem), mscclppSuccess);
     CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
     CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
     if (harnessFailures_ == 0) printf("SURVIVOR_OK rank %d after %.2f s\n", rank, waited);

@@ -293,7 +293,7 @@ static void setup(size_t maxBytes) {
   CUDA_CHECK(cudaMalloc(&dFirstBad, sizeof(*dFirstBad)));
   CUDA_CHECK(cudaMalloc(&dExpect, S));
   CUDA_CHECK(cudaMallocHost(&hbuf, S));
-  CHECK_RES(mscclppRegisterMemory(comm, dbuf, total, mscclppTransportCudaIpc, &localMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, dbuf, total, mscclppTransportCudaIpc, &localMem), mscclppSuccess);
   for (int d = 0; d < nranks; d++) {
     struct peer* q = &peers[d];
     q->rank = rank ^ d;
@@ -337,7 +337,7 @@ static void teardown(void) {
     CHECK_RES(mscclppConnectionDestroy(peers[d].conn), mscclppSuccess);
   }
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(localMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(localMem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, dbuf), mscclppSuccess);
   CUDA_CHECK(cudaFreeHost(hbuf));
   CUDA_CHECK(cudaFree(dStatus));
@@ -572,7 +572,7 @@ static int testNet(size_t maxBytes) {
   mscclppConnection_t conn = NULL;
   CHECK_RES(mscclppConnectionCreate(comm, peer, 51, mscclppTransportNet, &conn), mscclppSuccess);
   mscclppRegisteredMemory_t mem = NULL;
-  CHECK_RES(mscclppRegisterMemory(comm, dbuf, 2 * S, mscclppTransportNet, &mem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, dbuf, 2 * S, mscclppTransportNet, &mem), mscclppSuccess);
   mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
   pc.tag = 52;
   pc.local = mem;
@@ -635,7 +635,7 @@ static int testNet(size_t maxBytes) {
   CHECK_RES(mscclppPortChannelDestroy(ch), mscclppSuccess);
   CHECK_RES(mscclppConnectionDestroy(conn), mscclppSuccess);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, dbuf), mscclppSuccess);
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
   printf("rank %d: gpu staged %s\n", rank, harnessFailures_ ? "FAILED" : "passed");

@@ -90,7 +90,7 @@ static void setup(mscclppComm_t comm, Port* p, PortLaunch* L) {
   size_t bytes = (size_t)2 * NBUF * nranks_ * SLOT;
   for (int i = 0; i < 2; i++) {
     CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &p->scratch[i]), mscclppSuccess);
-    CHECK_RES(mscclppRegisterMemory(comm, p->scratch[i], bytes, mscclppTransportAuto, &p->mem[i]), mscclppSuccess);
+    CHECK_RES(mscclppMemoryRegister(comm, p->scratch[i], bytes, mscclppTransportAuto, &p->mem[i]), mscclppSuccess);
   }
   for (int r = 0; r < nranks_; r++) {
     if (r == rank_) continue;
@@ -123,7 +123,7 @@ static void teardown(mscclppComm_t comm, Port* p) {
     if (p->conn[r] != NULL) CHECK_RES(mscclppConnectionDestroy(p->conn[r]), mscclppSuccess);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   for (int i = 0; i < 2; i++) {
-    CHECK_RES(mscclppDeregisterMemory(p->mem[i]), mscclppSuccess);
+    CHECK_RES(mscclppMemoryDeregister(p->mem[i]), mscclppSuccess);
     CHECK_RES(mscclppMemFree(comm, p->scratch[i]), mscclppSuccess);
   }
 }

@@ -283,7 +283,7 @@ static void testRegisterErrors(void) {
   CHECK_RES(mscclppMemRegister(ctx, buf, sizeof(buf), mscclppTransportHostShm, &m), mscclppSuccess);
   CHECK(m->kind == mscclppMemKindHost && !m->record.hasFd && !m->record.hasCudaIpc);
   CHECK_RES(mscclppMemClose(m), mscclppInvalidUsage);
-  CHECK(errHas("mscclppDeregisterMemory"));
+  CHECK(errHas("mscclppMemoryDeregister"));
   CHECK_RES(mscclppMemDeregister(m), mscclppSuccess);
   CHECK_RES(mscclppMemDeregister(NULL), mscclppInvalidArgument);
   CHECK_RES(mscclppMemContextFree(ctx, p), mscclppSuccess);

@@ -98,7 +98,8 @@ static void testHost(void) {
   for (size_t i = 0; i < CHUNK; i++) ((unsigned char*)src)[i + 1] = pattern(rank, i);
   mscclppRegisteredMemory_t bufMem = NULL, srcMem = NULL, remote[MAX_RANKS] = {0};
   mscclppConnection_t conn[MAX_RANKS] = {0};
-  CHECK_RES(mscclppRegisterMemory(comm, buf, total, mscclppTransportHostShm, &bufMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, buf, total, mscclppTransportHostShm, &bufMem), mscclppSuccess);
+  /* the earlier spelling (an alias, memory.h) still works */
   CHECK_RES(mscclppRegisterMemory(comm, src, CHUNK + 1, mscclppTransportHostShm, &srcMem), mscclppSuccess);
   for (int p = 0; p < nranks; p++) CHECK_RES(mscclppMemorySend(comm, bufMem, p, TAG_MEM), mscclppSuccess);
   for (int p = 0; p < nranks; p++) {
@@ -146,7 +147,7 @@ static void testHost(void) {
     CHECK_RES(mscclppMemoryClose(remote[p]), mscclppSuccess);
   }
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess); /* nobody maps my buffer any more */
-  CHECK_RES(mscclppDeregisterMemory(bufMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(bufMem), mscclppSuccess);
   CHECK_RES(mscclppDeregisterMemory(srcMem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, src), mscclppSuccess);
@@ -166,8 +167,8 @@ static void testErrors(void) {
   char plain[256];
   mscclppRegisteredMemory_t mem = NULL, plainMem = NULL, got = NULL;
   CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096, &buf), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, buf, 4096, 0, &mem), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, plain, sizeof(plain), 0, &plainMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, buf, 4096, 0, &mem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, plain, sizeof(plain), 0, &plainMem), mscclppSuccess);
   {
     CHECK_RES(mscclppMemorySend(comm, mem, peer, TAG_MEM), mscclppSuccess);
     CHECK_RES(mscclppMemoryRecv(comm, peer, TAG_MEM, &got), mscclppInvalidUsage);
@@ -206,8 +207,8 @@ static void testErrors(void) {
   CHECK_RES(mscclppCommDestroy(comm), mscclppInvalidUsage);
   CHECK(strstr(mscclppGetLastError(), "registered memories") != NULL);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess); /* still usable */
-  CHECK_RES(mscclppDeregisterMemory(mem), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(plainMem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mem), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(plainMem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, buf), mscclppSuccess);
 }
 
@@ -249,11 +250,11 @@ static void testGpu(void) {
   CUDA_OK(cudaMemset(ext, 0, total + 512));
   mscclppRegisteredMemory_t mDev, mCu, mPin, mExt, mSrc;
   mscclppRegisteredMemory_t rDev[MAX_RANKS], rCu[MAX_RANKS], rPin[MAX_RANKS], rExt[MAX_RANKS];
-  CHECK_RES(mscclppRegisterMemory(comm, dev, total, mscclppTransportCudaIpc, &mDev), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, cumem, total, mscclppTransportCudaIpc, &mCu), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, pinned, (size_t)nranks * 8, mscclppTransportCudaIpc, &mPin), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, (char*)ext + 512, total, mscclppTransportCudaIpc, &mExt), mscclppSuccess);
-  CHECK_RES(mscclppRegisterMemory(comm, src, CHUNK, mscclppTransportCudaIpc, &mSrc), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, dev, total, mscclppTransportCudaIpc, &mDev), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, cumem, total, mscclppTransportCudaIpc, &mCu), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, pinned, (size_t)nranks * 8, mscclppTransportCudaIpc, &mPin), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, (char*)ext + 512, total, mscclppTransportCudaIpc, &mExt), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, src, CHUNK, mscclppTransportCudaIpc, &mSrc), mscclppSuccess);
   mscclppMemKind_t kind;
   CHECK_RES(mscclppMemoryKind(mCu, &kind), mscclppSuccess);
   CHECK(kind == mscclppMemKindDeviceCuMem);
@@ -311,11 +312,11 @@ static void testGpu(void) {
     CHECK_RES(mscclppMemoryClose(rExt[p]), mscclppSuccess);
   }
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mDev), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mCu), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mPin), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mExt), mscclppSuccess);
-  CHECK_RES(mscclppDeregisterMemory(mSrc), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mDev), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mCu), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mPin), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mExt), mscclppSuccess);
+  CHECK_RES(mscclppMemoryDeregister(mSrc), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, dev), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, cumem), mscclppSuccess);
   CHECK_RES(mscclppMemFree(comm, pinned), mscclppSuccess);

@@ -80,7 +80,7 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   }
   /* every peer must have closed what it opened of ours before we free it */
   (void)mscclppBootstrapBarrier(comm);
-  if (g->scratchMem != NULL) (void)mscclppDeregisterMemory(g->scratchMem);
+  if (g->scratchMem != NULL) (void)mscclppMemoryDeregister(g->scratchMem);
   if (g->scratch != NULL) (void)mscclppMemFree(comm, g->scratch);
   mscclppGpuDeviceFree(g->device, g->state);
   for (int i = 0; i < 2; i++) mscclppGpuDeviceFree(g->device, g->stage[i]);
@@ -110,7 +110,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   g->scratchBytes = MSCCLPP_COLL_GPU_SCRATCH_BYTES(g->nranks, g->llSlotBytes, g->p2pSlotBytes, g->ll2SlotBytes);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->scratchBytes, &g->scratch));
   MSCCLPP_RETURN_ON_ERROR(
-      mscclppRegisterMemory(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));
+      mscclppMemoryRegister(comm, g->scratch, g->scratchBytes, mscclppTransportCudaIpc, &g->scratchMem));
   /* zeroed on the library's stream: the first call may be captured */
   MSCCLPP_RETURN_ON_ERROR(mscclppGpuDeviceAlloc(g->device, sizeof(*g->state), (void**)&g->state));
   g->scratchOf[g->rank] = (uint8_t*)g->scratch;

@@ -139,7 +139,7 @@ static void hostFree(struct mscclppComm* comm, struct mscclppCollHost* h) {
     if (p->creditPortCh != NULL) (void)mscclppPortChannelDestroy(p->creditPortCh);
     if (p->conn != NULL) (void)mscclppConnectionDestroy(p->conn);
   }
-  if (h->scratchMem != NULL) (void)mscclppDeregisterMemory(h->scratchMem);
+  if (h->scratchMem != NULL) (void)mscclppMemoryDeregister(h->scratchMem);
   if (h->scratch != NULL) (void)mscclppMemFree(comm, h->scratch);
   free(h->peer);
   free(h->temp);
@@ -183,7 +183,7 @@ static mscclppResult_t hostBuild(struct mscclppComm* comm, void** built) {
   if (res == mscclppSuccess)
     res = mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, (void**)&h->scratch);
   if (res == mscclppSuccess)
-    res = mscclppRegisterMemory(comm, h->scratch, bytes,
+    res = mscclppMemoryRegister(comm, h->scratch, bytes,
                                 mscclppTransportHostShm | (h->staging ? mscclppTransportNet : 0), &h->scratchMem);
   if (res != mscclppSuccess) {
     hostFree(comm, h);

@@ -89,9 +89,9 @@ void mscclppCollPortRelease(struct mscclppComm* comm, void* state) {
     if (p->conn[r] != NULL) (void)mscclppConnectionDestroy(p->conn[r]);
   /* every peer has stopped writing into our scratch before we free it */
   (void)mscclppBootstrapBarrier(comm);
-  if (p->scratchMem != NULL) (void)mscclppDeregisterMemory(p->scratchMem);
+  if (p->scratchMem != NULL) (void)mscclppMemoryDeregister(p->scratchMem);
   if (p->scratch != NULL) (void)mscclppMemFree(comm, p->scratch);
-  if (p->hostScratchMem != NULL) (void)mscclppDeregisterMemory(p->hostScratchMem);
+  if (p->hostScratchMem != NULL) (void)mscclppMemoryDeregister(p->hostScratchMem);
   if (p->hostScratch != NULL) (void)mscclppMemFree(comm, p->hostScratch);
   mscclppGpuDeviceFree(p->device, p->peers);
   mscclppGpuDeviceFree(p->device, p->state);
@@ -144,12 +144,12 @@ static mscclppResult_t portSetup(struct mscclppComm* comm, struct mscclppCollPor
   p->scratchBytes = (size_t)(2 * MSCCLPP_COLL_PORT_NBUF * (uint64_t)p->nranks * p->slotBytes);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, p->scratchBytes, &p->scratch));
   MSCCLPP_RETURN_ON_ERROR(
-      mscclppRegisterMemory(comm, p->scratch, p->scratchBytes, mscclppTransportAuto, &p->scratchMem));
+      mscclppMemoryRegister(comm, p->scratch, p->scratchBytes, mscclppTransportAuto, &p->scratchMem));
   void* hostDev = NULL;
   if (hostSlots > 0) {
     MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostPinned, p->scratchBytes, &p->hostScratch));
     MSCCLPP_RETURN_ON_ERROR(
-        mscclppRegisterMemory(comm, p->hostScratch, p->scratchBytes, mscclppTransportNet, &p->hostScratchMem));
+        mscclppMemoryRegister(comm, p->hostScratch, p->scratchBytes, mscclppTransportNet, &p->hostScratchMem));
     MSCCLPP_RETURN_ON_ERROR(mscclppMemoryDevicePtr(p->hostScratchMem, &hostDev));
   }
   size_t peersBytes = sizeof(struct mscclppCollPortPeer) * (size_t)p->nranks;
