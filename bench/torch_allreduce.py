@@ -34,6 +34,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lib", default=None, help="libmscclpp_nccl.so (default: build/src/nccl/ of this repo)")
     p.add_argument("--no-preload", action="store_true", help="run on the NCCL PyTorch ships (for comparison)")
+    p.add_argument("--python-backend", default=None, metavar="LIBMSCCLPP",
+                   help="run through mscclpp's own torch.distributed backend (python/mscclpp/torch.py) over this "
+                        "libmscclpp.so, with no preload")
     p.add_argument("--nprocs", type=int, default=2)
     p.add_argument("--min-bytes", type=int, default=1 << 10)
     p.add_argument("--max-bytes", type=int, default=256 << 20)
@@ -55,8 +58,13 @@ def rank_main(rank, world, port, args, queue):
     torch.cuda.set_device(device)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
-                            timeout=datetime.timedelta(seconds=120))
+    if args.python_backend:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+        import mscclpp.torch  # noqa: F401  (registers "mscclpp")
+        dist.init_process_group("mscclpp", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    else:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
+                                timeout=datetime.timedelta(seconds=120))
     dtype = getattr(torch, args.dtype)
     esize = torch.tensor([], dtype=dtype).element_size()
     rows = []
@@ -126,6 +134,9 @@ def main():
     args = parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lib = None
+    if args.python_backend:
+        args.no_preload = True
+        os.environ["MSCCLPP_LIBRARY"] = os.path.abspath(args.python_backend)
     if not args.no_preload:
         lib = os.path.abspath(args.lib or os.path.join(repo, "build", "src", "nccl", "libmscclpp_nccl.so"))
         if not os.path.exists(lib):
@@ -164,6 +175,8 @@ def main():
             subprocess.run([mps_ctl], input=b"quit\n")
     rows = queue.get()
     what = f"libmscclpp_nccl ({lib})" if lib else "PyTorch's own NCCL"
+    if args.python_backend:
+        what = f"mscclpp's torch.distributed backend ({args.python_backend})"
     print(f"# torch.distributed.all_reduce, {args.nprocs} ranks on {torch.cuda.device_count()} GPU(s) "
           f"({torch.cuda.get_device_name(0)}), {args.dtype}, sum, {args.iters} iterations"
           f"{' in a CUDA graph' if args.graph else ''}, through {what}; torch {torch.__version__}")

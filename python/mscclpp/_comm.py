@@ -205,6 +205,29 @@ class Communicator:
         self._adopt(handle)
         return self
 
+    @classmethod
+    def from_store(cls, store: Any, rank: int, size: int, key: str = "mscclpp/unique_id") -> "Communicator":
+        """A communicator rendezvoused through a key-value store that every
+        rank reaches: rank 0 puts a new :class:`UniqueId` under ``key``, the
+        others read it (``store.get`` waits for it, bounded by the store's
+        own timeout). A ``torch.distributed`` store (TCPStore, FileStore,
+        PrefixStore) fits, as does any object with ``set(key, bytes)`` and
+        ``get(key) -> bytes``. Use a new key for each communicator made
+        through one store."""
+        size = _int_arg("size", size, 1)
+        rank = _int_arg("rank", rank, 0, size - 1)
+        if not (callable(getattr(store, "set", None)) and callable(getattr(store, "get", None))):
+            raise TypeError(f"store: expected an object with set(key, value) and get(key), got {type(store).__name__}")
+        if rank == 0:
+            uid = UniqueId.create()
+            store.set(key, bytes(uid))
+        else:
+            data = store.get(key)
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"store.get({key!r}) returned a {type(data).__name__}, not bytes")
+            uid = UniqueId(data)
+        return cls(size, rank, uid)
+
     def _adopt(self, handle: c_void_p) -> None:
         self._h: Optional[c_void_p] = handle
         self._lock = threading.Lock()
