@@ -9,7 +9,9 @@ from ctypes import byref, c_int, c_void_p
 from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
+from . import _channels
 from ._buffer import Array, as_array, resolve
+from ._channels import Allocation, Connection, MemKind, RegisteredMemory, Transport
 from ._errors import InvalidUsageError, Status
 from ._lib import UNIQUE_ID_BYTES, UniqueIdStruct, call
 from ._types import DataType, DTypeLike, OpLike, ReduceOp, to_datatype, to_reduce_op
@@ -385,6 +387,28 @@ class Communicator:
             ctypes.memmove(base + self._rank * n, arr.ptr, n)
         call("mscclppBootstrapAllGather", h, base, n)
         return [bytes(buf[r * n : (r + 1) * n]) for r in range(self._size)]
+
+    # -- memory and connections (channels: mscclpp.MemoryChannel, PortChannel)
+
+    def alloc(self, kind: MemKind, nbytes: int) -> Allocation:
+        """``mscclppMemAlloc``: memory of ``kind`` that peers can map (host
+        shared memory for the host backend's channels, device memory, ...)."""
+        return _channels.alloc(self, kind, _int_arg("nbytes", nbytes, 1, 2**63 - 1))
+
+    def register_memory(self, buf: Any, transports: Transport = Transport.AUTO) -> RegisteredMemory:
+        """``mscclppMemoryRegister`` of all of ``buf`` (an array, device or
+        host, or an :class:`Allocation`), for ``transports``."""
+        return _channels.register_memory(self, buf, transports)
+
+    def recv_memory(self, peer: int, tag: int = 0) -> RegisteredMemory:
+        """``mscclppMemoryRecv``: open the memory ``peer`` sent with
+        :meth:`RegisteredMemory.send` under ``tag``."""
+        return _channels.recv_memory(self, _int_arg("peer", peer, 0, self._size - 1), _int_arg("tag", tag))
+
+    def connect(self, peer: int, tag: int = 0, transport: Transport = Transport.AUTO) -> Connection:
+        """``mscclppConnectionCreate`` to ``peer`` (both ranks call it, same
+        tag)."""
+        return _channels.connect(self, _int_arg("peer", peer, 0, self._size - 1), _int_arg("tag", tag), transport)
 
     # -- collectives
 
