@@ -157,6 +157,18 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
     step torch_allreduce_2 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --graph --timeout 190
     step torch_allreduce_2_eager 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --timeout 190
   fi
+  MLIB=$BIN/lib/libmscclpp.so
+  if [ -e "$MLIB" ]; then
+    # the Python package's own torch.distributed backend (no preload): the same checks, DDP included
+    step torch_python_backend 400 python3 tests/nccl/torch_test.py --no-preload --mscclpp-lib "$MLIB" \
+      --modes python-backend --nprocs 2,4 --timeout 190
+    step torch_allreduce_2_python_backend 200 python3 bench/torch_allreduce.py --python-backend "$MLIB" --nprocs 2 --timeout 190
+    # kernels of one's own over memory channels, from CuPy
+    step cupy_channels_2 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n 2 --timeout 110 -- \
+      python3 python/examples/cupy_channels.py
+    step cupy_channels_4 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n 4 --timeout 110 -- \
+      python3 python/examples/cupy_channels.py
+  fi
 fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then
   # NVIDIA's nccl-tests through libmscclpp_nccl.so: the whole matrix
