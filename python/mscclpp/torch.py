@@ -151,6 +151,19 @@ class ProcessGroupMscclpp(dist.ProcessGroup):
         return BACKEND_NAME
 
     @property
+    def group_name(self) -> str:
+        # torch uses a ProcessGroup subclass as the group itself and, in
+        # some versions (2.11), never names it: destroy_process_group then
+        # fails reading the name. torch's own table has it.
+        try:
+            return str(super().group_name)
+        except RuntimeError:
+            name = getattr(dist.distributed_c10d, "_world").pg_names.get(self)
+            if name is None:
+                raise
+            return str(name)
+
+    @property
     def communicator(self) -> Communicator:
         """The mscclpp communicator (for registering memory, channels, ...)."""
         if self._comm is None:
@@ -369,8 +382,15 @@ class ProcessGroupMscclpp(dist.ProcessGroup):
             comm.destroy()
 
 
-def _create(store: Any, rank: int, size: int, timeout: Any) -> ProcessGroupMscclpp:
-    return ProcessGroupMscclpp(store, rank, size, timeout)
+def _create(opts: Any, backend_options: Any = None) -> ProcessGroupMscclpp:
+    # The extended creator form: it brings the group's name. torch uses a
+    # ProcessGroup subclass as the group itself, and some of its versions
+    # then leave the name unset (destroy_process_group fails on it).
+    pg = ProcessGroupMscclpp(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    name = getattr(opts, "group_id", None)
+    if name and hasattr(pg, "_set_group_name"):
+        pg._set_group_name(name)
+    return pg
 
 
 def communicator(group: Any = None) -> Communicator:
@@ -388,7 +408,7 @@ def communicator(group: Any = None) -> Communicator:
 
 def _register() -> None:
     if BACKEND_NAME.upper() not in getattr(dist.Backend, "_plugins", {}):
-        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cuda"])
+        dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cuda"])
 
 
 _register()

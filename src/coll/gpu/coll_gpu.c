@@ -73,6 +73,9 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollGpu* g = (struct mscclppCollGpu*)state;
   mscclppGpuDeviceSynchronize(); /* kernels that use the channels must be done */
+  for (int i = 0; i < g->nreaping; i++) (void)mscclppCollGpuServiceClose(g->service, g->reaping[i]);
+  free(g->reaping);
+  mscclppGpuMarkDestroy(g->reapMark);
   mscclppCollGpuServiceStop(g->service); /* closes what this rank's kernels used of the peers' */
   for (int r = 0; r < g->nranks; r++) {
     if (g->chan[r] != NULL) (void)mscclppMemoryChannelDestroy(g->chan[r]);
@@ -349,12 +352,63 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   return mscclppSuccess;
 }
 
+/* Peers' mappings that newer allocations replaced (coll_gpu_export.c) are
+ * closed here, on the application thread before a launch, once the mark
+ * recorded after this rank's last launch is done: closing a mapping waits
+ * for every kernel of the process, and one of ours still running may be
+ * waiting for a peer whose host waits for us (NCCL lets it). Not while the
+ * stream is captured: a record there marks nothing that runs now. Kernels
+ * of this communicator launched from graphs replayed since, or on another
+ * stream than the last call's, are not covered by the mark: a mapping is
+ * then closed while they run, and the close waits for them. */
+static void reapBefore(struct mscclppCollGpu* g, mscclppStream_t stream) {
+  if (g->nreaping == 0 || !g->reapArmed) return;
+  int done = 0, capturing = 0;
+  if (mscclppGpuMarkDone(g->reapMark, &done) != mscclppSuccess || !done) return;
+  if (mscclppGpuStreamCapturing(stream, &capturing) != mscclppSuccess || capturing) return;
+  for (int i = 0; i < g->nreaping; i++)
+    if (mscclppCollGpuServiceClose(g->service, g->reaping[i]) != mscclppSuccess)
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: closing a replaced mapping of a peer's buffer: %s", g->rank,
+                   mscclppGetLastError());
+  g->nreaping = 0;
+  g->reapArmed = 0;
+}
+
+/* After a launch: take what the service retired, and mark the launch. */
+static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
+  if (g->nreaping == 0 && mscclppCollGpuServiceRetired(g->service) == 0) return;
+  if (mscclppCollGpuServiceRetired(g->service) > 0) {
+    void** list = NULL;
+    int n = 0;
+    (void)mscclppCollGpuServiceTakeRetired(g->service, &list, &n);
+    if (g->nreaping + n > g->capReaping) {
+      int cap = 2 * (g->nreaping + n);
+      void** grown = (void**)realloc(g->reaping, (size_t)cap * sizeof(*grown));
+      if (grown == NULL) { /* the mappings stay until the communicator goes */
+        MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: out of memory: %d replaced mappings of peers' buffers stay open",
+                     g->rank, n);
+        free(list);
+        return;
+      }
+      g->reaping = grown;
+      g->capReaping = cap;
+    }
+    for (int i = 0; i < n; i++) g->reaping[g->nreaping++] = list[i];
+    free(list);
+  }
+  if (g->reapMark == NULL && mscclppGpuMarkCreate(&g->reapMark) != mscclppSuccess) return;
+  int recorded = 0;
+  if (mscclppGpuMarkRecord(g->reapMark, stream, &recorded) == mscclppSuccess && recorded) g->reapArmed = 1;
+}
+
 /* Enqueue L; `what` names the kernel in the error. */
-static mscclppResult_t launch(const struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
+static mscclppResult_t launch(struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
                               const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
   const char* why = NULL;
+  reapBefore(g, stream);
   mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
+  reapAfter(g, stream);
   return mscclppSuccess;
 }
 
