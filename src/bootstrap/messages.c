@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap_state.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 
 static struct timespec monotonicIn(int ms) {
@@ -94,15 +95,9 @@ static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsCon
 }
 
 /* The connection to `peer`, made if needed; caller holds sendLocks[peer]. */
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
-                                     struct mscclppBsConn** out) {
-  pthread_mutex_lock(&bs->lock);
-  struct mscclppBsConn* c = bs->out[peer];
-  pthread_mutex_unlock(&bs->lock);
-  if (c != NULL) {
-    *out = c;
-    return mscclppSuccess;
-  }
+static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+                                  struct mscclppBsConn** out) {
+  struct mscclppBsConn* c = NULL;
   union mscclppSocketAddr addr;
   mscclppSocketAddrFromWire(&bs->peers[peer].addr, &addr);
   char text[MSCCLPP_SOCKET_ADDR_TEXT];
@@ -146,6 +141,22 @@ mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscc
 
 fail_close_fd:
   close(fd);
+  return res;
+}
+
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+                                     struct mscclppBsConn** out) {
+  pthread_mutex_lock(&bs->lock);
+  struct mscclppBsConn* c = bs->out[peer];
+  pthread_mutex_unlock(&bs->lock);
+  if (c != NULL) {
+    *out = c;
+    return mscclppSuccess;
+  }
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = connectNew(bs, peer, deadline, op, out);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CONNECT, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(peer), MSCCLPP_TRACE_I(res));
   return res;
 }
 
@@ -349,7 +360,7 @@ mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, 
 /* Bruck's allgather: ceil(log2(n)) rounds; in round k (1, 2, 4, ...) a rank
  * sends the blocks it has to rank - k and receives as many from rank + k.
  * Block i of tmp is then rank + i's. */
-mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+static mscclppResult_t allGather(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
   int n = bs->nranks, r = bs->rank;
   if (data == NULL && bytesPerRank > 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "allgather: data is NULL");
@@ -388,8 +399,17 @@ mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void
   return res;
 }
 
+mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = allGather(bs, data, bytesPerRank);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_ALLGATHER, t0, mscclppTraceNow(), bytesPerRank, MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
 /* Dissemination barrier: the allgather's pattern with empty messages. */
-mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+static mscclppResult_t barrier(struct mscclppBootstrap* bs) {
   int n = bs->nranks, r = bs->rank;
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "barrier");
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
@@ -401,6 +421,60 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
     MSCCLPP_RETURN_ON_ERROR(mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
     MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
   }
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = barrier(bs);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_BARRIER, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+/* Clock offset to rank 0, NTP's way: rank r sends its time t0, rank 0
+ * answers with its own t1, r reads t2 on arrival; rank 0's clock then read
+ * t1 at about r's (t0 + t2) / 2, to within half the round trip, and the
+ * round with the shortest trip is kept. Rank 0 serves the ranks one after
+ * the other, so no rank's rounds queue behind another's. */
+mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int rounds, int64_t* offsetNs, int64_t* rttNs) {
+  uint64_t start = mscclppTraceBegin();
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "clock sync");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  mscclppResult_t res = mscclppSuccess;
+  int64_t best = INT64_MAX, offset = 0;
+  if (r == 0) {
+    for (int peer = 1; peer < n && res == mscclppSuccess; peer++)
+      for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+        uint64_t t;
+        res = mscclppBsRecvMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+        t = mscclppTimeNs();
+        if (res == mscclppSuccess)
+          res = mscclppBsSendMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+      }
+    best = 0;
+  } else {
+    for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+      uint64_t t0 = mscclppTimeNs(), t1 = 0;
+      res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t0, sizeof(t0), deadline, "clock sync");
+      if (res == mscclppSuccess)
+        res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t1, sizeof(t1), deadline, "clock sync");
+      uint64_t t2 = mscclppTimeNs();
+      if (res == mscclppSuccess && (int64_t)(t2 - t0) < best) {
+        best = (int64_t)(t2 - t0);
+        offset = (int64_t)(t1 - t0) - best / 2;
+      }
+    }
+  }
+  if (start != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CLOCK, start, mscclppTraceNow(), MSCCLPP_TRACE_I(offset),
+                       MSCCLPP_TRACE_I(best), (uint64_t)rounds, MSCCLPP_TRACE_I(res));
+  if (res != mscclppSuccess) return res;
+  *offsetNs = offset;
+  *rttNs = best;
   return mscclppSuccess;
 }
 
