@@ -66,6 +66,7 @@ struct mscclppCollSlot {
 
 struct mscclppCollState {
   struct mscclppCollSelect select;
+  uint64_t traceSeq; /* calls traced on this communicator: the trace's sequence numbers */
   struct mscclppCollSlot slot[MSCCLPP_COLL_BACKENDS]; /* by mscclppCollBackend */
 };
 
