@@ -92,6 +92,7 @@ static uint64_t callSize(const struct mscclppComm* comm, const struct mscclppCol
 
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
   uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0; /* before the launch, whose kernel events name it */
   mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
   mscclppCollAlgo algo = MSCCLPP_COLL_ALGO_AUTO;
   mscclppResult_t res = dispatch(comm, a, &backend, &algo);
@@ -100,7 +101,7 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
                        (uint64_t)a->count, callSize(comm, a), MSCCLPP_TRACE_S(mscclppDataTypeName(a->type)),
                        MSCCLPP_TRACE_S(mscclppRedOpName(a->op)), MSCCLPP_TRACE_I(a->root),
                        MSCCLPP_TRACE_S(mscclppCollBackendName(backend)), MSCCLPP_TRACE_S(mscclppCollAlgoName(algo)),
-                       MSCCLPP_TRACE_I(comm->nranks), comm->id, traceSeq(comm), MSCCLPP_TRACE_I(res));
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
   return res;
 }
 
@@ -129,6 +130,7 @@ static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppColl
                               mscclppStream_t stream) {
   if (nops == 0) return mscclppSuccess;
   uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0;
   mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
   mscclppResult_t res = p2pDispatch(comm, ops, nops, stream, &backend);
   if (t0 != 0) {
@@ -139,7 +141,7 @@ static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppColl
     }
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_P2P, t0, mscclppTraceNow(), sends, (uint64_t)nops - sends,
                        sent > received ? sent : received, MSCCLPP_TRACE_S(mscclppCollBackendName(backend)),
-                       MSCCLPP_TRACE_I(comm->nranks), comm->id, traceSeq(comm), MSCCLPP_TRACE_I(res));
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
   }
   return res;
 }

@@ -141,6 +141,12 @@ void mscclppTraceEmit(uint32_t type, uint32_t track, uint64_t t0, uint64_t t1, i
   atomic_store_explicit(&th->count, i + 1, memory_order_release);
 }
 
+void mscclppTraceDrop(uint64_t n) {
+  struct traceThread* th = self;
+  if (th == NULL && (th = threadRegister()) == NULL) return;
+  atomic_fetch_add_explicit(&th->dropped, n, memory_order_relaxed);
+}
+
 void mscclppTraceTrackName(uint32_t track, const char* name) {
   pthread_mutex_lock(&session.lock);
   struct traceTrack* t = session.tracks;

@@ -55,7 +55,8 @@
   X(CONN_FLUSH,     "conn.flush",           "transport", "transport:s peer:i status:i") \
   X(NET_WRITE,      "net.write",            "net",       "what:s peer:i bytes:u seq:u status:i") \
   X(NET_REMOTE,     "net.remote_data",      "net",       "peer:i tag:u") \
-  X(GPU_BLOCK,      "",                     "gpu",       "kernel:s block:u sm:u seq:u comm:x")
+  X(GPU_BLOCK,      "",                     "gpu",       "kernel:s block:u sm:u seq:u comm:x") \
+  X(GPU_CLOCK,      "gpu.clock_sync",       "gpu",       "device:i offset_ns:i rtt_ns:i synced:u")
 /* clang-format on */
 
 #define MSCCLPP_TRACE_ID(id, name, cat, args) MSCCLPP_TRACE_##id,
@@ -98,6 +99,10 @@ void mscclppTraceEmit(uint32_t type, uint32_t track, uint64_t t0, uint64_t t1, i
                      trace_args_);                                                                      \
   } while (0)
 #define MSCCLPP_TRACE_EMIT(type, t0, t1, ...) MSCCLPP_TRACE_EMIT_ON((type), 0u, (t0), (t1), __VA_ARGS__)
+
+/* Count n events that were lost before they could be recorded (a GPU's
+ * ring overrun): the file's "dropped" says how many events are missing. */
+void mscclppTraceDrop(uint64_t n);
 
 /* ---- tracks that are not threads (a GPU's blocks) ---- */
 

@@ -104,6 +104,10 @@ void mscclppGpuDeviceSynchronize(void);
  * with). */
 struct CUstream_st;
 mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes);
+/* 1 when work enqueued on `stream` (an application's cudaStream_t) now is
+ * being captured into a graph, or the runtime cannot say; 0 otherwise, and
+ * always without CUDA. */
+int mscclppGpuStreamCapturing(struct CUstream_st* stream);
 
 /* ---- streams ------------------------------------------------------------------
  * The library's one non-blocking stream of a device (it never waits for the

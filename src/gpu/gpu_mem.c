@@ -260,6 +260,20 @@ mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* ds
 #endif
 }
 
+int mscclppGpuStreamCapturing(struct CUstream_st* stream) {
+#ifdef MSCCLPP_HAVE_CUDA
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)stream;
+  return 0;
+#endif
+}
+
 /* ---- streams ---------------------------------------------------------------- */
 
 /* The host backend's stream token: operations on it complete at once. */

@@ -32,6 +32,7 @@
 #include "coll/gpu/coll_gpu.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 #ifndef MSCCLPP_HAVE_CUDA
 
@@ -349,9 +350,10 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   return mscclppSuccess;
 }
 
-/* Enqueue L; `what` names the kernel in the error. */
-static mscclppResult_t launch(const struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
+/* Enqueue L; `what` names the kernel in the error and the trace. */
+static mscclppResult_t launch(struct mscclppComm* comm, const struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
                               const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
+  if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
   mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
@@ -359,13 +361,13 @@ static mscclppResult_t launch(const struct mscclppCollGpu* g, const struct msccl
 }
 
 /* A packet allreduce: no rendezvous, only this rank's buffers are used. */
-static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppCollArgs* a, const struct gpuCall* c,
-                                 struct mscclppCollGpuLaunch* L) {
+static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
+                                 const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
   L->send[g->rank] = (const uint8_t*)a->send;
   L->recv[g->rank] = (uint8_t*)a->recv;
   L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
   packetGrid(g, c->inBytes, L);
-  return launch(g, L, NULL, a->stream, "allreduce");
+  return launch(comm, g, L, NULL, a->stream, "allreduce");
 }
 
 /* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
@@ -410,7 +412,7 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
     L->count = a->count * a->typeSize;
   }
   directGrid(g, a, c, L);
-  MSCCLPP_RETURN_ON_ERROR(launch(g, L, NULL, stream, mscclppCollKindName(a->kind)));
+  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
@@ -438,7 +440,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   L.root = a->root;
   L.count = a->count;
   L.algo = kernelAlgo(a->algo);
-  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(g, a, &c, &L);
+  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(comm, g, a, &c, &L);
   return runDirect(comm, g, a, &c, &L);
 }
 
@@ -499,7 +501,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     if (P.nops > 0) {
       L.nblocks = lanes;
       L.nthreads = 1024;
-      res = launch(g, &L, &P, stream, "send/recv");
+      res = launch(comm, g, &L, &P, stream, "sendrecv");
     }
   }
   mscclppGpuIpcCaptureRestore(mode);
