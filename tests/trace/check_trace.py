@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Check the per-rank trace files that MSCCLPP_TRACE wrote.
 
-  check_trace.py [--expect a,b,...] [--require name,...] FILE...
+  check_trace.py [--expect a,b,...] [--require name,...] [--merged JOB] FILE...
 
 Each file must be valid JSON (json.load) and in the layout the library
 writes: the otherData line, the traceEvents line, one event object per line,
@@ -10,7 +10,10 @@ writes: the otherData line, the traceEvents line, one event object per line,
 communicator the file names must be the --expect list in that order, with
 sequence numbers 1, 2, ... on the collectives; every --require name must
 occur. Across the files: one file per rank 0..n-1, one communicator, and the
-same calls (collective, size, type, root) in every rank.
+same calls (collective, size, type, root) in every rank. With --merged, JOB
+must be what mscclpp-trace merge made of the files: in the same layout, in
+time order, every rank's events with their times moved by the rank's clock
+offset, and nothing else.
 """
 import argparse
 import json
@@ -53,6 +56,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--expect", default="")
     ap.add_argument("--require", default="")
+    ap.add_argument("--merged", default="")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     expect = [x for x in a.expect.split(",") if x]
@@ -112,7 +116,42 @@ def main():
     for r in ranks:
         if calls[r] != calls[0]:
             fail("rank %d made calls %s, rank 0 %s" % (r, calls[r], calls[0]))
+    if a.merged:
+        check_merged(a.merged, a.files)
     print("trace check passed: %d files" % n)
+
+
+def ns(us):
+    return int(round(us * 1000))
+
+
+def check_merged(path, files):
+    job = read(path)
+    meta = job["otherData"]
+    if not meta.get("merged"):
+        fail("%s does not say it is merged" % path)
+    want = []
+    total = 0
+    for f in files:
+        doc = read(f)
+        off = doc["otherData"]["clock_offset_ns"]
+        rank = doc["otherData"]["rank"]
+        evs = [e for e in doc["traceEvents"] if e["ph"] in ("X", "i")]
+        total += len(evs)
+        want += [(rank, e["name"], e["tid"], ns(e["ts"]) + off, ns(e.get("dur", 0))) for e in evs]
+    got_events = [e for e in job["traceEvents"] if e["ph"] in ("X", "i")]
+    if meta.get("events") != total or len(got_events) != total:
+        fail("%s: %s events (otherData %s), the ranks' files have %d" % (path, len(got_events), meta.get("events"), total))
+    last = None
+    for e in got_events:
+        if last is not None and e["ts"] < last:
+            fail("%s: %s at %.3f after an event at %.3f" % (path, e["name"], e["ts"], last))
+        last = e["ts"]
+    got = sorted((e["pid"], e["name"], e["tid"], ns(e["ts"]), ns(e.get("dur", 0))) for e in got_events)
+    if got != sorted(want):
+        diff = [x for x in sorted(want) if x not in set(got)][:3]
+        fail("%s: the merged events are not the ranks' events moved by their clock offsets (e.g. %s)" % (path, diff))
+    print("%s: %d events of %d ranks on one clock" % (path, total, len(files)))
 
 
 if __name__ == "__main__":

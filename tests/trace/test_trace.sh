@@ -7,11 +7,14 @@
 # rank). Extra arguments name events the files must have besides the calls
 # (the proxy's and the network's, across pretend hosts).
 #
-#   test_trace.sh RUN WORKER CHECK NRANKS [required,events]
+# Then mscclpp-trace merges the files (checked against them) and summarises
+# the merged trace (every collective at both sizes, one call each).
+#
+#   test_trace.sh RUN WORKER CHECK NRANKS TRACETOOL [required,events]
 # Exits 77 (skipped) without python3, or where ranks on pretend hosts need
 # the network transport and it is not available.
 set -u
-run=$1 worker=$2 check=$3 n=$4 require=${5:-}
+run=$1 worker=$2 check=$3 n=$4 tool=$5 require=${6:-}
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -23,4 +26,15 @@ if grep -q "SKIP:" "$dir/out"; then exit 77; fi
 [ "$status" -eq 0 ] || { echo "FAIL: the ranks exited with status $status"; exit 1; }
 files=$(ls "$dir"/rank*.json 2>/dev/null | wc -l)
 [ "$files" -eq "$n" ] || { echo "FAIL: $files trace files for $n ranks: $(ls "$dir")"; exit 1; }
-python3 "$check" --expect "comm_init,$once,$once,comm_destroy" --require "$require" "$dir"/rank*.json
+"$tool" merge "$dir"/rank*.json -o "$dir/job.json" || { echo "FAIL: mscclpp-trace merge exited $?"; exit 1; }
+python3 "$check" --expect "comm_init,$once,$once,comm_destroy" --require "$require" --merged "$dir/job.json" \
+  "$dir"/rank*.json || exit 1
+"$tool" summary "$dir/job.json" >"$dir/summary" || { echo "FAIL: mscclpp-trace summary exited $?"; exit 1; }
+cat "$dir/summary"
+for coll in ${once//,/ }; do
+  rows=$(awk -v c="$coll" '/^# [a-z]+, [0-9]+ ranks$/ { cur = $2 } /^ +[0-9]/ && cur == c "," { n++ } END { print n + 0 }' \
+    "$dir/summary")
+  [ "$rows" -eq 2 ] || { echo "FAIL: summary has $rows rows of $coll, expected 2 (1 KiB and 64 KiB)"; exit 1; }
+done
+grep -q "14 calls" "$dir/summary" || { echo "FAIL: summary does not count 14 calls"; exit 1; }
+echo "merge and summary passed"
