@@ -9,7 +9,9 @@
  * to its return (on a GPU: its enqueueing; the kernels' blocks are the
  * "gpu" spans). Rows group the calls of one collective, size, type,
  * operator and root; time is their mean, algbw size / time, and busbw
- * algbw times nccl-tests' factor for the collective (PERFORMANCE.md).
+ * algbw times nccl-tests' factor for the collective (PERFORMANCE.md); the
+ * minimum, median and maximum follow (a first call that connects, or a
+ * checked call, weighs on the mean, not on the median).
  * Only the calls of the communicator the first file names are counted,
  * unless --all-comms (a hierarchical allreduce's steps on its child
  * communicators are calls of their own).
@@ -26,7 +28,8 @@ struct group {
   char coll[NAME_MAX_BYTES], type[NAME_MAX_BYTES], op[NAME_MAX_BYTES];
   int64_t nranks, size, count, root;
   int64_t calls;
-  double sumUs, minUs, maxUs;
+  double sumUs, minUs, maxUs, medianUs;
+  double* us; /* every call's time (printTable) */
 };
 
 struct call {
@@ -90,6 +93,7 @@ static int findGroup(struct table* t, const struct group* g) {
     t->capGroups = cap;
   }
   t->groups[t->ngroups] = *g;
+  t->groups[t->ngroups].us = NULL;
   return t->ngroups++;
 }
 
@@ -130,7 +134,11 @@ static int addSpan(struct traceFile* f, struct table* t, const struct jsonNode* 
     g.count = -1;
     g.root = -1;
     (void)jsonGetInt(args, "count", &g.count);
-    (void)jsonGetInt(args, "root", &g.root);
+    /* as nccl-tests prints them: a root only where there is one, an
+     * operator only where something is reduced */
+    if (strcmp(g.coll, "broadcast") == 0 || strcmp(g.coll, "reduce") == 0) (void)jsonGetInt(args, "root", &g.root);
+    if (strcmp(g.coll, "allgather") == 0 || strcmp(g.coll, "broadcast") == 0 || strcmp(g.coll, "alltoall") == 0)
+      copyName(g.op, NULL);
     if ((c->group = findGroup(t, &g)) < 0) return traceFault(f, "out of memory");
     c->durNs = dur;
   } else if (dur > c->durNs) {
@@ -151,16 +159,36 @@ static int byRow(const void* a, const void* b) {
   return x->root < y->root ? -1 : x->root > y->root;
 }
 
-static void printTable(struct table* t, int nfiles, const char* mainComm, int allComms) {
+static int byValue(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* 0, or -1 out of memory (reported). */
+static int printTable(struct table* t, int nfiles, const char* mainComm, int allComms) {
+  size_t* n = (size_t*)calloc((size_t)t->ngroups + 1, sizeof(size_t));
+  if (n == NULL) return fprintf(stderr, PROG ": out of memory\n"), -1;
+  for (size_t i = 0; i < t->capCalls; i++)
+    if (t->calls[i].seq != 0) n[t->calls[i].group]++;
+  int res = 0;
+  for (int i = 0; i < t->ngroups && res == 0; i++)
+    if ((t->groups[i].us = (double*)malloc((n[i] + 1) * sizeof(double))) == NULL) res = -1;
+  free(n);
+  if (res != 0) return fprintf(stderr, PROG ": out of memory\n"), -1;
   for (size_t i = 0; i < t->capCalls; i++) {
     const struct call* c = &t->calls[i];
     if (c->seq == 0) continue;
     struct group* g = &t->groups[c->group];
     double us = (double)c->durNs / 1e3;
-    if (g->calls == 0 || us < g->minUs) g->minUs = us;
-    if (g->calls == 0 || us > g->maxUs) g->maxUs = us;
+    g->us[g->calls++] = us;
     g->sumUs += us;
-    g->calls++;
+  }
+  for (int i = 0; i < t->ngroups; i++) {
+    struct group* g = &t->groups[i];
+    qsort(g->us, (size_t)g->calls, sizeof(double), byValue);
+    g->minUs = g->us[0];
+    g->maxUs = g->us[g->calls - 1];
+    g->medianUs = g->calls % 2 ? g->us[g->calls / 2] : (g->us[g->calls / 2 - 1] + g->us[g->calls / 2]) / 2;
   }
   qsort(t->groups, (size_t)t->ngroups, sizeof(*t->groups), byRow);
   printf("# mscclpp-trace summary: %d file%s, %zu calls of %s%s\n", nfiles, nfiles == 1 ? "" : "s", t->ncalls,
@@ -172,10 +200,10 @@ static void printTable(struct table* t, int nfiles, const char* mainComm, int al
     const struct group* g = &t->groups[i];
     if (strcmp(g->coll, last) != 0 || g->nranks != lastN) {
       printf("#\n# %s, %" PRId64 " ranks\n", g->coll, g->nranks);
-      printf("# %10s  %12s  %8s  %6s  %6s  %6s  %9s  %7s  %7s  %9s  %9s\n", "size", "count", "type", "redop", "root",
-             "calls", "time", "algbw", "busbw", "min", "max");
-      printf("# %10s  %12s  %8s  %6s  %6s  %6s  %9s  %7s  %7s  %9s  %9s\n", "(B)", "(elements)", "", "", "", "", "(us)",
-             "(GB/s)", "(GB/s)", "(us)", "(us)");
+      printf("# %10s  %12s  %8s  %6s  %6s  %6s  %9s  %7s  %7s  %9s  %9s  %9s\n", "size", "count", "type", "redop",
+             "root", "calls", "time", "algbw", "busbw", "min", "median", "max");
+      printf("# %10s  %12s  %8s  %6s  %6s  %6s  %9s  %7s  %7s  %9s  %9s  %9s\n", "(B)", "(elements)", "", "", "", "",
+             "(us)", "(GB/s)", "(GB/s)", "(us)", "(us)", "(us)");
       last = g->coll;
       lastN = g->nranks;
     }
@@ -184,9 +212,11 @@ static void printTable(struct table* t, int nfiles, const char* mainComm, int al
     char count[24] = "-", root[24] = "-";
     if (g->count >= 0) snprintf(count, sizeof(count), "%" PRId64, g->count);
     if (g->root >= 0) snprintf(root, sizeof(root), "%" PRId64, g->root);
-    printf("  %10" PRId64 "  %12s  %8s  %6s  %6s  %6" PRId64 "  %9.2f  %7.2f  %7.2f  %9.2f  %9.2f\n", g->size, count,
-           g->type, g->op, root, g->calls, us, algbw, algbw * busFactor(g->coll, g->nranks), g->minUs, g->maxUs);
+    printf("  %10" PRId64 "  %12s  %8s  %6s  %6s  %6" PRId64 "  %9.2f  %7.2f  %7.2f  %9.2f  %9.2f  %9.2f\n", g->size,
+           count, g->type, g->op, root, g->calls, us, algbw, algbw * busFactor(g->coll, g->nranks), g->minUs,
+           g->medianUs, g->maxUs);
   }
+  return 0;
 }
 
 int traceSummary(int nfiles, char** files, int allComms) {
@@ -222,7 +252,8 @@ int traceSummary(int nfiles, char** files, int allComms) {
     }
     traceClose(&f);
   }
-  if (res == 0) printTable(&t, nfiles, mainText, allComms);
+  if (res == 0) res = printTable(&t, nfiles, mainText, allComms);
+  for (int i = 0; i < t.ngroups; i++) free(t.groups[i].us);
   free(t.groups);
   free(t.calls);
   return res == 0 ? 0 : 1;
