@@ -153,6 +153,15 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs);
  * collectives. */
 mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int rounds, int64_t* offsetNs, int64_t* rttNs);
 
+/* For checks that must name a rank that does not come (MSCCLPP_CHECK_CALLS):
+ * `table` (nranks * bytes) gets every rank's `bytes` at its rank's place and
+ * present[r] says whether rank r gave them: rank 0 waits waitSec at most
+ * for all (keep it below MSCCLPP_TIMEOUT, which bounds how long the others
+ * wait for rank 0's answer). A collective, as allgather: every rank calls
+ * it, in the same order. */
+mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
+                                            void* table, uint8_t* present);
+
 /* A 64-bit name of this bootstrap's job, equal on every rank of it and
  * different for each rendezvous (a hash of the job secret and the
  * session the root chose): what traces call the communicator. */

@@ -227,7 +227,7 @@ static struct mscclppBsMsg* takeLocked(struct mscclppBootstrap* bs, int peer, ui
  * While waiting, read the connection from peer ourselves when nobody else
  * is reading it (see the top of this file). */
 static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, mscclppDeadline deadline,
-                               const char* op, struct mscclppBsMsg** out) {
+                               const char* op, int quietTimeout, struct mscclppBsMsg** out) {
   enum { GOT, LOST, GONE, TIMEOUT } why;
   struct mscclppBsConn* owned = NULL;
   int ownedWatched = 0; /* owned's fd is still in the progress thread's epoll set */
@@ -300,18 +300,19 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
                         "rank waits for",
                         op, peer);
     default:
+      if (quietTimeout) return mscclppTimeout; /* the caller says what it means */
       return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
                         "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", op, bs->timeout, peer);
   }
 }
 
-mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                                 mscclppDeadline deadline, const char* op) {
+static mscclppResult_t recvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                               mscclppDeadline deadline, const char* op, int quietTimeout) {
   size_t got = 0;
   size_t total = 0; /* bytes the sender sent, pieces included */
   for (;;) {
     struct mscclppBsMsg* m = NULL;
-    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, &m));
+    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, quietTimeout, &m));
     total += m->size;
     if (got + m->size <= size) {
       if (m->size > 0) memcpy((uint8_t*)data + got, m->data, m->size);
@@ -328,6 +329,11 @@ mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t 
                       "%s: rank %d sent %zu bytes but the receive expects %zu (the message was consumed)", op, peer,
                       total, size);
   return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                                 mscclppDeadline deadline, const char* op) {
+  return recvMsg(bs, peer, coll, tag, data, size, deadline, op, 0);
 }
 
 /* ---- operations -------------------------------------------------------------------- */
@@ -476,6 +482,49 @@ mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int round
   *offsetNs = offset;
   *rttNs = best;
   return mscclppSuccess;
+}
+
+/* Rank 0 gathers every rank's bytes within waitSec, then sends each rank
+ * the table and the ranks that answered; the others send theirs and wait
+ * for that (MSCCLPP_TIMEOUT). A rank that does not answer in time is only
+ * marked absent: naming it is the point. The verdict goes to the absent
+ * ones too, so that one that comes late finds it and fails the same way. */
+mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
+                                            void* table, uint8_t* present) {
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "call check");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  const size_t verdict = (size_t)n * bytes + (size_t)n;
+  uint8_t* buf = (uint8_t*)malloc(verdict);
+  if (buf == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "call check: out of memory");
+  mscclppResult_t res = mscclppSuccess;
+  if (r == 0) {
+    mscclppDeadline deadline = mscclppDeadlineIn(waitSec);
+    memcpy(buf, mine, bytes);
+    uint8_t* got = buf + (size_t)n * bytes;
+    got[0] = 1;
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      res = recvMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf + (size_t)p * bytes, bytes, deadline, "call check", 1);
+      got[p] = res == mscclppSuccess;
+      if (res == mscclppTimeout) res = mscclppSuccess;
+    }
+    mscclppDeadline sendBy = mscclppDeadlineIn(bs->timeout);
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      mscclppResult_t s = mscclppBsSendMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, sendBy, "call check");
+      if (s != mscclppSuccess && got[p]) res = s; /* an absent rank may be gone */
+    }
+  } else {
+    mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+    res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, mine, bytes, deadline, "call check");
+    if (res == mscclppSuccess)
+      res = recvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, deadline, "call check (rank 0's verdict)", 0);
+  }
+  if (res == mscclppSuccess) {
+    memcpy(table, buf, (size_t)n * bytes);
+    memcpy(present, buf + (size_t)n * bytes, (size_t)n);
+  }
+  free(buf);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag, mscclppBootstrapHandler fn,

@@ -254,6 +254,8 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
+  /* after the checks of this rank's own arguments, which fail before any communication */
+  if (comm->params.checkCalls != 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollCheckCall(comm, a));
   if (a->count == 0) return mscclppSuccess;
   return mscclppCollDispatch(comm, a);
 }
