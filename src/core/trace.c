@@ -84,7 +84,13 @@ static pthread_once_t keyOnce = PTHREAD_ONCE_INIT;
 static pthread_key_t exitKey;
 static _Thread_local struct traceThread* self;
 
-static void threadExited(void* p) { atomic_store(&((struct traceThread*)p)->exited, 1); }
+/* A thread's exit: the writer frees its buffer once it has written it. An
+ * event recorded later on this thread (another key's destructor) gets a
+ * buffer of its own. */
+static void threadExited(void* p) {
+  self = NULL;
+  atomic_store(&((struct traceThread*)p)->exited, 1);
+}
 static void makeKey(void) { (void)pthread_key_create(&exitKey, threadExited); }
 
 static struct traceThread* threadRegister(void) {

@@ -180,12 +180,13 @@ int main(int argc, char** argv) {
   const struct opts* o = &c->o;
   c->rank = envRank >= 0 ? envRank : 0;
 
-  if (selectDevice(c) != 0) return EXIT_FAIL;
-  /* The library reads its parameters when the communicator is made. */
+  /* The library reads its parameters when the communicator is made; set
+   * before any other thread (CUDA's) could read the environment. */
   if (o->tracePath != NULL && setenv("MSCCLPP_TRACE", o->tracePath, 1) != 0) {
     fprintf(stderr, PROG ": rank %d: cannot set MSCCLPP_TRACE: %s\n", c->rank, strerror(errno));
     return EXIT_FAIL;
   }
+  if (selectDevice(c) != 0) return EXIT_FAIL;
   mscclppResult_t res = mscclppCommInitFromEnv(&c->comm);
   if (res != mscclppSuccess) {
     callFailed(c, "mscclppCommInitFromEnv", res);
