@@ -29,6 +29,7 @@ expect() {
   shift 2
   "$@" >"$dir/o" 2>"$dir/e"
   local st=$?
+  grep -Eq "Sanitizer|runtime error" "$dir/e" && st=134
   if [ "$st" -ne 1 ]; then
     fail "$what: exit $st, expected 1 ($(head -c 300 "$dir/e"))"
   elif ! grep -Eq -- "$pattern" "$dir/e"; then
@@ -125,6 +126,8 @@ for f in "$dir"/fuzz*.json; do
       "$tool" summary "$f" >/dev/null 2>"$dir/e"
     fi
     st=$?
+    # a sanitizer's report exits 1 too
+    grep -Eq "Sanitizer|runtime error" "$dir/e" && st=134
     case $st in
       0) accepted=$((accepted + 1)) ;;
       1)
