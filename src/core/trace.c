@@ -318,7 +318,9 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
   char host[256] = "unknown";
   if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown");
   host[sizeof(host) - 1] = '\0';
-  const int pid = session.identified ? session.rank : 0;
+  /* Trace viewers take a process per pid; Perfetto gives pid 0 the kernel's
+   * swapper's meaning, so rank r is pid r + 1 (its name says the rank). */
+  const int rank = session.identified ? session.rank : 0, pid = rank + 1;
   fprintf(f,
           "{\"otherData\":{\"format\":\"mscclpp-trace\",\"version\":1,\"rank\":%d,\"nranks\":%d,\"comm\":\"0x%016" PRIx64
           "\",\"pid\":%d,\"host\":",
@@ -329,11 +331,11 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
           ",\"events\":%zu,\"dropped\":%" PRIu64 "},\n\"traceEvents\":[\n",
           session.clockKnown, session.clockOffset, session.clockRtt, n, dropped);
   char label[320];
-  snprintf(label, sizeof(label), "rank %d (%s, pid %d)", pid, host, (int)getpid());
-  fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", pid);
+  snprintf(label, sizeof(label), "rank %d (%s, pid %d)", rank, host, (int)getpid());
+  fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid, pid);
   putString(f, label);
-  fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
-          pid, pid);
+  fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+          pid, pid, rank);
   for (const struct traceThread* th = session.threads; th != NULL; th = th->next) {
     if (atomic_load_explicit(&th->count, memory_order_acquire) == atomic_load(&th->base)) continue;
     fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid, th->tid);

@@ -88,8 +88,8 @@ def main():
             if e["ts"] < last:
                 fail("%s: %s at %.3f comes after an event at %.3f" % (path, e["name"], e["ts"], last))
             last = e["ts"]
-            if e["pid"] != rank:
-                fail("%s: event %s has pid %s, not the rank %d" % (path, e["name"], e["pid"], rank))
+            if e["pid"] != rank + 1:
+                fail("%s: event %s has pid %s, not rank %d + 1" % (path, e["name"], e["pid"], rank))
             if e.get("args", {}).get("status", 0) != 0:
                 fail("%s: %s failed: %s" % (path, e["name"], e["args"]))
         names = set(e["name"] for e in events)
@@ -138,7 +138,7 @@ def check_merged(path, files):
         rank = doc["otherData"]["rank"]
         evs = [e for e in doc["traceEvents"] if e["ph"] in ("X", "i")]
         total += len(evs)
-        want += [(rank, e["name"], e["tid"], ns(e["ts"]) + off, ns(e.get("dur", 0))) for e in evs]
+        want += [(rank + 1, e["name"], e["tid"], ns(e["ts"]) + off, ns(e.get("dur", 0))) for e in evs]
     got_events = [e for e in job["traceEvents"] if e["ph"] in ("X", "i")]
     if meta.get("events") != total or len(got_events) != total:
         fail("%s: %s events (otherData %s), the ranks' files have %d" % (path, len(got_events), meta.get("events"), total))

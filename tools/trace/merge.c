@@ -5,8 +5,8 @@
  * Each rank's times are its own CLOCK_MONOTONIC; its file says the offset
  * to rank 0's clock that the bootstrap measured at init (otherData's
  * clock_offset_ns), which merge adds to every "ts". Events keep their pid
- * (the rank: one process group per rank in Perfetto) and tid (a thread, or
- * a GPU block's track). Every file is read whole first, so that a malformed
+ * (rank + 1: one process group per rank in Perfetto, which gives pid 0 a
+ * meaning of its own) and tid (a thread, or a GPU block's track). Every file is read whole first, so that a malformed
  * one is refused before anything is written; then the files, each sorted,
  * are merged by time in one pass (a heap of the files' next events).
  */
