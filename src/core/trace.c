@@ -55,6 +55,7 @@ struct traceThread {
   _Atomic uint64_t base;  /* the current session's first event (writer: release) */
   _Atomic uint64_t dropped;
   atomic_int exited;
+  uint64_t end; /* the writer's: what it writes of this buffer (session.lock) */
 };
 
 struct traceTrack {
@@ -322,8 +323,8 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
    * swapper's meaning, so rank r is pid r + 1 (its name says the rank). */
   const int rank = session.identified ? session.rank : 0, pid = rank + 1;
   fprintf(f,
-          "{\"otherData\":{\"format\":\"mscclpp-trace\",\"version\":1,\"rank\":%d,\"nranks\":%d,\"comm\":\"0x%016" PRIx64
-          "\",\"pid\":%d,\"host\":",
+          "{\"otherData\":{\"format\":\"mscclpp-trace\",\"version\":1,"
+          "\"rank\":%d,\"nranks\":%d,\"comm\":\"0x%016" PRIx64 "\",\"pid\":%d,\"host\":",
           session.identified ? session.rank : -1, session.identified ? session.nranks : 0, session.comm, (int)getpid());
   putString(f, host);
   fprintf(f,
@@ -337,7 +338,7 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
   fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
           pid, pid, rank);
   for (const struct traceThread* th = session.threads; th != NULL; th = th->next) {
-    if (atomic_load_explicit(&th->count, memory_order_acquire) == atomic_load(&th->base)) continue;
+    if (th->end == atomic_load(&th->base)) continue; /* nothing of this session */
     fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid, th->tid);
     char name[64];
     snprintf(name, sizeof(name), "%s (%d)", th->name[0] != '\0' ? th->name : "thread", th->tid);
@@ -366,19 +367,21 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
 }
 
 /* Write the session (session.lock held), then start the next one after it:
- * every buffer's base moves past what was written, and buffers of exited
+ * every buffer's base moves past what was written (an event recorded while
+ * this runs goes into the next session's file), and buffers of exited
  * threads are freed. */
 static void writeSession(void) {
   size_t n = 0;
   uint64_t dropped = 0;
-  for (struct traceThread* th = session.threads; th != NULL; th = th->next)
-    n += (size_t)(atomic_load_explicit(&th->count, memory_order_acquire) - atomic_load(&th->base));
+  for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
+    th->end = atomic_load_explicit(&th->count, memory_order_acquire);
+    n += (size_t)(th->end - atomic_load(&th->base));
+  }
   struct entry* ent = (struct entry*)malloc((n > 0 ? n : 1) * sizeof(*ent));
   size_t k = 0;
   for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
-    uint64_t end = atomic_load_explicit(&th->count, memory_order_acquire), i = atomic_load(&th->base);
     dropped += atomic_exchange(&th->dropped, 0);
-    for (; ent != NULL && i < end && k < n; i++) {
+    for (uint64_t i = atomic_load(&th->base); ent != NULL && i < th->end; i++) {
       uint64_t slot = i % th->capacity;
       ent[k].e = &th->chunks[slot / CHUNK_EVENTS][slot % CHUNK_EVENTS];
       ent[k].th = th;
@@ -399,7 +402,6 @@ static void writeSession(void) {
   struct traceThread** link = &session.threads;
   while (*link != NULL) {
     struct traceThread* th = *link;
-    uint64_t end = atomic_load_explicit(&th->count, memory_order_acquire);
     if (atomic_load(&th->exited)) {
       *link = th->next;
       for (uint64_t c = 0; c < th->capacity / CHUNK_EVENTS; c++) free(th->chunks[c]);
@@ -407,7 +409,7 @@ static void writeSession(void) {
       free(th);
       continue;
     }
-    atomic_store_explicit(&th->base, end, memory_order_release);
+    atomic_store_explicit(&th->base, th->end, memory_order_release);
     link = &th->next;
   }
 }

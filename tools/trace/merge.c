@@ -136,8 +136,9 @@ int traceMerge(int n, char** files, const char* outPath) {
     res = -1;
   }
   if (res == 0) {
-    fprintf(out, "{\"otherData\":{\"format\":\"mscclpp-trace\",\"version\":1,\"merged\":1,\"rank\":-1,\"nranks\":%" PRId64
-                 ",\"comm\":",
+    fprintf(out,
+            "{\"otherData\":{\"format\":\"mscclpp-trace\",\"version\":1,\"merged\":1,\"rank\":-1,"
+            "\"nranks\":%" PRId64 ",\"comm\":",
             h[0].t.nranks);
     jsonWriteString(out, h[0].t.comm, strlen(h[0].t.comm));
     fprintf(out,
