@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap_state.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 
 static struct timespec monotonicIn(int ms) {
@@ -94,15 +95,9 @@ static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsCon
 }
 
 /* The connection to `peer`, made if needed; caller holds sendLocks[peer]. */
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
-                                     struct mscclppBsConn** out) {
-  pthread_mutex_lock(&bs->lock);
-  struct mscclppBsConn* c = bs->out[peer];
-  pthread_mutex_unlock(&bs->lock);
-  if (c != NULL) {
-    *out = c;
-    return mscclppSuccess;
-  }
+static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+                                  struct mscclppBsConn** out) {
+  struct mscclppBsConn* c = NULL;
   union mscclppSocketAddr addr;
   mscclppSocketAddrFromWire(&bs->peers[peer].addr, &addr);
   char text[MSCCLPP_SOCKET_ADDR_TEXT];
@@ -146,6 +141,22 @@ mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscc
 
 fail_close_fd:
   close(fd);
+  return res;
+}
+
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+                                     struct mscclppBsConn** out) {
+  pthread_mutex_lock(&bs->lock);
+  struct mscclppBsConn* c = bs->out[peer];
+  pthread_mutex_unlock(&bs->lock);
+  if (c != NULL) {
+    *out = c;
+    return mscclppSuccess;
+  }
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = connectNew(bs, peer, deadline, op, out);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CONNECT, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(peer), MSCCLPP_TRACE_I(res));
   return res;
 }
 
@@ -216,7 +227,7 @@ static struct mscclppBsMsg* takeLocked(struct mscclppBootstrap* bs, int peer, ui
  * While waiting, read the connection from peer ourselves when nobody else
  * is reading it (see the top of this file). */
 static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, mscclppDeadline deadline,
-                               const char* op, struct mscclppBsMsg** out) {
+                               const char* op, int quietTimeout, struct mscclppBsMsg** out) {
   enum { GOT, LOST, GONE, TIMEOUT } why;
   struct mscclppBsConn* owned = NULL;
   int ownedWatched = 0; /* owned's fd is still in the progress thread's epoll set */
@@ -289,18 +300,19 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
                         "rank waits for",
                         op, peer);
     default:
+      if (quietTimeout) return mscclppTimeout; /* the caller says what it means */
       return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
                         "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", op, bs->timeout, peer);
   }
 }
 
-mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                                 mscclppDeadline deadline, const char* op) {
+static mscclppResult_t recvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                               mscclppDeadline deadline, const char* op, int quietTimeout) {
   size_t got = 0;
   size_t total = 0; /* bytes the sender sent, pieces included */
   for (;;) {
     struct mscclppBsMsg* m = NULL;
-    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, &m));
+    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, quietTimeout, &m));
     total += m->size;
     if (got + m->size <= size) {
       if (m->size > 0) memcpy((uint8_t*)data + got, m->data, m->size);
@@ -317,6 +329,11 @@ mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t 
                       "%s: rank %d sent %zu bytes but the receive expects %zu (the message was consumed)", op, peer,
                       total, size);
   return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                                 mscclppDeadline deadline, const char* op) {
+  return recvMsg(bs, peer, coll, tag, data, size, deadline, op, 0);
 }
 
 /* ---- operations -------------------------------------------------------------------- */
@@ -349,7 +366,7 @@ mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, 
 /* Bruck's allgather: ceil(log2(n)) rounds; in round k (1, 2, 4, ...) a rank
  * sends the blocks it has to rank - k and receives as many from rank + k.
  * Block i of tmp is then rank + i's. */
-mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+static mscclppResult_t allGather(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
   int n = bs->nranks, r = bs->rank;
   if (data == NULL && bytesPerRank > 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "allgather: data is NULL");
@@ -388,8 +405,17 @@ mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void
   return res;
 }
 
+mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = allGather(bs, data, bytesPerRank);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_ALLGATHER, t0, mscclppTraceNow(), bytesPerRank, MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
 /* Dissemination barrier: the allgather's pattern with empty messages. */
-mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+static mscclppResult_t barrier(struct mscclppBootstrap* bs) {
   int n = bs->nranks, r = bs->rank;
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "barrier");
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
@@ -402,6 +428,103 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
     MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
   }
   return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = barrier(bs);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_BARRIER, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+/* Clock offset to rank 0, NTP's way: rank r sends its time t0, rank 0
+ * answers with its own t1, r reads t2 on arrival; rank 0's clock then read
+ * t1 at about r's (t0 + t2) / 2, to within half the round trip, and the
+ * round with the shortest trip is kept. Rank 0 serves the ranks one after
+ * the other, so no rank's rounds queue behind another's. */
+mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int rounds, int64_t* offsetNs, int64_t* rttNs) {
+  uint64_t start = mscclppTraceBegin();
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "clock sync");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  mscclppResult_t res = mscclppSuccess;
+  int64_t best = INT64_MAX, offset = 0;
+  if (r == 0) {
+    for (int peer = 1; peer < n && res == mscclppSuccess; peer++)
+      for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+        uint64_t t;
+        res = mscclppBsRecvMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+        t = mscclppTimeNs();
+        if (res == mscclppSuccess)
+          res = mscclppBsSendMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+      }
+    best = 0;
+  } else {
+    for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+      uint64_t t0 = mscclppTimeNs(), t1 = 0;
+      res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t0, sizeof(t0), deadline, "clock sync");
+      if (res == mscclppSuccess)
+        res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t1, sizeof(t1), deadline, "clock sync");
+      uint64_t t2 = mscclppTimeNs();
+      if (res == mscclppSuccess && (int64_t)(t2 - t0) < best) {
+        best = (int64_t)(t2 - t0);
+        offset = (int64_t)(t1 - t0) - best / 2;
+      }
+    }
+  }
+  if (start != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CLOCK, start, mscclppTraceNow(), MSCCLPP_TRACE_I(offset),
+                       MSCCLPP_TRACE_I(best), (uint64_t)rounds, MSCCLPP_TRACE_I(res));
+  if (res != mscclppSuccess) return res;
+  *offsetNs = offset;
+  *rttNs = best;
+  return mscclppSuccess;
+}
+
+/* Rank 0 gathers every rank's bytes within waitSec, then sends each rank
+ * the table and the ranks that answered; the others send theirs and wait
+ * for that (MSCCLPP_TIMEOUT). A rank that does not answer in time is only
+ * marked absent: naming it is the point. The verdict goes to the absent
+ * ones too, so that one that comes late finds it and fails the same way. */
+mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
+                                            void* table, uint8_t* present) {
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "call check");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  const size_t verdict = (size_t)n * bytes + (size_t)n;
+  uint8_t* buf = (uint8_t*)malloc(verdict);
+  if (buf == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "call check: out of memory");
+  mscclppResult_t res = mscclppSuccess;
+  if (r == 0) {
+    mscclppDeadline deadline = mscclppDeadlineIn(waitSec);
+    memcpy(buf, mine, bytes);
+    uint8_t* got = buf + (size_t)n * bytes;
+    got[0] = 1;
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      res = recvMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf + (size_t)p * bytes, bytes, deadline, "call check", 1);
+      got[p] = res == mscclppSuccess;
+      if (res == mscclppTimeout) res = mscclppSuccess;
+    }
+    mscclppDeadline sendBy = mscclppDeadlineIn(bs->timeout);
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      mscclppResult_t s = mscclppBsSendMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, sendBy, "call check");
+      if (s != mscclppSuccess && got[p]) res = s; /* an absent rank may be gone */
+    }
+  } else {
+    mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+    res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, mine, bytes, deadline, "call check");
+    if (res == mscclppSuccess)
+      res = recvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, deadline, "call check (rank 0's verdict)", 0);
+  }
+  if (res == mscclppSuccess) {
+    memcpy(table, buf, (size_t)n * bytes);
+    memcpy(present, buf + (size_t)n * bytes, (size_t)n);
+  }
+  free(buf);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag, mscclppBootstrapHandler fn,

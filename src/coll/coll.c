@@ -12,6 +12,7 @@
 #include "coll/hier/coll_hier.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "gpu/gpu_ipc.h"
 
 static const size_t typeSizes[mscclppNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -33,7 +34,10 @@ const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppN
  * run() below (and from coll/hier/ for the steps on its children); groups
  * of send/recv come to runP2p. */
 
-mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+/* Run `a` where the selection table says; *backend and *algo say where,
+ * for the trace. */
+static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a,
+                                mscclppCollBackend* backend, mscclppCollAlgo* algo) {
   const uint64_t bytes = (uint64_t)a->count * a->typeSize;
   if (mscclppCollSelectHier(comm, a->kind, a->algo)) {
     int ran = 0;
@@ -42,6 +46,8 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
     int mode = mscclppGpuIpcCaptureRelax();
     mscclppResult_t res = mscclppCollHierAllReduce(comm, a, &ran);
     mscclppGpuIpcCaptureRestore(mode);
+    *backend = MSCCLPP_COLL_BACKEND_HIER;
+    *algo = MSCCLPP_COLL_ALGO_HIER;
     MSCCLPP_RETURN_ON_ERROR(res);
     if (ran) {
       mscclppCollSelectTell(comm, a->kind, bytes, MSCCLPP_COLL_BACKEND_HIER, MSCCLPP_COLL_ALGO_HIER);
@@ -51,35 +57,66 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
   struct mscclppCollArgs b = *a;
   if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT)
     b.algo = MSCCLPP_COLL_ALGO_AUTO; /* this layer's choice, made: the backend's rules pick */
-  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
-  switch (backend) {
+  *backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
+  switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_PORT);
+      *algo = MSCCLPP_COLL_ALGO_PORT;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollPortRun(comm, &b);
     case MSCCLPP_COLL_BACKEND_GPU:
       b.algo = b.kind == MSCCLPP_COLL_ALLREDUCE ? mscclppCollSelectGpuAllreduce(comm, b.algo, comm->nranks, bytes)
                                                 : MSCCLPP_COLL_ALGO_DIRECT;
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, b.algo);
+      *algo = b.algo;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollGpuRun(comm, &b);
     default:
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_AUTO);
+      *algo = MSCCLPP_COLL_ALGO_AUTO;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollHostRun(comm, &b);
   }
 }
 
-static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
-                              mscclppStream_t stream) {
-  if (nops == 0) return mscclppSuccess;
+/* The call's number on comm, counted only while tracing. */
+static uint64_t traceSeq(struct mscclppComm* comm) {
+  struct mscclppCollState* st = NULL;
+  return mscclppCollStateOf(comm, &st) == mscclppSuccess ? ++st->traceSeq : 0;
+}
+
+/* nccl-tests' "size": the larger of this rank's input and output. */
+static uint64_t callSize(const struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  uint64_t bytes = (uint64_t)a->count * a->typeSize;
+  if (a->kind == MSCCLPP_COLL_ALLGATHER || a->kind == MSCCLPP_COLL_REDUCESCATTER || a->kind == MSCCLPP_COLL_ALLTOALL)
+    bytes *= (uint64_t)comm->nranks;
+  return bytes;
+}
+
+mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0; /* before the launch, whose kernel events name it */
+  mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
+  mscclppCollAlgo algo = MSCCLPP_COLL_ALGO_AUTO;
+  mscclppResult_t res = dispatch(comm, a, &backend, &algo);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COLL, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(mscclppCollKindName(a->kind)),
+                       (uint64_t)a->count, callSize(comm, a), MSCCLPP_TRACE_S(mscclppDataTypeName(a->type)),
+                       MSCCLPP_TRACE_S(mscclppRedOpName(a->op)), MSCCLPP_TRACE_I(a->root),
+                       MSCCLPP_TRACE_S(mscclppCollBackendName(backend)), MSCCLPP_TRACE_S(mscclppCollAlgoName(algo)),
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+static mscclppResult_t p2pDispatch(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                   mscclppStream_t stream, mscclppCollBackend* backend) {
   mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, MSCCLPP_COLL_SENDRECV, &forced));
-  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
+  *backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
   uint64_t bytes = 0;
   for (int i = 0; i < nops; i++) bytes += ops[i].bytes;
-  mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, backend,
-                        backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
-                        : backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
-                                                              : MSCCLPP_COLL_ALGO_AUTO);
-  switch (backend) {
+  mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, *backend,
+                        *backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
+                        : *backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
+                                                               : MSCCLPP_COLL_ALGO_AUTO);
+  switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
       return mscclppCollPortP2p(comm, ops, nops, stream);
     case MSCCLPP_COLL_BACKEND_GPU:
@@ -87,6 +124,26 @@ static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppColl
     default:
       return mscclppCollHostP2p(comm, ops, nops);
   }
+}
+
+static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                              mscclppStream_t stream) {
+  if (nops == 0) return mscclppSuccess;
+  uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0;
+  mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
+  mscclppResult_t res = p2pDispatch(comm, ops, nops, stream, &backend);
+  if (t0 != 0) {
+    uint64_t sends = 0, sent = 0, received = 0;
+    for (int i = 0; i < nops; i++) {
+      sends += ops[i].isSend != 0;
+      *(ops[i].isSend ? &sent : &received) += ops[i].bytes;
+    }
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_P2P, t0, mscclppTraceNow(), sends, (uint64_t)nops - sends,
+                       sent > received ? sent : received, MSCCLPP_TRACE_S(mscclppCollBackendName(backend)),
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
+  }
+  return res;
 }
 
 static mscclppResult_t checkBuf(const char* fn, const char* what, const void* p, size_t count, size_t typeSize) {
@@ -197,6 +254,8 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
+  /* after the checks of this rank's own arguments, which fail before any communication */
+  if (comm->params.checkCalls != 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollCheckCall(comm, a));
   if (a->count == 0) return mscclppSuccess;
   return mscclppCollDispatch(comm, a);
 }

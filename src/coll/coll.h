@@ -29,6 +29,7 @@
 #include "mscclpp/coll.h"
 
 #include "coll/coll_kind.h"
+#include "coll/coll_trace.h"
 #include "coll/select.h"
 
 /* One collective call, checked. `count` is the API's count argument (per
@@ -66,6 +67,10 @@ struct mscclppCollSlot {
 
 struct mscclppCollState {
   struct mscclppCollSelect select;
+  uint64_t traceSeq; /* calls traced on this communicator: the trace's sequence numbers */
+  struct mscclppCollTrace* gpuTrace; /* the GPU kernel events' ring (coll_trace.h), made at the first traced launch */
+  uint64_t checkSeq;                 /* calls checked (MSCCLPP_CHECK_CALLS): the check's call numbers */
+  struct mscclppCollCheck* check;    /* the check's memory of every rank's last call (check.c) */
   struct mscclppCollSlot slot[MSCCLPP_COLL_BACKENDS]; /* by mscclppCollBackend */
 };
 
@@ -83,6 +88,20 @@ typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** b
  * returns mscclppInvalidUsage naming the backend and the first failure. */
 mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
                                         mscclppCollBuildFn build, void** state);
+
+/* The MSCCLPP_TRACE part of a kernel launch's parameters (coll_trace.h):
+ * the ring's slots for `nblocks` blocks of `kernel` (a string that lives as
+ * long as the process), as the current call (its sequence number) of comm;
+ * ring NULL when tracing is off or `stream` is being captured. */
+void mscclppCollTraceKernel(struct mscclppComm* comm, int device, uint32_t nblocks, const char* kernel,
+                            mscclppStream_t stream, struct mscclppCollTraceArgs* args);
+
+/* MSCCLPP_CHECK_CALLS (check.c): compare this call with every rank's
+ * (every rank must call). mscclppInvalidUsage naming the ranks and their
+ * calls when they differ or a rank does not come within half of
+ * MSCCLPP_TIMEOUT; the bootstrap's errors. */
+mscclppResult_t mscclppCollCheckCall(struct mscclppComm* comm, const struct mscclppCollArgs* a);
+void mscclppCollCheckRelease(struct mscclppCollCheck* check);
 
 /* Run a checked call (count > 0) on comm, where the selection table says.
  * The API calls it, and coll/hier/ for the steps on its child

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "memory/memory.h"
 #include "mscclpp/seed.h"
 
@@ -42,11 +43,39 @@ mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm) {
   return prepareHook(comm);
 }
 
+/* Round trips with rank 0 that measure a traced communicator's clock offset. */
+#define TRACE_CLOCK_ROUNDS 8
+
+/* A traced communicator names the trace file if it is the process's first,
+ * and measures its clock offset to its rank 0 (every traced communicator
+ * does, so that its ranks agree without asking each other). */
+static mscclppResult_t traceStart(struct mscclppComm* comm) {
+  int names = mscclppTraceSetIdentity(comm->rank, comm->nranks, comm->id);
+  int64_t offset = 0, rtt = 0;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapClockSync(comm->bootstrap, TRACE_CLOCK_ROUNDS, &offset, &rtt));
+  if (names) mscclppTraceSetClock(offset, rtt);
+  return mscclppSuccess;
+}
+
+static void traceCreated(const struct mscclppComm* comm, const struct mscclppBootstrapJob* job, uint64_t t0,
+                         mscclppResult_t res) {
+  MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_INIT, t0, mscclppTraceNow(), comm != NULL ? comm->id : 0,
+                     MSCCLPP_TRACE_I(job->rank), MSCCLPP_TRACE_I(job->nranks),
+                     MSCCLPP_TRACE_I(comm != NULL ? comm->localRank : -1),
+                     MSCCLPP_TRACE_I(comm != NULL ? comm->localNranks : 0), MSCCLPP_TRACE_I(res));
+}
+
 static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
                                   int prepare, mscclppComm_t* out) {
   mscclppLogSetRank(job->rank);
+  const int traced = params->trace[0] != '\0';
+  if (traced) MSCCLPP_RETURN_ON_ERROR(mscclppTraceAcquire(params->trace, params->traceEvents));
+  uint64_t t0 = mscclppTraceBegin();
   struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
-  if (comm == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+  if (comm == NULL) {
+    if (traced) mscclppTraceRelease();
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+  }
   comm->params = *params;
   comm->device = -1;
   pthread_mutex_init(&comm->lazyLock, NULL);
@@ -54,15 +83,22 @@ static mscclppResult_t commCreate(const struct mscclppParams* params, const stru
   if (res != mscclppSuccess) {
     pthread_mutex_destroy(&comm->lazyLock);
     free(comm);
+    if (t0 != 0) traceCreated(NULL, job, t0, res);
+    if (traced) mscclppTraceRelease();
     return res;
   }
   comm->rank = job->rank;
   comm->nranks = job->nranks;
+  comm->id = mscclppBootstrapJobHash(comm->bootstrap);
+  comm->traced = traced;
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, job->source);
-  if (prepare && (res = mscclppCommPrepare(comm)) != mscclppSuccess) {
-    (void)mscclppCommDestroy(comm); /* the hook logged why */
+  if (traced) res = traceStart(comm);
+  if (res == mscclppSuccess && prepare) res = mscclppCommPrepare(comm); /* the hook logs why it fails */
+  if (t0 != 0) traceCreated(comm, job, t0, res);
+  if (res != mscclppSuccess) {
+    (void)mscclppCommDestroy(comm);
     return res;
   }
   *out = comm;
@@ -124,12 +160,16 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
 
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
+  uint64_t t0 = mscclppTraceBegin();
   if (comm->collRelease != NULL) comm->collRelease(comm);       /* collectives' channels and scratch */
   mscclppSeedRelease(comm);                                     /* the seed API's connections are the comm's */
   MSCCLPP_RETURN_ON_ERROR(mscclppCommChannelsRelease(comm));    /* refuses while channels live */
   MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */
   mscclppCommAbortRelease(comm); /* after the memory layer's waits and the proxy are gone */
   mscclppBootstrapDestroy(comm->bootstrap);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_DESTROY, t0, mscclppTraceNow(), comm->id, MSCCLPP_TRACE_I(comm->rank));
+  if (comm->traced) mscclppTraceRelease(); /* the last one out writes the file */
   pthread_mutex_destroy(&comm->lazyLock);
   free(comm);
   return mscclppSuccess;

@@ -104,6 +104,10 @@ void mscclppGpuDeviceSynchronize(void);
  * with). */
 struct CUstream_st;
 mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes);
+/* 1 when work enqueued on `stream` (an application's cudaStream_t) now is
+ * being captured into a graph, or the runtime cannot say; 0 otherwise, and
+ * always without CUDA. */
+int mscclppGpuStreamCapturing(struct CUstream_st* stream);
 
 /* A mark on an application's stream: whether everything enqueued on that
  * stream before the mark was recorded has completed (a CUDA event without
@@ -117,8 +121,6 @@ mscclppResult_t mscclppGpuMarkCreate(mscclppGpuMark_t* mark);
 void mscclppGpuMarkDestroy(mscclppGpuMark_t mark);
 mscclppResult_t mscclppGpuMarkRecord(mscclppGpuMark_t mark, struct CUstream_st* stream, int* recorded);
 mscclppResult_t mscclppGpuMarkDone(mscclppGpuMark_t mark, int* done);
-/* *capturing = 1 while stream is being captured into a graph. */
-mscclppResult_t mscclppGpuStreamCapturing(struct CUstream_st* stream, int* capturing);
 
 /* ---- streams ------------------------------------------------------------------
  * The library's one non-blocking stream of a device (it never waits for the

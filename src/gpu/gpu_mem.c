@@ -260,6 +260,20 @@ mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* ds
 #endif
 }
 
+int mscclppGpuStreamCapturing(struct CUstream_st* stream) {
+#ifdef MSCCLPP_HAVE_CUDA
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)stream;
+  return 0;
+#endif
+}
+
 /* ---- marks on application streams --------------------------------------------- */
 
 #ifdef MSCCLPP_HAVE_CUDA
@@ -280,22 +294,9 @@ void mscclppGpuMarkDestroy(mscclppGpuMark_t mark) {
   if (mark != NULL) (void)cudaEventDestroy((cudaEvent_t)mark);
 }
 
-mscclppResult_t mscclppGpuStreamCapturing(struct CUstream_st* stream, int* capturing) {
-  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  cudaError_t err = cudaStreamIsCapturing((cudaStream_t)stream, &st);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaStreamIsCapturing: %s", cudaGetErrorString(err));
-  }
-  *capturing = st != cudaStreamCaptureStatusNone;
-  return mscclppSuccess;
-}
-
 mscclppResult_t mscclppGpuMarkRecord(mscclppGpuMark_t mark, struct CUstream_st* stream, int* recorded) {
-  int capturing = 0;
   *recorded = 0;
-  MSCCLPP_RETURN_ON_ERROR(mscclppGpuStreamCapturing(stream, &capturing));
-  if (capturing) return mscclppSuccess;
+  if (mscclppGpuStreamCapturing(stream)) return mscclppSuccess;
   cudaError_t err = cudaEventRecord((cudaEvent_t)mark, (cudaStream_t)stream);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();

@@ -43,6 +43,7 @@
  *
  * Exit status: 0; 1 when a call failed or any #wrong > 0; 2 for bad usage.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "perf.h"
 
@@ -140,7 +142,12 @@ static int runAll(struct ctx* c) {
             r.root = o->root;
           }
           if (p == 1 && !colls[o->coll].inPlace) continue;
+          uint64_t t0 = mscclppTraceBegin();
           if (measure(c, &k, &r.m[p]) != 0) return -1;
+          if (t0 != 0)
+            MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_TOOL_STEP, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(colls[o->coll].name),
+                               (uint64_t)k.bytes, MSCCLPP_TRACE_S(typeName(type)),
+                               MSCCLPP_TRACE_S(colls[o->coll].reduces ? opNames[op] : "-"), (uint64_t)p);
         }
         if (r.m[0].valid) {
           if (c->rank == 0) printRow(c, &r);
@@ -173,6 +180,12 @@ int main(int argc, char** argv) {
   const struct opts* o = &c->o;
   c->rank = envRank >= 0 ? envRank : 0;
 
+  /* The library reads its parameters when the communicator is made; set
+   * before any other thread (CUDA's) could read the environment. */
+  if (o->tracePath != NULL && setenv("MSCCLPP_TRACE", o->tracePath, 1) != 0) {
+    fprintf(stderr, PROG ": rank %d: cannot set MSCCLPP_TRACE: %s\n", c->rank, strerror(errno));
+    return EXIT_FAIL;
+  }
   if (selectDevice(c) != 0) return EXIT_FAIL;
   mscclppResult_t res = mscclppCommInitFromEnv(&c->comm);
   if (res != mscclppSuccess) {

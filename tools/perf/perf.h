@@ -71,6 +71,7 @@ struct opts {
   size_t offsetElems;
   uint64_t seed;
   int progressSec; /* --progress */
+  const char* tracePath; /* --trace: MSCCLPP_TRACE for this run */
 };
 
 extern int quiet; /* not rank 0: print no usage text */

@@ -282,6 +282,9 @@ int printHeader(struct ctx* c, struct rankInfo** infoOut) {
            o->average);
   const char* algo = getenv("MSCCLPP_ALGO");
   if (algo != NULL && algo[0] != '\0') printf("# MSCCLPP_ALGO=%s\n", algo);
+  const char* trace = getenv("MSCCLPP_TRACE");
+  if (trace != NULL && trace[0] != '\0')
+    printf("# MSCCLPP_TRACE=%s (one file per rank, written when the run ends)\n", trace);
   printf("#\n# Using devices\n");
   for (int r = 0; r < c->nranks; r++)
     printf("#  Rank %2d Pid %7d on %10s device %2d %s\n", r, info[r].pid, info[r].host, info[r].device, info[r].desc);

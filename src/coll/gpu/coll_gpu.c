@@ -32,6 +32,7 @@
 #include "coll/gpu/coll_gpu.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 #ifndef MSCCLPP_HAVE_CUDA
 
@@ -352,6 +353,7 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   return mscclppSuccess;
 }
 
+<<<<<<< HEAD
 /* Peers' mappings that newer allocations replaced (coll_gpu_export.c) are
  * closed here, on the application thread before a launch, once the mark
  * recorded after this rank's last launch is done: closing a mapping waits
@@ -363,9 +365,9 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
  * then closed while they run, and the close waits for them. */
 static void reapBefore(struct mscclppCollGpu* g, mscclppStream_t stream) {
   if (g->nreaping == 0 || !g->reapArmed) return;
-  int done = 0, capturing = 0;
+  int done = 0;
   if (mscclppGpuMarkDone(g->reapMark, &done) != mscclppSuccess || !done) return;
-  if (mscclppGpuStreamCapturing(stream, &capturing) != mscclppSuccess || capturing) return;
+  if (mscclppGpuStreamCapturing(stream)) return;
   for (int i = 0; i < g->nreaping; i++)
     if (mscclppCollGpuServiceClose(g->service, g->reaping[i]) != mscclppSuccess)
       MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: closing a replaced mapping of a peer's buffer: %s", g->rank,
@@ -403,7 +405,12 @@ static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
 
 /* Enqueue L; `what` names the kernel in the error. */
 static mscclppResult_t launch(struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
+=======
+/* Enqueue L; `what` names the kernel in the error and the trace. */
+static mscclppResult_t launch(struct mscclppComm* comm, const struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
+>>>>>>> trace
                               const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
+  if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
   reapBefore(g, stream);
   mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
@@ -413,13 +420,13 @@ static mscclppResult_t launch(struct mscclppCollGpu* g, const struct mscclppColl
 }
 
 /* A packet allreduce: no rendezvous, only this rank's buffers are used. */
-static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppCollArgs* a, const struct gpuCall* c,
-                                 struct mscclppCollGpuLaunch* L) {
+static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
+                                 const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
   L->send[g->rank] = (const uint8_t*)a->send;
   L->recv[g->rank] = (uint8_t*)a->recv;
   L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
   packetGrid(g, c->inBytes, L);
-  return launch(g, L, NULL, a->stream, "allreduce");
+  return launch(comm, g, L, NULL, a->stream, "allreduce");
 }
 
 /* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
@@ -464,7 +471,7 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
     L->count = a->count * a->typeSize;
   }
   directGrid(g, a, c, L);
-  MSCCLPP_RETURN_ON_ERROR(launch(g, L, NULL, stream, mscclppCollKindName(a->kind)));
+  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
@@ -492,7 +499,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   L.root = a->root;
   L.count = a->count;
   L.algo = kernelAlgo(a->algo);
-  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(g, a, &c, &L);
+  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(comm, g, a, &c, &L);
   return runDirect(comm, g, a, &c, &L);
 }
 
@@ -553,7 +560,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     if (P.nops > 0) {
       L.nblocks = lanes;
       L.nthreads = 1024;
-      res = launch(g, &L, &P, stream, "send/recv");
+      res = launch(comm, g, &L, &P, stream, "sendrecv");
     }
   }
   mscclppGpuIpcCaptureRestore(mode);

@@ -47,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coll/coll_trace.h"
 #include "mscclpp/device.h"
 
 #ifdef __cplusplus
@@ -144,6 +145,7 @@ struct mscclppCollGpuLaunch {
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
   uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
+  struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
 
 /* The operations of one send/recv launch (a second kernel parameter, so

@@ -254,6 +254,7 @@ static __device__ void directWork(const Launch& L, const uint8_t* const* send, u
 template <typename T>
 __global__ void __launch_bounds__(1024) directKernel(const __grid_constant__ Launch L) {
   streamOrderWait();
+  mscclppCollTraceBlock traceBlock(L.trace);
   __shared__ uint64_t epoch;
   __shared__ const uint8_t* send[MSCCLPP_COLL_GPU_MAX_RANKS];
   __shared__ uint8_t* recv[MSCCLPP_COLL_GPU_MAX_RANKS];
@@ -389,6 +390,7 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
 template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllReduceKernel(const __grid_constant__ Launch L) {
   streamOrderWait();
+  mscclppCollTraceBlock traceBlock(L.trace);
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
@@ -463,6 +465,7 @@ template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
     packet2AllReduceKernel(const __grid_constant__ Launch L) {
   streamOrderWait();
+  mscclppCollTraceBlock traceBlock(L.trace);
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
@@ -548,6 +551,7 @@ static __device__ __forceinline__ uint8_t* p2pSlot(const Launch& L, int owner, i
 __global__ void __launch_bounds__(1024)
     p2pKernel(const __grid_constant__ Launch L, const __grid_constant__ struct mscclppCollGpuP2pList P) {
   streamOrderWait();
+  mscclppCollTraceBlock traceBlock(L.trace);
   __shared__ int laneSend, lanePeer, failed;
   if (threadIdx.x == 0) {
     int seen = -1;
