@@ -31,8 +31,21 @@
 #include "coll/coll_kind.h"
 #include "coll/select.h"
 
+/* The counts of an all-to-all-v (coll.h, mscclppAllToAllv), in the memory
+ * of the backend (device memory on a GPU, host memory on the host backend):
+ * nranks elements each. */
+struct mscclppCollCounts {
+  const size_t* sendcounts;
+  const size_t* sdispls;
+  size_t* recvcounts;
+  size_t* rdispls;
+  size_t sendCapacity; /* elements */
+  size_t recvCapacity;
+};
+
 /* One collective call, checked. `count` is the API's count argument (per
- * rank for allgather/alltoall, the output's for reduce-scatter). */
+ * rank for allgather/alltoall, the output's for reduce-scatter; the receive
+ * capacity for alltoallv, whose counts are in `v`). */
 struct mscclppCollArgs {
   mscclppCollKind kind;
   const void* send;
@@ -44,6 +57,7 @@ struct mscclppCollArgs {
   int root;          /* broadcast, reduce; 0 otherwise */
   mscclppStream_t stream;
   mscclppCollAlgo algo; /* MSCCLPP_ALGO's choice for this collective (MSCCLPP_COLL_ALGO_AUTO: none) */
+  const struct mscclppCollCounts* v; /* alltoallv; NULL for the others */
 };
 
 /* One send or receive of a group (or a lone mscclppSend/Recv). */
@@ -84,7 +98,8 @@ typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** b
 mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
                                         mscclppCollBuildFn build, void** state);
 
-/* Run a checked call (count > 0) on comm, where the selection table says.
+/* Run a checked call (count > 0, or any alltoallv) on comm, where the
+ * selection table says.
  * The API calls it, and coll/hier/ for the steps on its child
  * communicators. */
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a);

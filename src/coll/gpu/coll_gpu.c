@@ -461,6 +461,9 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
 }
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  if (a->kind == MSCCLPP_COLL_ALLTOALLV)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "mscclppAllToAllv: the GPU backend has no all-to-all-v yet");
   int mode = mscclppGpuIpcCaptureRelax();
   mscclppResult_t res = gpuRun(comm, a);
   mscclppGpuIpcCaptureRestore(mode);
