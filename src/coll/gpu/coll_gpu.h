@@ -115,6 +115,8 @@ struct mscclppCollGpuDevState {
   uint64_t ll2Round[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* calls of the two-phase packet kernel, per block (one grid) */
   uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks sent to each rank */
   uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks received from each rank */
+  uint64_t a2avBlocksDone; /* blocks of all-to-all-v calls past their final barrier (atomic; every call has the
+                              same grid, so a multiple of it ends a call) */
 };
 
 enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1, MSCCLPP_COLL_GPU_ALGO_PACKET2 = 2 };

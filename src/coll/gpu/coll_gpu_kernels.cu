@@ -292,7 +292,10 @@ static __device__ __forceinline__ volatile uint64_t* a2avSlot(const Launch& L, i
  * writes recvcounts and rdispls for the next kernel. Every block copies its
  * share of each source's block, up to the receive capacity, from that
  * rank's input into this rank's output. Counts that do not fit are raised
- * after the final barrier, so that the call completes on every rank. */
+ * by the last of this rank's blocks to pass the final barrier: raised
+ * earlier, the abort could make a block still waiting at a barrier give up
+ * before it stored its flag, and leave a peer waiting; so the call
+ * completes on every rank. */
 __global__ void __launch_bounds__(1024)
     allToAllvKernel(const __grid_constant__ Launch L, const __grid_constant__ struct mscclppCollGpuCounts V) {
   streamOrderWait();
@@ -360,8 +363,13 @@ __global__ void __launch_bounds__(1024)
     copyToAll(to, 1, from, n * ts, vec, tid, nth);
   }
   if (blockBarrier(L, epoch + 2)) return;
-  if (threadIdx.x == 0) L.state->epoch[blockIdx.x] = epoch + 2;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (threadIdx.x != 0) return;
+  L.state->epoch[blockIdx.x] = epoch + 2;
+  /* every block of a call counts itself; the one that makes the count a
+   * multiple of the grid is the call's last (every block saw the same
+   * counts, so any can raise) */
+  const unsigned long long done = atomicAdd((unsigned long long*)&L.state->a2avBlocksDone, 1ull) + 1ull;
+  if (done % gridDim.x == 0) {
     /* the error word's value holds 48 bits: a capacity past that shows as its largest */
     const uint64_t max48 = 0xffffffffffffull;
     if (total > cap)
