@@ -32,9 +32,11 @@
  * gaps, odd element offsets, buffers under 2 MiB (staged) and over
  * (exported); the counts are copied into device memory on the stream just
  * before each call, and the output, its slack and a guard after the
- * capacity, recvcounts and rdispls are checked exactly. Then three calls
- * with their count copies captured in one CUDA graph, replayed 1000 times
- * (alltoallv=REPLAYS: that many) with the outputs poisoned first. Where the
+ * capacity, recvcounts and rdispls are checked exactly (blocks of at most
+ * maxBytes / 8 / nranks elements). Then three calls with their count
+ * copies captured in one CUDA graph, replayed 1000 times with "graph" or
+ * "alltoallv" (graph=REPLAYS, alltoallv=REPLAYS: that many; 100 otherwise)
+ * with the outputs poisoned first. Where the
  * communicator spans hosts the call must be refused (mscclppInvalidUsage).
  * "alltoallv_errors": rank 0 receives more than its capacity and rank 1
  * names a block outside its sendbuff in one call: each gets its error from
@@ -306,6 +308,9 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
 #define A2AV_GUARD 64
 #define A2AV_MAX_RANKS 64
 
+static size_t a2avMaxCount_ = (size_t)1 << 20; /* elements per block: maxBytes / 8 / nranks */
+static int a2avReplays_ = 100;                  /* graph replays: replays_ with "graph" or "alltoallv" */
+
 static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -316,7 +321,8 @@ static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
 /* Call k's count from rank s to rank d; every rank computes the same. On
  * odd calls one rank sends nothing, every third call one rank receives
  * nothing, zeros come often anyway; every fifth call has counts up to about
- * a million elements (buffers over 2 MiB: exported, not staged). */
+ * a million elements, or as many as maxBytes allows (buffers over 2 MiB:
+ * exported, not staged). */
 static size_t a2avCount(int k, int s, int d) {
   static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, 4099};
   if (k % 2 == 1 && s == (k / 2) % nranks_) return 0;
@@ -324,7 +330,7 @@ static size_t a2avCount(int k, int s, int d) {
   uint64_t h = mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d);
   size_t c = counts[h % (sizeof(counts) / sizeof(counts[0]))];
   if (k % 5 == 4) c = c * 251 + (size_t)((h >> 32) % 4096);
-  return c;
+  return c < a2avMaxCount_ ? c : a2avMaxCount_;
 }
 
 /* The bytes of block (s -> d) of call k. */
@@ -481,8 +487,8 @@ static int a2avEager(mscclppComm_t comm, cudaStream_t s, int* calls) {
 }
 
 /* Three calls with new counts each, their count copies captured with them
- * in one CUDA graph, replayed replays_ times after the outputs are poisoned
- * and the live counts cleared. */
+ * in one CUDA graph, replayed a2avReplays_ times after the outputs are
+ * poisoned and the live counts cleared. */
 static int a2avGraph(mscclppComm_t comm, cudaStream_t s, int* calls) {
   enum { G = 3 };
   static const mscclppDataType_t types[G] = {mscclppFloat32, mscclppBfloat16, mscclppInt8};
@@ -513,7 +519,7 @@ static int a2avGraph(mscclppComm_t comm, cudaStream_t s, int* calls) {
       CUDA_OK(cudaMemsetAsync(c[j].dcnt, 0, 2 * n * sizeof(size_t), s));
       CUDA_OK(cudaMemsetAsync(c[j].dcnt + 2 * n, 0xFF, 2 * n * sizeof(size_t), s));
     }
-    for (int i = 0; i < replays_; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+    for (int i = 0; i < a2avReplays_; i++) CUDA_OK(cudaGraphLaunch(ge, s));
   }
   if (a2avStatus(comm, s, res, &c[0], "graph")) bad = 1;
   for (int j = 0; j < G && !bad; j++) bad += a2avCheck(&c[j], "graph");
@@ -629,6 +635,7 @@ int main(int argc, char** argv) {
   const int a2avOnly = argc > 2 && strncmp(argv[2], "alltoallv", 9) == 0 && strcmp(argv[2], "alltoallv_errors") != 0;
   const int a2avErr = argc > 2 && strcmp(argv[2], "alltoallv_errors") == 0;
   if (a2avOnly && argv[2][9] == '=') replays_ = atoi(argv[2] + 10);
+  if (graph || a2avOnly) a2avReplays_ = replays_;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) harnessSkip("no GPU");
   const char* lr = getenv("MSCCLPP_LOCAL_RANK");
@@ -643,6 +650,7 @@ int main(int argc, char** argv) {
   const size_t counts[] = {1, 3, 17, 1031, 65537, 262147, (size_t)16 * 16411, (size_t)1 << 20, (size_t)4 << 20,
                            (size_t)16 << 20};
   int failures = 0, calls = 0, matrixKinds = kinds;
+  a2avMaxCount_ = maxBytes / 8 / (size_t)nranks_ > 0 ? maxBytes / 8 / (size_t)nranks_ : 1;
   if (nranks_ > A2AV_MAX_RANKS) {
     fprintf(stderr, "coll_gpu_worker: %d ranks; its all-to-all-v checks hold up to %d\n", nranks_, A2AV_MAX_RANKS);
     return 1;
