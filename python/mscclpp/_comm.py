@@ -608,11 +608,11 @@ class Communicator:
 def coll_algo_names(collective: str) -> List[str]:
     """``mscclppCollAlgoNames``: the algorithms of ``collective``
     ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-    "alltoall", "sendrecv"), for ``MSCCLPP_ALGO``."""
+    "alltoall", "sendrecv", "alltoallv"), for ``MSCCLPP_ALGO``."""
     raw = _lib.lib().mscclppCollAlgoNames(collective.encode())
     if raw is None:
         raise ValueError(f"{collective!r} is not a collective (allreduce, allgather, reducescatter, broadcast, "
-                         "reduce, alltoall, sendrecv)")
+                         "reduce, alltoall, sendrecv, alltoallv)")
     return [n for n in raw.decode().split(",") if n]
 
 

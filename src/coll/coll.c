@@ -31,8 +31,9 @@ const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppN
 
 /* ---- dispatch: the selection table's choice, run ----
  * Every collective, all-to-all (in place too) included, comes here from
- * run() below (and from coll/hier/ for the steps on its children); groups
- * of send/recv come to runP2p. */
+ * run() below (all-to-all-v from mscclppAllToAllv, with checks of its own;
+ * coll/hier/ for the steps on its children); groups of send/recv come to
+ * runP2p. */
 
 /* Run `a` where the selection table says; *backend and *algo say where,
  * for the trace. */
@@ -58,6 +59,12 @@ static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCo
   if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT)
     b.algo = MSCCLPP_COLL_ALGO_AUTO; /* this layer's choice, made: the backend's rules pick */
   *backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
+  if (b.kind == MSCCLPP_COLL_ALLTOALLV && *backend == MSCCLPP_COLL_BACKEND_PORT)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "mscclppAllToAllv on rank %d: the communicator spans hosts (%d of its %d ranks on this one); "
+                      "on GPUs all-to-all-v runs only with every rank on one host (the port-channel family has no "
+                      "all-to-all-v yet)",
+                      comm->rank, comm->localNranks, comm->nranks);
   switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
       *algo = MSCCLPP_COLL_ALGO_PORT;
@@ -261,7 +268,7 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \
-  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO }
+  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO, NULL }
 
 mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
                                  mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
@@ -306,4 +313,74 @@ mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t cou
       COLL_ARGS(MSCCLPP_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, mscclppSum, 0, stream);
   size_t n = comm != NULL ? (size_t)comm->nranks : 1;
   return run("mscclppAllToAll", &a, comm, count * n, count * n, 1, 1);
+}
+
+/* ---- all-to-all-v
+ * ---------------------------------------------------------------- */
+
+/* One argument's bytes, for the overlap checks. */
+struct argRange {
+  const char* what;
+  uintptr_t lo;
+  size_t bytes;
+  int written; /* the call writes it */
+};
+
+static int rangesOverlap(const struct argRange* a, const struct argRange* b) {
+  if (a->bytes == 0 || b->bytes == 0) return 0;
+  return a->lo <= b->lo ? b->lo - a->lo < a->bytes : a->lo - b->lo < b->bytes;
+}
+
+mscclppResult_t mscclppAllToAllv(const void* sendbuff, size_t sendcapacity, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, size_t recvcapacity, size_t* recvcounts,
+                                 size_t* rdispls, mscclppDataType_t datatype, mscclppComm_t comm,
+                                 mscclppStream_t stream) {
+  static const char fn[] = "mscclppAllToAllv";
+  size_t ts = 1;
+  MSCCLPP_RETURN_ON_ERROR(checkCommon(fn, comm, datatype, &ts));
+  const void* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
+  static const char* const arrayNames[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  for (int i = 0; i < 4; i++) {
+    if (arrays[i] == NULL)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "%s: %s is NULL (it holds one count per rank, %d, zeros included)", fn, arrayNames[i],
+                        comm->nranks);
+    if ((uintptr_t)arrays[i] % sizeof(size_t) != 0)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s %p is not aligned to size_t", fn,
+                        arrayNames[i], arrays[i]);
+  }
+  if (sendcapacity > SIZE_MAX / ts || recvcapacity > SIZE_MAX / ts)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                      "%s: a capacity of %zu elements of %zu bytes is too large", fn,
+                      sendcapacity > recvcapacity ? sendcapacity : recvcapacity, ts);
+  MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", sendbuff, sendcapacity, ts));
+  MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", recvbuff, recvcapacity, ts));
+  /* What the call writes overlaps nothing else: the kernel reads the inputs
+   * while other blocks write, so an overlap would be a race. */
+  const size_t countBytes = (size_t)comm->nranks * sizeof(size_t);
+  const struct argRange r[6] = {
+      {"sendbuff", (uintptr_t)sendbuff, sendcapacity * ts, 0},   {"sendcounts", (uintptr_t)sendcounts, countBytes, 0},
+      {"sdispls", (uintptr_t)sdispls, countBytes, 0},           {"recvbuff", (uintptr_t)recvbuff, recvcapacity * ts, 1},
+      {"recvcounts", (uintptr_t)recvcounts, countBytes, 1},     {"rdispls", (uintptr_t)rdispls, countBytes, 1}};
+  for (int i = 0; i < 6; i++)
+    for (int j = i + 1; j < 6; j++) {
+      if (!(r[i].written || r[j].written) || !rangesOverlap(&r[i], &r[j])) continue;
+      if (i == 0 && j == 3)
+        return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                          "%s: in place is not supported: sendbuff %p (%zu elements) and recvbuff %p (%zu "
+                          "elements) overlap; receive into another buffer",
+                          fn, sendbuff, sendcapacity, recvbuff, recvcapacity);
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "%s: %s (%p, %zu bytes) overlaps %s (%p, %zu bytes): what the call writes must overlap "
+                        "nothing else",
+                        fn, r[i].what, (void*)r[i].lo, r[i].bytes, r[j].what, (void*)r[j].lo, r[j].bytes);
+    }
+  struct mscclppCollCounts v = {sendcounts, sdispls, recvcounts, rdispls, sendcapacity, recvcapacity};
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_ALLTOALLV, sendbuff, recvbuff, recvcapacity, datatype, mscclppSum, 0, stream);
+  a.typeSize = ts;
+  a.v = &v;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a.kind, &a.algo));
+  /* no shortcut for zero capacities: every rank takes part and the counts are written */
+  return mscclppCollDispatch(comm, &a);
 }

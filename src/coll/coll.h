@@ -32,8 +32,21 @@
 #include "coll/coll_trace.h"
 #include "coll/select.h"
 
+/* The counts of an all-to-all-v (coll.h, mscclppAllToAllv), in the memory
+ * of the backend (device memory on a GPU, host memory on the host backend):
+ * nranks elements each. */
+struct mscclppCollCounts {
+  const size_t* sendcounts;
+  const size_t* sdispls;
+  size_t* recvcounts;
+  size_t* rdispls;
+  size_t sendCapacity; /* elements */
+  size_t recvCapacity;
+};
+
 /* One collective call, checked. `count` is the API's count argument (per
- * rank for allgather/alltoall, the output's for reduce-scatter). */
+ * rank for allgather/alltoall, the output's for reduce-scatter; the receive
+ * capacity for alltoallv, whose counts are in `v`). */
 struct mscclppCollArgs {
   mscclppCollKind kind;
   const void* send;
@@ -45,6 +58,7 @@ struct mscclppCollArgs {
   int root;          /* broadcast, reduce; 0 otherwise */
   mscclppStream_t stream;
   mscclppCollAlgo algo; /* MSCCLPP_ALGO's choice for this collective (MSCCLPP_COLL_ALGO_AUTO: none) */
+  const struct mscclppCollCounts* v; /* alltoallv; NULL for the others */
 };
 
 /* One send or receive of a group (or a lone mscclppSend/Recv). */
@@ -103,7 +117,8 @@ void mscclppCollTraceKernel(struct mscclppComm* comm, int device, uint32_t nbloc
 mscclppResult_t mscclppCollCheckCall(struct mscclppComm* comm, const struct mscclppCollArgs* a);
 void mscclppCollCheckRelease(struct mscclppCollCheck* check);
 
-/* Run a checked call (count > 0) on comm, where the selection table says.
+/* Run a checked call (count > 0, or any alltoallv) on comm, where the
+ * selection table says.
  * The API calls it, and coll/hier/ for the steps on its child
  * communicators. */
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a);

@@ -23,6 +23,7 @@ const struct collInfo colls[C_COUNT] = {
     [C_REDUCE] = {"reduce", "mscclppReduce", 1, 1, 1},
     [C_ALLTOALL] = {"alltoall", "mscclppAllToAll", 0, 0, 1},
     [C_SENDRECV] = {"sendrecv", "mscclppSend/mscclppRecv (group)", 0, 0, 0},
+    [C_ALLTOALLV] = {"alltoallv", "mscclppAllToAllv", 0, 0, 0},
 };
 
 /* Bus bandwidth = algorithm bandwidth * this (nccl-tests' PERFORMANCE.md). */
@@ -33,6 +34,7 @@ double busFactor(enum coll c, int n) {
     case C_ALLGATHER:
     case C_REDUCESCATTER:
     case C_ALLTOALL:
+    case C_ALLTOALLV: /* as if the counts were even */
       return (double)(n - 1) / n;
     default:
       return 1.0;
@@ -89,7 +91,7 @@ void usage(FILE* f) {
   if (quiet) return;
   fprintf(f,
           "usage: " PROG " <collective> [flags]\n"
-          "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv\n"
+          "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv\n"
           "  -b, --minbytes <size>      smallest size (default 32M); sizes take K, M, G (x1024)\n"
           "  -e, --maxbytes <size>      largest size (default 32M)\n"
           "  -i, --stepbytes <size>     add this between sizes (default 1M) unless -f is given\n"
@@ -121,7 +123,9 @@ void usage(FILE* f) {
           "Run one process per rank under a launcher: mscclpp-run -n 4 -- " PROG
           " allreduce -b 8 -e 128M -f 2\n"
           "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n"
-          "N/A in the in-place columns: the collective has no in-place form (sendrecv);\n"
+          "N/A in the in-place columns: the collective has no in-place form (sendrecv, alltoallv);\n"
+          "alltoallv: each rank sends <size> in all, split among the ranks by counts that change every\n"
+          "call (some 0), and receives as much.\n"
           "N/A in #wrong: -c 0, results not checked.\n");
 }
 
@@ -335,7 +339,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
     if (!quiet)
       fprintf(stderr,
               PROG ": \"%s\" is not a collective (allreduce allgather reducescatter broadcast reduce alltoall "
-                   "sendrecv)\n",
+                   "sendrecv alltoallv)\n",
               argv[1]);
     return -1;
   }

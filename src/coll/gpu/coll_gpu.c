@@ -17,6 +17,10 @@
  * cudaMalloc buffer of this rank (a device-to-device copy before and after
  * the kernel, on the caller's stream).
  *
+ * All-to-all-v (runAllToAllv) has its counts in device memory, so no host
+ * knows its sizes: its kernel learns them from the peers at its first
+ * barrier, and its grid is the same for every call.
+ *
  * A call, in parts: its sizes (callSizes), the algorithm the selection
  * table chose (coll/select.c, in args->algo), the grid (packetGrid,
  * directGrid), this rank's buffers staged where needed (stageIn, stageOut)
@@ -478,8 +482,62 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
   return mscclppSuccess;
 }
 
+/* An all-to-all-v (coll.h). No rank knows the sizes, and every rank's grid
+ * must be the same: one block per SM among the ranks sharing the GPU, for
+ * every call. The peers pull from this rank's input, which is exported to
+ * them (an input that cannot be shared is staged whole: sendcapacity
+ * elements); only this rank writes its output, which needs neither. The
+ * counts stay on the device: the kernel reads and writes them. */
+static mscclppResult_t runAllToAllv(struct mscclppComm* comm, struct mscclppCollGpu* g,
+                                    const struct mscclppCollArgs* a) {
+  const struct mscclppCollCounts* v = a->v;
+  struct mscclppCollGpuLaunch L;
+  memset(&L, 0, sizeof(L));
+  fillCommon(g, &L);
+  L.kind = MSCCLPP_COLL_ALLTOALLV;
+  L.algo = MSCCLPP_COLL_GPU_ALGO_DIRECT;
+  L.type = mscclppUint8;
+  const size_t sendBytes = v->sendCapacity * a->typeSize;
+  const uint8_t* kSend = (const uint8_t*)a->send;
+  if (g->nranks > 1 && sendBytes > 0) {
+    struct ownBuf mine;
+    memset(&mine, 0, sizeof(mine));
+    int ok = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
+    if (!ok) {
+      MSCCLPP_RETURN_ON_ERROR(stageBuffer(g, 0, sendBytes, (void**)&kSend));
+      MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
+      if (!ok)
+        return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                          "mscclppAllToAllv: the staging buffer of %zu bytes cannot be shared with the peers",
+                          sendBytes);
+      MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(a->stream, (void*)kSend, a->send, sendBytes));
+    }
+    uint64_t mapped[MAXR] = {0};
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &mine, mapped));
+    for (int p = 0; p < g->nranks; p++)
+      if (p != g->rank) L.send[p] = (const uint8_t*)(uintptr_t)(mapped[p] + mine.offset);
+  }
+  L.send[g->rank] = kSend;
+  L.recv[g->rank] = (uint8_t*)a->recv;
+  L.nthreads = 1024;
+  L.nblocks = blocksFor(g, MSCCLPP_COLL_GPU_MAX_BLOCKS, 1, 1);
+  if (g->directBlocksMax > 0 && L.nblocks > g->directBlocksMax) L.nblocks = g->directBlocksMax;
+  const struct mscclppCollGpuCounts counts = {v->sendcounts, v->sdispls,       v->recvcounts,   v->rdispls,
+                                              a->typeSize,    v->sendCapacity, v->recvCapacity};
+  const char* why = NULL;
+  mscclppResult_t res = mscclppCollGpuEnqueueAllToAllv(&L, &counts, (void*)a->stream, g->pdl, &why);
+  if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the alltoallv kernel: %s", why);
+  return mscclppSuccess;
+}
+
 /* The call, with the thread's capture mode relaxed by the caller. */
 static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  if (a->kind == MSCCLPP_COLL_ALLTOALLV) { /* even one rank runs the kernel: the counts are on the device */
+    struct mscclppCollGpu* g = NULL;
+    MSCCLPP_RETURN_ON_ERROR(gpuState(comm, &g));
+    return runAllToAllv(comm, g, a);
+  }
   struct gpuCall c;
   callSizes(comm, a, &c);
   if (comm->nranks == 1) { /* one rank: a copy (every operator of one value is the value) */
