@@ -357,7 +357,6 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   return mscclppSuccess;
 }
 
-<<<<<<< HEAD
 /* Peers' mappings that newer allocations replaced (coll_gpu_export.c) are
  * closed here, on the application thread before a launch, once the mark
  * recorded after this rank's last launch is done: closing a mapping waits
@@ -407,12 +406,8 @@ static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
   if (mscclppGpuMarkRecord(g->reapMark, stream, &recorded) == mscclppSuccess && recorded) g->reapArmed = 1;
 }
 
-/* Enqueue L; `what` names the kernel in the error. */
-static mscclppResult_t launch(struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
-=======
 /* Enqueue L; `what` names the kernel in the error and the trace. */
-static mscclppResult_t launch(struct mscclppComm* comm, const struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
->>>>>>> trace
+static mscclppResult_t launch(struct mscclppComm* comm, struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
                               const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
   if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
