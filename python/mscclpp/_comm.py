@@ -581,6 +581,65 @@ class Communicator:
             raise ValueError(f"all_to_all: sendbuf has {total} elements, not a multiple of size {self._size}")
         call("mscclppAllToAll", send.ptr, recv.ptr, total // self._size, t, h, _stream_handle(stream))
 
+    def all_to_all_v(
+        self,
+        sendbuf: ArrayLike,
+        sendcounts: ArrayLike,
+        sdispls: ArrayLike,
+        recvbuf: ArrayLike,
+        recvcounts: ArrayLike,
+        rdispls: ArrayLike,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``mscclppAllToAllv``: ``sendcounts[d]`` elements from
+        ``sendbuf[sdispls[d]:]`` to each rank ``d``. The call fills
+        ``recvcounts[s]`` (what rank ``s`` sent here) and ``rdispls[s]``
+        (where it starts in ``recvbuf``, packed in rank order). The four
+        count arrays hold ``size`` 64-bit unsigned integers (``size_t``) in
+        the same memory as the buffers: on a GPU they stay there (the host
+        never reads them, nothing waits), as an MoE router leaves them.
+        Counts that do not fit ``recvbuf`` or ``sendbuf`` are dropped, never
+        written out of bounds, and reported as the communicator's
+        asynchronous error (:meth:`async_error`; on the host backend this
+        call raises it). Not in place."""
+        h = self._handle()
+        t, (send, recv), (ns, nr) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+        counts = []
+        for obj, name, writable in (
+            (sendcounts, "sendcounts", False),
+            (sdispls, "sdispls", False),
+            (recvcounts, "recvcounts", True),
+            (rdispls, "rdispls", True),
+        ):
+            a = as_array(obj, name, writable)
+            if a.itemsize != 8 or a.kind not in ("u", "i") or a.nbytes != 8 * self._size:
+                raise TypeError(
+                    f"all_to_all_v: {name} must hold {self._size} 64-bit integers (size_t), one per rank; "
+                    f"it holds {a.describe()}"
+                )
+            if a.device != send.device:
+                where = "device" if send.device else "host"
+                raise TypeError(f"all_to_all_v: {name} must be in {where} memory, as sendbuf is")
+            counts.append(a)
+        # size_t* arguments: the arrays' addresses (device ones too) as such
+        sc, sd, rc, rd = (ctypes.cast(a.ptr, ctypes.POINTER(ctypes.c_size_t)) for a in counts)
+        call(
+            "mscclppAllToAllv",
+            send.ptr,
+            ns,
+            sc,
+            sd,
+            recv.ptr,
+            nr,
+            rc,
+            rd,
+            t,
+            h,
+            _stream_handle(stream),
+        )
+
     def send(
         self, buf: ArrayLike, peer: int, *, dtype: Optional[DTypeLike] = None, stream: StreamLike = None
     ) -> None:

@@ -76,6 +76,11 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppBroadcast": (_result, [_ptr, _ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppReduce": (_result, [_ptr, _ptr, c_size_t, _enum, _enum, c_int, _comm, _stream]),
     "mscclppAllToAll": (_result, [_ptr, _ptr, c_size_t, _enum, _comm, _stream]),
+    "mscclppAllToAllv": (
+        _result,
+        [_ptr, c_size_t, POINTER(c_size_t), POINTER(c_size_t), _ptr, c_size_t, POINTER(c_size_t), POINTER(c_size_t),
+         _enum, _comm, _stream],
+    ),
     "mscclppSend": (_result, [_ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppRecv": (_result, [_ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppGroupStart": (_result, []),
