@@ -175,6 +175,11 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
       python3 python/examples/cupy_channels.py
     step cupy_channels_4 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n 4 --timeout 110 -- \
       python3 python/examples/cupy_channels.py
+    # all-to-all-v from Python with CuPy arrays, its counts on the GPU
+    for n in 2 4; do
+      step "python_all_to_all_v_$n" 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n $n --timeout 110 -- \
+        python3 python/tests/gpu_all_to_all_v.py
+    done
   fi
 fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then
