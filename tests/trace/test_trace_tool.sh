@@ -22,6 +22,18 @@ MSCCLPP_TRACE="$dir/good%r.json" "$run" -n 2 --timeout 50 -- "$worker" all >"$di
   { cat "$dir/out"; echo "FAIL: the traced run failed"; exit 1; }
 good="$dir/good0.json"
 "$tool" summary "$good" >/dev/null || fail "summary of a good file exited $?"
+# plot: a PNG of a good file (exit 3, said, without gnuplot); bad usage 2
+"$tool" plot "$good" -o "$dir/t.png" >"$dir/o" 2>"$dir/e"
+st=$?
+if [ $st -eq 3 ] && ! command -v gnuplot >/dev/null; then
+  echo "ok: plot without gnuplot: $(head -1 "$dir/e")"
+elif [ $st -ne 0 ] || [ "$(head -c 4 "$dir/t.png" | od -An -c | tr -d ' ')" != '211PNG' ]; then
+  fail "plot of a good file: exit $st, $(head -c 300 "$dir/e")"
+else
+  echo "ok: plot: $(cat "$dir/o")"
+fi
+"$tool" plot "$good" >/dev/null 2>&1; [ $? -eq 2 ] || fail "plot without -o did not exit 2"
+"$tool" plot "$good" -o "$dir/t.png" --from 5 --to 1 >/dev/null 2>&1; [ $? -eq 2 ] || fail "plot --to before --from did not exit 2"
 
 # expect CMD... : exit 1 and stderr matching $pattern
 expect() {

@@ -8,11 +8,15 @@
  *   mscclpp-trace summary [--all-comms] trace.json...
  *       per collective and size: calls, time, algbw and busbw (nccl-tests'
  *       columns), from a merged trace or the ranks' own files
+ *   mscclpp-trace plot trace.json -o out.png [--from US] [--to US]
+ *       the spans as a timeline picture (gnuplot), a row per track
  *
  * Exit status: 0, 1 when a file cannot be read (the message names the file,
- * the line and what is wrong with it), 2 for bad usage.
+ * the line and what is wrong with it), 2 for bad usage, 3 when plot finds
+ * no gnuplot.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace.h"
@@ -22,6 +26,9 @@ static void usage(FILE* f) {
           "usage: " PROG " merge FILE... -o OUT      merge the ranks' traces onto one clock\n"
           "       " PROG " summary [--all-comms] FILE...\n"
           "                                         time and bandwidth per collective and size\n"
+          "       " PROG " plot FILE -o OUT.png [--from US] [--to US]\n"
+          "                                         the spans as a timeline (needs gnuplot); US: microseconds\n"
+          "                                         from the first span\n"
           "FILEs are what MSCCLPP_TRACE=<path with %%r> wrote (one per rank), or a merged trace for summary.\n");
 }
 
@@ -82,6 +89,39 @@ int main(int argc, char** argv) {
       return 2;
     }
     return traceSummary(n, files, all);
+  }
+  if (strcmp(argv[1], "plot") == 0) {
+    const char *out = NULL, *file = NULL;
+    double from = 0, to = 1e300;
+    for (int i = 2; i < argc; i++) {
+      int last = i + 1 == argc;
+      if (strcmp(argv[i], "-o") == 0 && !last) {
+        out = argv[++i];
+      } else if ((strcmp(argv[i], "--from") == 0 || strcmp(argv[i], "--to") == 0) && !last) {
+        char* end = NULL;
+        double v = strtod(argv[i + 1], &end);
+        if (end == argv[i + 1] || *end != '\0' || !(v >= 0)) {
+          fprintf(stderr, PROG " plot: %s takes microseconds (>= 0), not \"%s\"\n", argv[i], argv[i + 1]);
+          return 2;
+        }
+        *(argv[i][2] == 'f' ? &from : &to) = v;
+        i++;
+      } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+        fprintf(stderr, PROG " plot: unknown option or missing value: %s\n", argv[i]);
+        return 2;
+      } else if (file == NULL) {
+        file = argv[i];
+      } else {
+        fprintf(stderr, PROG " plot: one trace file (merge the ranks' first): %s\n", argv[i]);
+        return 2;
+      }
+    }
+    if (file == NULL || out == NULL || !(to > from)) {
+      fprintf(stderr, PROG " plot: needs a trace file, -o OUT.png, and --to after --from\n");
+      usage(stderr);
+      return 2;
+    }
+    return tracePlot(file, out, from, to);
   }
   fprintf(stderr, PROG ": unknown command \"%s\"\n", argv[1]);
   usage(stderr);

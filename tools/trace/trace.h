@@ -6,6 +6,7 @@
  *   tracefile.c  reading a trace in the layout the library writes
  *   merge.c      `merge`: the ranks' files on one clock, in one file
  *   summary.c    `summary`: per-collective, per-size time and bandwidth
+ *   plot.c       `plot`: the spans as a PNG timeline, through gnuplot
  *
  * The layout (src/core/trace.c writes it; merge writes it too):
  *   line 1      {"otherData":{...},          the file's metadata
@@ -64,5 +65,7 @@ int traceParseMicros(const char* text, int64_t* ns);
 
 int traceMerge(int nfiles, char** files, const char* out);
 int traceSummary(int nfiles, char** files, int allComms);
+/* 0 drawn, 1 a bad file or gnuplot failed (said on stderr), 3 no gnuplot. */
+int tracePlot(const char* file, const char* out, double fromUs, double toUs);
 
 #endif /* MSCCLPP_TOOLS_TRACE_TRACE_H_ */
