@@ -44,6 +44,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--graph", action="store_true", help="capture each size's iterations in a CUDA graph")
+    p.add_argument("--solo", action="store_true",
+                   help="each rank all-reduces in a group of its own: N processes on the GPU with no coupling "
+                        "between their calls (what PyTorch, the library's one-rank path and MPS cost with N)")
     p.add_argument("--mps", action="store_true", help="start the CUDA MPS daemon if ranks share a GPU")
     p.add_argument("--timeout", type=float, default=600)
     return p.parse_args()
@@ -65,6 +68,9 @@ def rank_main(rank, world, port, args, queue):
     else:
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
                                 timeout=datetime.timedelta(seconds=120))
+    group = None
+    if args.solo:  # every rank makes every group (new_group is collective)
+        group = [dist.new_group([r]) for r in range(world)][rank]
     dtype = getattr(torch, args.dtype)
     esize = torch.tensor([], dtype=dtype).element_size()
     rows = []
@@ -74,7 +80,7 @@ def rank_main(rank, world, port, args, queue):
         n = max(1, size // esize)
         x = torch.full((n,), float(rank + 1), dtype=dtype, device=device)
         for _ in range(args.warmup):
-            dist.all_reduce(x)
+            dist.all_reduce(x, group=group)
         iters = args.iters
         graph = None
         if args.graph:
@@ -82,10 +88,10 @@ def rank_main(rank, world, port, args, queue):
             s = torch.cuda.Stream()
             s.wait_stream(stream)
             with torch.cuda.stream(s):
-                dist.all_reduce(x)  # warm the capture path
+                dist.all_reduce(x, group=group)  # warm the capture path
                 with torch.cuda.graph(graph, stream=s):
                     for _ in range(iters):
-                        dist.all_reduce(x)
+                        dist.all_reduce(x, group=group)
             stream.wait_stream(s)
         # reset the value so the last call's result is known: all iterations add
         x.fill_(0.0)
@@ -98,7 +104,7 @@ def rank_main(rank, world, port, args, queue):
             graph.replay()
         else:
             for _ in range(iters):
-                dist.all_reduce(x)
+                dist.all_reduce(x, group=group)
         # the host's time to enqueue the calls: near time(us), the loop is
         # bound by the host (PyTorch's and the library's per-call cost)
         host_us = (time.perf_counter() - h0) * 1e6 / iters
@@ -111,8 +117,8 @@ def rank_main(rank, world, port, args, queue):
         # exact check: all zeros stay zero; then one more call with rank+1
         ok = bool((x == 0).all().item())
         x.fill_(float(rank + 1))
-        dist.all_reduce(x)
-        ok = ok and bool((x == float(world * (world + 1) // 2)).all().item())
+        dist.all_reduce(x, group=group)
+        ok = ok and bool((x == float(rank + 1 if args.solo else world * (world + 1) // 2)).all().item())
         okt = torch.tensor([1 if ok else 0], device=device)
         dist.all_reduce(okt, op=dist.ReduceOp.MIN)
         nbytes = n * esize
@@ -183,7 +189,8 @@ def main():
         what = f"mscclpp's torch.distributed backend ({args.python_backend})"
     print(f"# torch.distributed.all_reduce, {args.nprocs} ranks on {torch.cuda.device_count()} GPU(s) "
           f"({torch.cuda.get_device_name(0)}), {args.dtype}, sum, {args.iters} iterations"
-          f"{' in a CUDA graph' if args.graph else ''}, through {what}; torch {torch.__version__}")
+          f"{' in a CUDA graph' if args.graph else ''}{', each rank in a group of its own' if args.solo else ''}, "
+          f"through {what}; torch {torch.__version__}")
     print(f"{'bytes':>12} {'elements':>11} {'time(us)':>10} {'host(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} "
           f"{'check':>6}")
     bad = 0
