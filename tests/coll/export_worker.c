@@ -14,6 +14,7 @@
  *    service makes the new mapping and retires the old one without closing
  *    it (a close waits for the process's kernels); the application thread
  *    takes it and closes it;
+ *  - several allocations in one round trip (one given twice: asked once);
  *  - a mapping that fails: the caller gets the peer's reason, and the next
  *    export works;
  *  - stop closes every mapping the service made (ASan/TSan watch the rest).
@@ -180,6 +181,26 @@ int main(void) {
   checkMapped(g, 8, mapped);
   CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
   CHECK(mscclppCollGpuServiceRetired(svc) == nranks_ - 1);
+
+  /* several allocations in one round trip: two new ones, one of them given
+   * twice, and an empty entry; each peer maps each new one once */
+  {
+    int opensBefore = sumOver(atomic_load(&opens));
+    struct ownBuf many[4];
+    makeHandle(&many[0], 9, 0xb000000);
+    makeHandle(&many[1], 10, 0xc000000);
+    many[2] = many[0];
+    memset(&many[3], 0, sizeof(many[3]));
+    uint64_t got[4][MSCCLPP_COLL_GPU_MAX_RANKS];
+    memset(got, 0, sizeof(got));
+    CHECK_RES(mscclppCollGpuExportMany(comm_, g, many, 4, got), mscclppSuccess);
+    checkMapped(g, 9, got[0]);
+    checkMapped(g, 10, got[1]);
+    checkMapped(g, 9, got[2]);
+    for (int p = 0; p < nranks_; p++) CHECK(got[3][p] == 0);
+    CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+    CHECK(sumOver(atomic_load(&opens)) == opensBefore + 2 * nranks_ * (nranks_ - 1));
+  }
 
   /* a mapping that fails: the peer's reason, then the next export works */
   if (nranks_ > 1) {

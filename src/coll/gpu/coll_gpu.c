@@ -432,11 +432,14 @@ static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu
  * peer maps them ([rank]: as they are here). */
 static mscclppResult_t exportBuffers(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf mine[2],
                                      const uint8_t* kSend, uint8_t* kRecv, struct mscclppCollGpuLaunch* L) {
+  uint64_t mapped[2][MAXR];
+  memset(mapped, 0, sizeof(mapped));
+  /* both buffers in one round trip per peer (a first call on new buffers
+   * waits for the peers' mappings once, not twice) */
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExportMany(comm, g, mine, 2, mapped));
   for (int s = 0; s < 2; s++) {
-    uint64_t mapped[MAXR] = {0};
-    if (mine[s].id != 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &mine[s], mapped));
     for (int p = 0; p < g->nranks; p++) {
-      uint64_t a = mine[s].id != 0 && p != g->rank ? mapped[p] + mine[s].offset : 0;
+      uint64_t a = mine[s].id != 0 && p != g->rank ? mapped[s][p] + mine[s].offset : 0;
       if (s == 0)
         L->send[p] = p == g->rank ? kSend : (const uint8_t*)(uintptr_t)a;
       else

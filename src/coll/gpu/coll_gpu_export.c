@@ -361,45 +361,70 @@ static void exportedAdd(struct mscclppCollGpu* g, int peer, uint64_t id, uint64_
   g->exported[peer][i].mapped = mapped;
 }
 
-mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
-                                     uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]) {
-  int asked[MSCCLPP_COLL_GPU_MAX_RANKS] = {0};
-  struct exportRequest req;
-  memset(&req, 0, sizeof(req));
-  req.magic = EXPORT_MAGIC;
-  req.reqId = ++g->exportSeq;
-  req.id = b->id;
-  req.base = b->base;
-  memcpy(req.handle, b->handle, sizeof(req.handle));
-  /* every question first, then the answers: the peers map in parallel */
-  for (int p = 0; p < g->nranks; p++) {
-    if (p == g->rank || exportedFind(g, p, b->id, &mapped[p])) continue;
-    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT, &req, sizeof(req)));
-    asked[p] = 1;
+mscclppResult_t mscclppCollGpuExportMany(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                         int nb, uint64_t (*mapped)[MSCCLPP_COLL_GPU_MAX_RANKS]) {
+  if (nb <= 0) return mscclppSuccess;
+  if (nb > MSCCLPP_COLL_GPU_EXPORT_MAX)
+    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL, "%d allocations exported at once (at most %d)", nb,
+                      MSCCLPP_COLL_GPU_EXPORT_MAX);
+  /* asked[k][p]: the request id rank p is to answer for b[k] (0: none) */
+  uint64_t asked[MSCCLPP_COLL_GPU_EXPORT_MAX][MSCCLPP_COLL_GPU_MAX_RANKS];
+  int same[MSCCLPP_COLL_GPU_EXPORT_MAX]; /* b[k] is the allocation of b[same[k]] (same[k] < k), or -1 */
+  memset(asked, 0, sizeof(asked));
+  const uint64_t first = g->exportSeq + 1;
+  /* every question first, to every peer, then the answers: the peers map in
+   * parallel, and one rank's requests in one round trip */
+  for (int k = 0; k < nb; k++) {
+    same[k] = -1;
+    for (int j = 0; j < k && same[k] < 0; j++)
+      if (b[j].id == b[k].id) same[k] = j;
+    if (same[k] >= 0 || b[k].id == 0) continue;
+    struct exportRequest req;
+    memset(&req, 0, sizeof(req));
+    req.magic = EXPORT_MAGIC;
+    req.reqId = ++g->exportSeq;
+    req.id = b[k].id;
+    req.base = b[k].base;
+    memcpy(req.handle, b[k].handle, sizeof(req.handle));
+    for (int p = 0; p < g->nranks; p++) {
+      if (p == g->rank || exportedFind(g, p, b[k].id, &mapped[k][p])) continue;
+      MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT, &req, sizeof(req)));
+      asked[k][p] = req.reqId;
+    }
   }
   mscclppResult_t res = mscclppSuccess;
   for (int p = 0; p < g->nranks; p++) {
-    if (!asked[p]) continue;
-    struct exportReply rep;
-    mscclppResult_t r;
-    do /* an answer to an earlier request that failed here (a timeout) is stale */
-      r = mscclppBootstrapRecv(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY, &rep, sizeof(rep));
-    while (r == mscclppSuccess && rep.magic == EXPORT_MAGIC && rep.reqId < req.reqId);
-    if (r == mscclppSuccess && (rep.magic != EXPORT_MAGIC || rep.reqId != req.reqId || rep.id != req.id))
-      r = mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
-                     "rank %d: rank %d answered export request %llu with one for request %llu", g->rank, p,
-                     (unsigned long long)req.reqId, (unsigned long long)rep.reqId);
-    else if (r == mscclppSuccess && rep.status != mscclppSuccess) {
-      rep.why[sizeof(rep.why) - 1] = '\0';
-      r = mscclppErr((mscclppResult_t)rep.status, MSCCLPP_LOG_COLL, "rank %d cannot map rank %d's buffer: %s", p,
-                     g->rank, rep.why);
-    }
-    if (r == mscclppSuccess) {
-      mapped[p] = rep.mapped;
-      exportedAdd(g, p, b->id, rep.mapped);
-    } else if (res == mscclppSuccess) {
-      res = r; /* still read the other answers, so none is left behind */
+    for (int k = 0; k < nb; k++) { /* a peer's service answers in the order it was asked */
+      if (asked[k][p] == 0) continue;
+      struct exportReply rep;
+      mscclppResult_t r;
+      do /* an answer to an earlier request that failed here (a timeout) is stale */
+        r = mscclppBootstrapRecv(comm, p, MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY, &rep, sizeof(rep));
+      while (r == mscclppSuccess && rep.magic == EXPORT_MAGIC && rep.reqId < first);
+      if (r == mscclppSuccess && (rep.magic != EXPORT_MAGIC || rep.reqId != asked[k][p] || rep.id != b[k].id))
+        r = mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                       "rank %d: rank %d answered export request %llu with one for request %llu", g->rank, p,
+                       (unsigned long long)asked[k][p], (unsigned long long)rep.reqId);
+      else if (r == mscclppSuccess && rep.status != mscclppSuccess) {
+        rep.why[sizeof(rep.why) - 1] = '\0';
+        r = mscclppErr((mscclppResult_t)rep.status, MSCCLPP_LOG_COLL, "rank %d cannot map rank %d's buffer: %s", p,
+                       g->rank, rep.why);
+      }
+      if (r == mscclppSuccess) {
+        mapped[k][p] = rep.mapped;
+        exportedAdd(g, p, b[k].id, rep.mapped);
+      } else if (res == mscclppSuccess) {
+        res = r; /* still read the other answers, so none is left behind */
+      }
     }
   }
+  for (int k = 0; k < nb; k++)
+    if (same[k] >= 0) memcpy(mapped[k], mapped[same[k]], sizeof(mapped[k]));
   return res;
+}
+
+mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                     uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]) {
+  uint64_t (*m)[MSCCLPP_COLL_GPU_MAX_RANKS] = (uint64_t (*)[MSCCLPP_COLL_GPU_MAX_RANKS])mapped;
+  return mscclppCollGpuExportMany(comm, g, b, 1, m);
 }

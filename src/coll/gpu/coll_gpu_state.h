@@ -110,6 +110,12 @@ mscclppResult_t mscclppCollGpuDescribeOwn(struct mscclppCollGpu* g, const void* 
  * never waits for the peer's application thread). */
 mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
                                      uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]);
+/* The same for b[0..nb) (nb <= MSCCLPP_COLL_GPU_EXPORT_MAX) in one round
+ * trip per peer: every request is sent before any answer is read; entries
+ * with id 0 are skipped, and an allocation given twice is asked once. */
+#define MSCCLPP_COLL_GPU_EXPORT_MAX 4
+mscclppResult_t mscclppCollGpuExportMany(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                         int nb, uint64_t (*mapped)[MSCCLPP_COLL_GPU_MAX_RANKS]);
 
 /* How a service maps a peer's allocation in this process (its thread calls
  * them): threadStart once (may be NULL), open a handle, close what open
