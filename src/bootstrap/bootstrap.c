@@ -175,6 +175,7 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
   bs->lostRank = -1;
   bs->maxPiece = MSCCLPP_BS_MAX_MSG_BYTES;
   atomic_init(&bs->stop, 0);
+  atomic_init(&bs->interrupts, 0);
   pthread_mutex_init(&bs->lock, NULL);
   pthread_mutex_init(&bs->noticeLock, NULL);
   pthread_condattr_t ca;
@@ -252,7 +253,8 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
   if (bs->rank != 0) {
     pthread_mutex_lock(&bs->sendLocks[0]);
     struct mscclppBsConn* c;
-    res = mscclppBsConnectPeer(bs, 0, deadline, "connecting to rank 0", &c);
+    struct mscclppBsOp o = mscclppBsOpOf(bs, "connecting to rank 0", deadline);
+    res = mscclppBsConnectPeer(bs, 0, &o, &c);
     pthread_mutex_unlock(&bs->sendLocks[0]);
     if (res != mscclppSuccess) goto fail_destroy;
   }
@@ -353,6 +355,14 @@ void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank
 
 uint64_t mscclppBootstrapHostHashOf(const struct mscclppBootstrap* bs, int rank) {
   return rank >= 0 && rank < bs->nranks ? bs->peers[rank].hostHash : 0;
+}
+
+void mscclppBootstrapInterrupt(struct mscclppBootstrap* bs, const char* why) {
+  pthread_mutex_lock(&bs->lock);
+  snprintf(bs->interruptWhy, sizeof(bs->interruptWhy), "%s", why);
+  atomic_fetch_add(&bs->interrupts, 1);
+  pthread_cond_broadcast(&bs->cond); /* waiters on the condition look again at once */
+  pthread_mutex_unlock(&bs->lock);
 }
 
 mscclppResult_t mscclppBootstrapGetLostStatus(struct mscclppBootstrap* bs) {

@@ -149,6 +149,13 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs);
  * (e.g. with mscclppSipHash over both sides' nonces, as the bootstrap does). */
 void mscclppBootstrapGetSecret(const struct mscclppBootstrap* bs, uint8_t secret[MSCCLPP_BS_SECRET_BYTES]);
 
+/* Make every operation in progress now (send, recv, allgather, barrier, on
+ * any thread) fail with mscclppAborted, saying "interrupted (why)", within
+ * one wait slice; operations begun later are not affected. A revoked
+ * communicator's calls use it, so that none waits for a peer that has
+ * stopped too. */
+void mscclppBootstrapInterrupt(struct mscclppBootstrap* bs, const char* why);
+
 /* mscclppRemoteError (the reason becomes the caller's last error) when a rank
  * was lost, mscclppSuccess otherwise. */
 mscclppResult_t mscclppBootstrapGetLostStatus(struct mscclppBootstrap* bs);

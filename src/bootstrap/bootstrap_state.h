@@ -124,6 +124,11 @@ struct mscclppBootstrap {
   atomic_int stop;
   size_t maxPiece;
   uint32_t collSeq; /* collectives issued; their tag */
+  uint32_t shrinkSeq; /* shrinks of this bootstrap begun (shrink.c): their tag; application thread */
+  /* mscclppBootstrapInterrupt: operations that began before the count
+   * changed fail (why: interruptWhy, under lock) */
+  atomic_uint interrupts;
+  char interruptWhy[REASON_BYTES];
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -158,6 +163,22 @@ struct mscclppBootstrap {
   int pendingCap;
 };
 
+/* How one operation waits (messages.c). It ends at `deadline`; it fails
+ * when the bootstrap is interrupted after it began (`interrupts` is the
+ * count then), when *cancel (if not NULL) becomes nonzero, and when a rank
+ * is lost: any rank, or with `survivors` only the peer it needs, so that
+ * the ranks that outlived a loss can still talk (a shrink among them). */
+struct mscclppBsOp {
+  const char* name; /* for errors: "allgather round 2 (...)" */
+  mscclppDeadline deadline;
+  int survivors;
+  unsigned interrupts;
+  const int* cancel; /* __atomic */
+};
+
+/* An operation of `name` until `deadline`, failing on any loss. */
+struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline);
+
 /* ---- progress.c ----------------------------------------------------------------- */
 
 /* Wake the progress thread (it re-reads its state). */
@@ -189,13 +210,13 @@ void mscclppBsHandOverLocked(struct mscclppBootstrap* bs, mscclppBootstrapHandle
 
 /* The connection to `peer`, made (connect + handshake) if needed; the caller
  * holds bs->sendLocks[peer]. */
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
                                      struct mscclppBsConn** out);
 /* One message in tag space `flags & MSCCLPP_BS_FLAG_COLL`, cut into pieces
- * of at most bs->maxPiece. `op` names the operation in errors. */
+ * of at most bs->maxPiece, waiting as `o` says. */
 mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t flags, int tag, const void* data,
-                                 size_t size, mscclppDeadline deadline, const char* op);
+                                 size_t size, const struct mscclppBsOp* o);
 mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                                 mscclppDeadline deadline, const char* op);
+                                 const struct mscclppBsOp* o);
 
 #endif /* MSCCLPP_SRC_BOOTSTRAP_BOOTSTRAP_STATE_H_ */
