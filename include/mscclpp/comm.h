@@ -106,6 +106,28 @@ MSCCLPP_API mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localN
  * *asyncError. */
 MSCCLPP_API mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* asyncError);
 
+/* ---- after a failure: revoke and shrink --------------------------------------- */
+
+#define MSCCLPP_REVOKE_DEFAULT 0
+
+/* Stop everything in flight on comm, on this rank only (no peer takes
+ * part): the communicator's abort flag goes up, so that every wait of its
+ * collectives, kernels, proxy and channels returns mscclppAborted, and
+ * bootstrap operations in progress on any thread (mscclppBootstrap*,
+ * and those collectives make) fail with mscclppAborted. From then on every
+ * collective, send/recv and channel operation on comm fails with the
+ * communicator's first error (mscclppAborted when the revoke came first);
+ * mscclppCommGetAsyncError reports it. What remains possible is what
+ * needs no in-flight work: mscclppCommShrink, new bootstrap operations
+ * (which fail as usual if a peer was lost) and mscclppCommDestroy.
+ * Returns mscclppInProgress while a call on comm is still running on
+ * another thread, and mscclppSuccess once none is (quiescent); call it
+ * again to ask. On a GPU the kernels already enqueued end at their next
+ * poll of the flag; revoke does not wait for the device.
+ * flags must be MSCCLPP_REVOKE_DEFAULT. Errors: mscclppInvalidArgument
+ * (NULL, unknown flags), those of making the abort object (its first use). */
+MSCCLPP_API mscclppResult_t mscclppCommRevoke(mscclppComm_t comm, int flags);
+
 /* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ----
  * All return mscclppInvalidArgument for a NULL comm or bad arguments,
  * mscclppRemoteError once any rank was lost (naming it) or when the peer an

@@ -67,9 +67,8 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
   }
 }
 
-static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
-                              mscclppStream_t stream) {
-  if (nops == 0) return mscclppSuccess;
+static mscclppResult_t runP2pOn(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                mscclppStream_t stream) {
   mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, MSCCLPP_COLL_SENDRECV, &forced));
   const mscclppCollBackend backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
@@ -87,6 +86,17 @@ static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppColl
     default:
       return mscclppCollHostP2p(comm, ops, nops);
   }
+}
+
+/* Every call is counted while it runs: a revoked communicator is quiescent
+ * once none is left (mscclppCommRevoke). */
+static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                              mscclppStream_t stream) {
+  if (nops == 0) return mscclppSuccess;
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = runP2pOn(comm, ops, nops, stream);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 static mscclppResult_t checkBuf(const char* fn, const char* what, const void* p, size_t count, size_t typeSize) {
@@ -198,7 +208,10 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
   if (a->count == 0) return mscclppSuccess;
-  return mscclppCollDispatch(comm, a);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppCollDispatch(comm, a);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \

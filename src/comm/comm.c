@@ -176,7 +176,10 @@ mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* as
 
 mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, size_t bytesPerRank) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapAllGather"));
-  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, bytesPerRank);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapAllGatherBytes(comm->bootstrap, data, bytesPerRank);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int bytesPerRank) {
@@ -184,20 +187,29 @@ mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int by
   if (bytesPerRank < 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootStrapAllGather: bytesPerRank=%d < 0",
                       bytesPerRank);
-  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, (size_t)bytesPerRank);
+  return mscclppBootstrapAllGather(comm, data, (size_t)bytesPerRank);
 }
 
 mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapBarrier"));
-  return mscclppBootstrapBarrierWait(comm->bootstrap);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapBarrierWait(comm->bootstrap);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapSend(mscclppComm_t comm, int peer, int tag, const void* data, size_t size) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapSend"));
-  return mscclppBootstrapSendTo(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapSendTo(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapRecv(mscclppComm_t comm, int peer, int tag, void* data, size_t size) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapRecv"));
-  return mscclppBootstrapRecvFrom(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapRecvFrom(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallEnd(comm);
+  return res;
 }

@@ -51,7 +51,21 @@ struct mscclppComm {
    * every rank's blocks stay resident together (mscclppCommGpuShare). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
+  /* mscclppCommRevoke (comm_abort.c): threads inside a call of the
+   * collective or bootstrap API on this communicator, and whether it was
+   * revoked; __atomic both */
+  int activeCalls;
+  int revoked;
 };
+
+/* A call of the collective or bootstrap API on comm begins / ends (the API
+ * brackets it): a revoked communicator is quiescent once none is left. */
+static inline void mscclppCommCallBegin(struct mscclppComm* comm) {
+  __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+}
+static inline void mscclppCommCallEnd(struct mscclppComm* comm) {
+  __atomic_sub_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+}
 
 /* A rank's GPU, as gpu_share.c gathers it. */
 struct mscclppGpuIdent {
