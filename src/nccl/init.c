@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 #include "mscclpp/port_channel.h"
@@ -173,6 +174,16 @@ ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn) {
   if (state != ncclSuccess)
     return mscclppNcclErrAgain(state, "%s: the communicator's initialization failed: %s", fn, comm->initError);
   if (finalized) return mscclppNcclErr(ncclInvalidUsage, "%s: the communicator was finalized", fn);
+  return ncclSuccess;
+}
+
+ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn) {
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (revoked)
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator was revoked; shrink it (ncclCommShrink) or destroy it", fn);
   return ncclSuccess;
 }
 
@@ -631,8 +642,11 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t res = mscclppNcclCommReady(comm, "ncclCommFinalize");
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
-  comm->finalized = 1;
+  int revoked = comm->revoked;
+  if (!revoked) comm->finalized = 1;
   pthread_mutex_unlock(&comm->lock);
+  if (revoked) /* NCCL's header: finalize after revoke is invalid */
+    return mscclppNcclErr(ncclInvalidArgument, "ncclCommFinalize: the communicator was revoked; destroy it instead");
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommFinalize);
@@ -678,13 +692,47 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 NCCL_PROFILING_ALIAS(ncclCommAbort);
 
+/* Revoke comm->mc; a blocking communicator waits (MSCCLPP_TIMEOUT at most)
+ * until it is quiescent. ncclInProgress when it is not yet (nonblocking). */
+static ncclResult_t revokeMc(struct ncclComm* comm, const char* fn) {
+  mscclppResult_t r = mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+  if (r == mscclppInProgress && comm->blocking) {
+    mscclppDeadline d = mscclppDeadlineIn(comm->mc->params.timeout);
+    while (r == mscclppInProgress && !mscclppDeadlinePassed(d)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+      r = mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+    }
+    if (r == mscclppInProgress)
+      return mscclppNcclErr(ncclInternalError,
+                            "%s: a call on the communicator did not return within %g s (MSCCLPP_TIMEOUT) after it was "
+                            "revoked",
+                            fn, comm->mc->params.timeout);
+  }
+  if (r == mscclppInProgress) return ncclInProgress;
+  return r == mscclppSuccess ? ncclSuccess : mscclppNcclErrWrap(r, "%s", fn);
+}
+
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommRevoke");
+  static const char fn[] = "ncclCommRevoke";
+  if (comm == NULL) return ncclSuccess; /* as ncclCommDestroy */
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  return mscclppNcclErr(
-      ncclInvalidUsage,
-      "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
-      revokeFlags);
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return mscclppNcclErr(ncclInvalidArgument, "%s: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)", fn,
+                          (unsigned)revokeFlags);
+  pthread_mutex_lock(&comm->lock);
+  int again = comm->revoked;
+  comm->revoked = 1;
+  pthread_mutex_unlock(&comm->lock);
+  if (again) return mscclppNcclErr(ncclInvalidArgument, "%s: the communicator is revoked already", fn);
+  res = revokeMc(comm, fn);
+  if (comm->real != NULL) {
+    /* the fallback's work in flight stops too, where its NCCL can */
+    ncclResult_t (*realRevoke)(void*, int) = (ncclResult_t(*)(void*, int))mscclppNcclFallbackSymbol(fn);
+    if (realRevoke != NULL) (void)realRevoke(comm->real, revokeFlags);
+  }
+  return res;
 }
 NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
@@ -701,6 +749,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   pthread_mutex_unlock(&comm->lock);
   if (state != ncclSuccess) {
     *asyncError = state;
+    return ncclSuccess;
+  }
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (revoked) { /* NCCL: in progress until quiescent, then success */
+    *asyncError = mscclppCommRevoke(mc, MSCCLPP_REVOKE_DEFAULT) == mscclppInProgress ? ncclInProgress : ncclSuccess;
     return ncclSuccess;
   }
   mscclppResult_t e = mscclppSuccess;

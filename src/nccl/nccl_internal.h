@@ -86,6 +86,7 @@ struct ncclComm {
   int rank;
   int nranks;
   int finalized;
+  int revoked; /* ncclCommRevoke (or a shrink with NCCL_SHRINK_ABORT) was called; under lock */
   /* fallback: the real NCCL's communicator of the same ranks, or NULL */
   void* real;
   unsigned fallbackOps; /* MSCCLPP_NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
@@ -103,6 +104,9 @@ ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn);
 /* Check, then wait (bounded) for a background join; its failure is
  * returned. */
 ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn);
+/* ncclInvalidUsage naming `fn` when comm was revoked (its collectives and
+ * send/recv are refused, as NCCL's are), else ncclSuccess. */
+ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn);
 /* Start the join of a communicator recorded in a group (group.c). */
 ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm);
 /* Fail with `res`, recording the text as the thread's last error. The WARN

@@ -473,8 +473,8 @@ static void testErrors(ncclComm_t comm) {
   NCHECK(ncclGetVersion(NULL), ncclInvalidArgument);
   /* the failure was returned by the call itself; the group only has to end */
   (void)ncclGroupEnd();
-  NCHECK(ncclCommRevoke(comm, 0), ncclInvalidUsage);
-  CHECK(strstr(ncclGetLastError(NULL), "not supported") != NULL);
+  NCHECK(ncclCommRevoke(comm, 1), ncclInvalidArgument); /* flags must be NCCL_REVOKE_DEFAULT */
+  OK(ncclCommRevoke(NULL, 0));
   OK(ncclGroupStart());
   NCHECK(ncclGroupSimulateEnd(NULL), ncclInvalidUsage);
   NCHECK(ncclGroupEnd(), ncclInvalidUsage); /* the group was ended */
@@ -674,6 +674,42 @@ static void testAbort(ncclComm_t world) {
   CHECK(now() - t0 < 1.0);
 }
 
+/* NCCL 2.28's revoke: local, then quiescent; collectives refused, finalize
+ * and a second revoke invalid, destroy fine; a nonblocking communicator
+ * reports its state through ncclCommGetAsyncError. */
+static void testRevoke(ncclComm_t world) {
+  section("revoke (blocking, nonblocking)");
+  ncclComm_t c = NULL;
+  OK(ncclCommSplit(world, 0, rank, &c, NULL));
+  float x = 1, y = 0;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL));
+  OK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT)); /* blocking: quiescent on return */
+  ncclResult_t st = ncclInternalError;
+  OK(ncclCommGetAsyncError(c, &st));
+  CHECK(st == ncclSuccess);
+  NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL), ncclInvalidUsage);
+  CHECK(strstr(ncclGetLastError(NULL), "revoked") != NULL);
+  NCHECK(ncclSend(&x, 1, ncclFloat32, 0, c, NULL), ncclInvalidUsage);
+  OK(ncclGroupStart());
+  NCHECK(ncclBroadcast(&x, &y, 1, ncclFloat32, 0, c, NULL), ncclInvalidUsage);
+  NCHECK(ncclGroupEnd(), ncclInvalidUsage);
+  NCHECK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclInvalidArgument); /* twice */
+  NCHECK(ncclCommFinalize(c), ncclInvalidArgument);
+  OK(ncclCommDestroy(c));
+  /* nonblocking: ncclSuccess or ncclInProgress, then the state settles */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb = NULL;
+  ncclResult_t res = ncclCommSplit(world, 0, rank, &nb, &cfg);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(nb), ncclSuccess);
+  res = ncclCommRevoke(nb, NCCL_REVOKE_DEFAULT);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(nb), ncclSuccess);
+  NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, nb, NULL), ncclInvalidUsage);
+  OK(ncclCommDestroy(nb));
+}
+
 static int runApi(void) {
   ncclUniqueId id;
   if (shareFirstId(&id) != 0) {
@@ -695,6 +731,7 @@ static int runApi(void) {
   testErrors(world);
   testInitModes(world);
   testSplit(world);
+  testRevoke(world);
   if (rank == 0) testInitAll();
   testAbort(world);
   OK(ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, world, NULL));
