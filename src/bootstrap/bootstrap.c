@@ -146,27 +146,18 @@ static mscclppResult_t chooseListenAddress(const struct mscclppBootstrapJob* job
   return mscclppSocketLocalAddrToward(&job->root, addr);
 }
 
-mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
-                                       struct mscclppBootstrap** out) {
-  if (job == NULL || params == NULL || out == NULL)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootstrapCreate: NULL argument");
-  if (job->nranks <= 0 || job->nranks > MSCCLPP_BS_MAX_RANKS || job->rank < 0 || job->rank >= job->nranks)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "rank %d of nranks %d is out of range", job->rank,
-                      job->nranks);
-  if (!(params->bootstrapHandshakeTimeout > 0))
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP,
-                      "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT=%g must be > 0 seconds", params->bootstrapHandshakeTimeout);
-  mscclppDeadline deadline = mscclppDeadlineIn(params->timeout);
-  int n = job->nranks;
+mscclppResult_t mscclppBsAlloc(int rank, int nranks, const struct mscclppParams* params,
+                               const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], struct mscclppBootstrap** out) {
+  int n = nranks;
   struct mscclppBootstrap* bs = (struct mscclppBootstrap*)calloc(1, sizeof(*bs));
   if (bs == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for the bootstrap");
-  bs->rank = job->rank;
+  bs->rank = rank;
   bs->nranks = n;
   bs->timeout = params->timeout;
   bs->handshakeTimeout = params->bootstrapHandshakeTimeout;
   if (bs->handshakeTimeout > bs->timeout) bs->handshakeTimeout = bs->timeout;
-  memcpy(bs->secret, job->secret, sizeof(bs->secret));
-  snprintf(bs->where, sizeof(bs->where), "rank %d", job->rank);
+  memcpy(bs->secret, secret, sizeof(bs->secret));
+  snprintf(bs->where, sizeof(bs->where), "rank %d", rank);
   bs->listenFd = -1;
   bs->wakeFd = -1;
   bs->epfd = -1;
@@ -189,43 +180,90 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
   bs->queues = (struct mscclppBsQueue*)calloc((size_t)n, sizeof(*bs->queues));
   bs->peerState = (int*)calloc((size_t)n, sizeof(*bs->peerState));
   bs->sendLocks = (pthread_mutex_t*)calloc((size_t)n, sizeof(*bs->sendLocks));
-  mscclppResult_t res = mscclppSuccess;
-  struct mscclppBootstrapRoot* root = NULL;
   if (!bs->peers || !bs->in || !bs->out || !bs->queues || !bs->peerState || !bs->sendLocks) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for %d ranks", n);
-    goto fail_destroy;
+    mscclppBootstrapDestroy(bs);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for %d ranks", n);
   }
   for (int i = 0; i < n; i++) pthread_mutex_init(&bs->sendLocks[i], NULL);
+  *out = bs;
+  return mscclppSuccess;
+}
 
+mscclppResult_t mscclppBsStart(struct mscclppBootstrap* bs, const union mscclppSocketAddr* addr) {
+  bs->listenAddr = *addr;
+  MSCCLPP_RETURN_ON_ERROR(mscclppSocketListen(&bs->listenAddr, 0, &bs->listenFd));
+  bs->wakeFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  bs->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (bs->wakeFd < 0 || bs->epfd < 0 || mscclppBsEpollAdd(bs, bs->wakeFd, &bs->wakeKind) != 0 ||
+      mscclppBsEpollAdd(bs, bs->listenFd, &bs->listenKind) != 0)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "eventfd/epoll setup failed: %s", strerror(errno));
+  int rc = pthread_create(&bs->progress, NULL, mscclppBsProgressMain, bs);
+  if (rc != 0)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "cannot start the bootstrap thread: %s", strerror(rc));
+  bs->progressStarted = 1;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBsFinishJoin(struct mscclppBootstrap* bs, mscclppDeadline deadline, int envLocalRank) {
+  uint64_t mine = bs->peers[bs->rank].hostHash;
+  bs->localRank = 0;
+  bs->localNranks = 0;
+  for (int i = 0; i < bs->nranks; i++) {
+    if (bs->peers[i].hostHash != mine) continue;
+    if (i < bs->rank) bs->localRank++;
+    bs->localNranks++;
+  }
+  if (envLocalRank >= 0 && envLocalRank != bs->localRank)
+    MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP,
+                 "rank %d: the launcher says local rank %d, the host identities say %d of %d (MSCCLPP_HOSTID "
+                 "overrides the identity)",
+                 bs->rank, envLocalRank, bs->localRank, bs->localNranks);
+  /* The monitor: every rank keeps a connection to rank 0. */
+  if (bs->rank != 0) {
+    pthread_mutex_lock(&bs->sendLocks[0]);
+    struct mscclppBsConn* c;
+    struct mscclppBsOp o = mscclppBsOpOf(bs, "connecting to rank 0", deadline);
+    mscclppResult_t res = mscclppBsConnectPeer(bs, 0, &o, &c);
+    pthread_mutex_unlock(&bs->sendLocks[0]);
+    MSCCLPP_RETURN_ON_ERROR(res);
+  }
+  /* Everyone is up and connected to rank 0 before anyone returns. */
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapBarrierWait(bs));
+  MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: bootstrap ready (local rank %d of %d)", bs->rank, bs->nranks,
+               bs->localRank, bs->localNranks);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
+                                       struct mscclppBootstrap** out) {
+  if (job == NULL || params == NULL || out == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootstrapCreate: NULL argument");
+  if (job->nranks <= 0 || job->nranks > MSCCLPP_BS_MAX_RANKS || job->rank < 0 || job->rank >= job->nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "rank %d of nranks %d is out of range", job->rank,
+                      job->nranks);
+  if (!(params->bootstrapHandshakeTimeout > 0))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP,
+                      "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT=%g must be > 0 seconds", params->bootstrapHandshakeTimeout);
+  mscclppDeadline deadline = mscclppDeadlineIn(params->timeout);
+  struct mscclppBootstrap* bs = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBsAlloc(job->rank, job->nranks, params, job->secret, &bs));
+  struct mscclppBootstrapRoot* root = NULL;
   struct mscclppBsRankInfo me;
   memset(&me, 0, sizeof(me));
   me.rank = job->rank;
   me.pid = (uint32_t)getpid();
   char hostId[MSCCLPP_PARAM_STR_MAX + 96];
   mscclppBootstrapHostIdentity(params, hostId, sizeof(hostId), &me.hostHash);
-  res = chooseListenAddress(job, params, &bs->listenAddr);
-  if (res != mscclppSuccess) goto fail_destroy;
-  res = mscclppSocketListen(&bs->listenAddr, 0, &bs->listenFd);
+  union mscclppSocketAddr listenAddr;
+  mscclppResult_t res = chooseListenAddress(job, params, &listenAddr);
+  if (res == mscclppSuccess) res = mscclppBsStart(bs, &listenAddr);
   if (res != mscclppSuccess) goto fail_destroy;
   mscclppSocketAddrToWire(&bs->listenAddr, &me.addr);
-  bs->wakeFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  bs->epfd = epoll_create1(EPOLL_CLOEXEC);
-  if (bs->wakeFd < 0 || bs->epfd < 0 || mscclppBsEpollAdd(bs, bs->wakeFd, &bs->wakeKind) != 0 ||
-      mscclppBsEpollAdd(bs, bs->listenFd, &bs->listenKind) != 0) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "eventfd/epoll setup failed: %s", strerror(errno));
-    goto fail_destroy;
-  }
-  int rc = pthread_create(&bs->progress, NULL, mscclppBsProgressMain, bs);
-  if (rc != 0) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "cannot start the bootstrap thread: %s", strerror(rc));
-    goto fail_destroy;
-  }
-  bs->progressStarted = 1;
   {
     char listenText[MSCCLPP_SOCKET_ADDR_TEXT];
     mscclppSocketAddrToText(&bs->listenAddr, listenText, sizeof(listenText));
     MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: joining through %s (%s); listening on %s; host %s", job->rank,
-                 n, job->rootText, job->source, listenText, hostId);
+                 job->nranks, job->rootText, job->source, listenText, hostId);
   }
 
   if (job->startRoot) {
@@ -236,33 +274,8 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
   res = rendezvous(bs, job, &me, deadline);
   mscclppBootstrapRootStop(root); /* done: it has sent every table, or it is cancelled */
   root = NULL;
+  if (res == mscclppSuccess) res = mscclppBsFinishJoin(bs, deadline, job->envLocalRank);
   if (res != mscclppSuccess) goto fail_destroy;
-
-  for (int i = 0; i < n; i++) {
-    if (bs->peers[i].hostHash != me.hostHash) continue;
-    if (i < bs->rank) bs->localRank++;
-    bs->localNranks++;
-  }
-  if (job->envLocalRank >= 0 && job->envLocalRank != bs->localRank)
-    MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP,
-                 "rank %d: the launcher says local rank %d, the host identities say %d of %d (MSCCLPP_HOSTID "
-                 "overrides the identity)",
-                 bs->rank, job->envLocalRank, bs->localRank, bs->localNranks);
-
-  /* The monitor: every rank keeps a connection to rank 0. */
-  if (bs->rank != 0) {
-    pthread_mutex_lock(&bs->sendLocks[0]);
-    struct mscclppBsConn* c;
-    struct mscclppBsOp o = mscclppBsOpOf(bs, "connecting to rank 0", deadline);
-    res = mscclppBsConnectPeer(bs, 0, &o, &c);
-    pthread_mutex_unlock(&bs->sendLocks[0]);
-    if (res != mscclppSuccess) goto fail_destroy;
-  }
-  /* Everyone is up and connected to rank 0 before anyone returns. */
-  res = mscclppBootstrapBarrierWait(bs);
-  if (res != mscclppSuccess) goto fail_destroy;
-  MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: bootstrap ready (local rank %d of %d)", bs->rank, n,
-               bs->localRank, bs->localNranks);
   *out = bs;
   return mscclppSuccess;
 
@@ -347,6 +360,11 @@ void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {
 
 /* ---- operations -------------------------------------------------------------------- */
 
+
+void mscclppBootstrapIdentity(const struct mscclppBootstrap* bs, int* rank, int* nranks) {
+  *rank = bs->rank;
+  *nranks = bs->nranks;
+}
 
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks) {
   if (localRank) *localRank = bs->localRank;

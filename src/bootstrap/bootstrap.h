@@ -116,6 +116,8 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
 /* Say goodbye to every peer and free everything. Works after failures. */
 void mscclppBootstrapDestroy(struct mscclppBootstrap* bs);
 
+/* This rank and the number of ranks. */
+void mscclppBootstrapIdentity(const struct mscclppBootstrap* bs, int* rank, int* nranks);
 /* This rank among the ranks of its host, and their number. */
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks);
 /* The host identity (mscclppBootstrapHostIdentity's hash) of `rank`, from the
@@ -155,6 +157,25 @@ void mscclppBootstrapGetSecret(const struct mscclppBootstrap* bs, uint8_t secret
  * communicator's calls use it, so that none waits for a peer that has
  * stopped too. */
 void mscclppBootstrapInterrupt(struct mscclppBootstrap* bs, const char* why);
+
+/* ---- shrinking (shrink.c) ---------------------------------------------------- */
+
+/* A new bootstrap of parent's ranks other than excluded[0..nexcluded)
+ * (ascending, without this rank), numbered in parent-rank order, made by
+ * those ranks together over the parent's connections: no root, no unique
+ * id, nothing from the excluded ranks; it works after losses (a rank 0
+ * lost included) as long as the members reach each other. Every member
+ * calls it with the same list; members that pass different lists fail
+ * with mscclppInvalidUsage naming both, as does an excluded rank that
+ * calls it while the members do (shrink.c says when it waits instead). A
+ * member lost meanwhile fails it with mscclppRemoteError on the others,
+ * who then shrink the same parent again without it. Bounded by
+ * params->timeout (the child's parameters); *cancel (may be NULL) nonzero
+ * ends its waits with mscclppAborted. One shrink of a parent at a time per
+ * process; the parent stays usable (and must be destroyed by the caller). */
+mscclppResult_t mscclppBootstrapShrink(struct mscclppBootstrap* parent, const int* excluded, int nexcluded,
+                                       const struct mscclppParams* params, const int* cancel,
+                                       struct mscclppBootstrap** out);
 
 /* mscclppRemoteError (the reason becomes the caller's last error) when a rank
  * was lost, mscclppSuccess otherwise. */

@@ -124,7 +124,6 @@ struct mscclppBootstrap {
   atomic_int stop;
   size_t maxPiece;
   uint32_t collSeq; /* collectives issued; their tag */
-  uint32_t shrinkSeq; /* shrinks of this bootstrap begun (shrink.c): their tag; application thread */
   /* mscclppBootstrapInterrupt: operations that began before the count
    * changed fail (why: interruptWhy, under lock) */
   atomic_uint interrupts;
@@ -174,10 +173,25 @@ struct mscclppBsOp {
   int survivors;
   unsigned interrupts;
   const int* cancel; /* __atomic */
+  int quietTimeout;  /* the deadline is the caller's to explain: mscclppTimeout without a log line */
 };
 
 /* An operation of `name` until `deadline`, failing on any loss. */
 struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline);
+
+/* ---- bootstrap.c: the steps of a creation, shared with shrink.c ---- */
+
+/* A bootstrap of `rank` of `nranks` with `secret`: state only, nothing
+ * started (mscclppBootstrapDestroy frees it at any step). */
+mscclppResult_t mscclppBsAlloc(int rank, int nranks, const struct mscclppParams* params,
+                               const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], struct mscclppBootstrap** out);
+/* Listen on *addr (port 0: any free one; bs->listenAddr gets the bound
+ * address) and start the progress thread. */
+mscclppResult_t mscclppBsStart(struct mscclppBootstrap* bs, const union mscclppSocketAddr* addr);
+/* Once bs->peers and the session are set: the local rank and size, the
+ * monitor connection to rank 0, a first barrier of every rank.
+ * envLocalRank: the launcher's idea of the local rank (-1: none). */
+mscclppResult_t mscclppBsFinishJoin(struct mscclppBootstrap* bs, mscclppDeadline deadline, int envLocalRank);
 
 /* ---- progress.c ----------------------------------------------------------------- */
 
@@ -218,5 +232,19 @@ mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t 
                                  size_t size, const struct mscclppBsOp* o);
 mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
                                  const struct mscclppBsOp* o);
+
+/* Take the next message from `peer` in tag space `coll` with `tag` if one
+ * has arrived (read by the progress thread): 1 and its bytes in data when
+ * it is one piece of `size` bytes (other messages of that tag are dropped),
+ * 0 when none is queued. Never waits, never reads a socket. */
+int mscclppBsTakeQueued(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size);
+
+/* The next message in tag space `coll` with `tag` from any rank (one
+ * piece of `size` bytes, else mscclppRemoteError), its sender in *from.
+ * It waits as `o` says and also fails when a rank p with mustLive[p]
+ * ([nranks]) is lost or gone with nothing of that tag queued. It takes
+ * what the progress thread has read (never reads a socket itself). */
+mscclppResult_t mscclppBsRecvAny(struct mscclppBootstrap* bs, uint8_t coll, int tag, const uint8_t* mustLive,
+                                 void* data, size_t size, const struct mscclppBsOp* o, int* from);
 
 #endif /* MSCCLPP_SRC_BOOTSTRAP_BOOTSTRAP_STATE_H_ */

@@ -39,7 +39,7 @@ static int sliceMs(mscclppDeadline d) {
 /* ---- writing (application threads) ------------------------------------------------ */
 
 struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline) {
-  struct mscclppBsOp o = {name, deadline, 0, atomic_load(&bs->interrupts), NULL};
+  struct mscclppBsOp o = {name, deadline, 0, atomic_load(&bs->interrupts), NULL, 0};
   return o;
 }
 
@@ -230,6 +230,92 @@ static struct mscclppBsMsg* takeLocked(struct mscclppBootstrap* bs, int peer, ui
     return m;
   }
   return NULL;
+}
+
+int mscclppBsTakeQueued(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size) {
+  for (;;) {
+    pthread_mutex_lock(&bs->lock);
+    struct mscclppBsMsg* m = takeLocked(bs, peer, coll, tag);
+    pthread_mutex_unlock(&bs->lock);
+    if (m == NULL) return 0;
+    int whole = m->size == size && !(m->flags & MSCCLPP_BS_FLAG_MORE);
+    if (whole) memcpy(data, m->data, size);
+    free(m);
+    if (whole) return 1;
+  }
+}
+
+mscclppResult_t mscclppBsRecvAny(struct mscclppBootstrap* bs, uint8_t coll, int tag, const uint8_t* mustLive,
+                                 void* data, size_t size, const struct mscclppBsOp* o, int* from) {
+  enum { GOT, LOST, GONE, STOPPED, TIMEOUT } why;
+  int n = bs->nranks, start = 0, gone = -1, goneState = PEER_ALIVE;
+  struct mscclppBsMsg* m = NULL;
+  pthread_mutex_lock(&bs->lock);
+  for (;;) {
+    if (atomic_load(&bs->interrupts) != o->interrupts ||
+        (o->cancel != NULL && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE))) {
+      why = STOPPED;
+      break;
+    }
+    if (bs->lostRank >= 0 && !o->survivors) {
+      why = LOST;
+      break;
+    }
+    /* round robin from where the last look stopped: no sender starves */
+    for (int k = 0; k < n && m == NULL; k++) {
+      int p = (start + k) % n;
+      if (p == bs->rank || (m = takeLocked(bs, p, coll, tag)) == NULL) continue;
+      *from = p;
+      start = p + 1;
+    }
+    if (m != NULL) {
+      why = GOT;
+      break;
+    }
+    for (int p = 0; p < n && gone < 0; p++) {
+      struct mscclppBsConn* c = bs->in[p];
+      if (mustLive[p] && bs->peerState[p] != PEER_ALIVE && (c == NULL || c->eof)) {
+        gone = p;
+        goneState = bs->peerState[p];
+      }
+    }
+    if (gone >= 0) {
+      why = GONE;
+      break;
+    }
+    if (mscclppDeadlinePassed(o->deadline)) {
+      why = TIMEOUT;
+      break;
+    }
+    /* the progress thread reads the connections and signals each message */
+    struct timespec ts = monotonicIn(sliceMs(o->deadline));
+    pthread_cond_timedwait(&bs->cond, &bs->lock, &ts);
+  }
+  pthread_mutex_unlock(&bs->lock);
+  switch (why) {
+    case GOT: {
+      int whole = m->size == size && !(m->flags & MSCCLPP_BS_FLAG_MORE);
+      size_t got = m->size;
+      if (whole) memcpy(data, m->data, size);
+      free(m);
+      if (!whole)
+        return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                          "%s: rank %d sent a message of %zu bytes where one of %zu was expected", o->name, *from, got,
+                          size);
+      return mscclppSuccess;
+    }
+    case LOST:
+      return mscclppBsLostError(bs, o->name);
+    case STOPPED:
+      return opCheck(bs, -1, o);
+    case GONE:
+      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: rank %d %s", o->name, gone,
+                        goneState == PEER_LOST ? "was lost" : "has left (destroyed its communicator)");
+    default:
+      if (o->quietTimeout) return mscclppErrAgain(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP, "%s: deadline", o->name);
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP, "%s timed out after %g s (MSCCLPP_TIMEOUT)", o->name,
+                        bs->timeout);
+  }
 }
 
 /* Wait for the next message from `peer` in tag space `coll` with `tag`.
