@@ -128,6 +128,42 @@ MSCCLPP_API mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclpp
  * (NULL, unknown flags), those of making the abort object (its first use). */
 MSCCLPP_API mscclppResult_t mscclppCommRevoke(mscclppComm_t comm, int flags);
 
+#define MSCCLPP_SHRINK_DEFAULT 0 /* a healthy communicator (or a revoked one) */
+#define MSCCLPP_SHRINK_ABORT 1   /* after a failure: revoke the communicator first */
+
+/* A new communicator of comm's ranks other than excludeRanks[0..
+ * excludeCount) (any order, repeats allowed), numbered in comm's rank
+ * order: the rank that was r is r minus the excluded ranks below it. Every
+ * member (every rank not excluded) calls it with the same list; excluded
+ * ranks do not. It needs no new unique id and nothing from the excluded
+ * ranks, and it works when they are dead, rank 0 included: the members
+ * agree over comm's connections among themselves and build a new bootstrap
+ * led by the lowest member. The new communicator shares nothing with comm
+ * (its own bootstrap, error domain, memory, channels, proxy and collective
+ * state, built afresh) and inherits comm's parameters (MSCCLPP_TIMEOUT,
+ * ...); comm stays until mscclppCommDestroy, which every rank calls, and
+ * keeps working after a DEFAULT shrink (shrink it again as often as
+ * needed).
+ * flags: MSCCLPP_SHRINK_DEFAULT on a healthy (or revoked) communicator;
+ * MSCCLPP_SHRINK_ABORT after a failure (a peer lost, a timeout): comm is
+ * revoked first (mscclppCommRevoke) and its calls on other threads have
+ * returned before the members agree.
+ * Every wait is bounded by MSCCLPP_TIMEOUT. Errors: mscclppInvalidArgument
+ * (NULL, bad flags, a rank out of range or this rank excluded),
+ * mscclppInvalidUsage (DEFAULT on a failed communicator that is not
+ * revoked; a member that comm knows lost or gone; members passing
+ * different lists, or an excluded rank calling, reported to every rank
+ * concerned while they call together, the message naming both lists; an
+ * excluded rank that calls after the members are done waits until they
+ * destroy comm), mscclppRemoteError (a member
+ * was lost during the shrink, or gave it up: shrink comm again without it;
+ * a member that got further may hold a new communicator to destroy, so
+ * members should agree, e.g. through a store, that all succeeded before
+ * they go on), mscclppAborted, mscclppTimeout. *newcomm is written only on
+ * success. */
+MSCCLPP_API mscclppResult_t mscclppCommShrink(mscclppComm_t comm, const int* excludeRanks, int excludeCount,
+                                              mscclppComm_t* newcomm, int flags);
+
 /* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ----
  * All return mscclppInvalidArgument for a NULL comm or bad arguments,
  * mscclppRemoteError once any rank was lost (naming it) or when the peer an

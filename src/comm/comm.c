@@ -42,31 +42,37 @@ mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm) {
   return prepareHook(comm);
 }
 
-static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
-                                  int prepare, mscclppComm_t* out) {
-  mscclppLogSetRank(job->rank);
+mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                         const char* source, int prepare, mscclppComm_t* out) {
   struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
-  if (comm == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+  if (comm == NULL) {
+    mscclppBootstrapDestroy(bs);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+  }
   comm->params = *params;
   comm->device = -1;
   pthread_mutex_init(&comm->lazyLock, NULL);
-  mscclppResult_t res = mscclppBootstrapCreate(job, &comm->params, &comm->bootstrap);
-  if (res != mscclppSuccess) {
-    pthread_mutex_destroy(&comm->lazyLock);
-    free(comm);
-    return res;
-  }
-  comm->rank = job->rank;
-  comm->nranks = job->nranks;
+  comm->bootstrap = bs;
+  mscclppBootstrapIdentity(bs, &comm->rank, &comm->nranks);
+  mscclppLogSetRank(comm->rank);
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
-               comm->nranks, comm->localRank, comm->localNranks, job->source);
+               comm->nranks, comm->localRank, comm->localNranks, source);
+  mscclppResult_t res;
   if (prepare && (res = mscclppCommPrepare(comm)) != mscclppSuccess) {
     (void)mscclppCommDestroy(comm); /* the hook logged why */
     return res;
   }
   *out = comm;
   return mscclppSuccess;
+}
+
+static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
+                                  int prepare, mscclppComm_t* out) {
+  mscclppLogSetRank(job->rank);
+  struct mscclppBootstrap* bs = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapCreate(job, params, &bs));
+  return mscclppCommFromBootstrap(params, bs, job->source, prepare, out);
 }
 
 mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {

@@ -11,10 +11,28 @@
  *       then mscclppSuccess, within a second; later collectives fail with
  *       mscclppAborted, mscclppCommGetAsyncError says so, new bootstrap
  *       operations still work (a barrier of every rank), and destroy works.
+ *   recover_worker shrink
+ *       planned shrinks of a healthy communicator (MSCCLPP_SHRINK_DEFAULT):
+ *       without the last rank (named twice), without rank 0 (the new rank
+ *       0 is the lowest member) and that child shrunk again, with nobody
+ *       excluded; each child checked by allreduce and broadcast, the parent
+ *       still working after each. Then members that pass different lists:
+ *       every rank fails within seconds naming the lists, and the same
+ *       shrink with one list works right after.
+ *   recover_worker kill V[,W]
+ *       rank V SIGKILLs itself while the others run allreduces; each
+ *       survivor's call fails, a DEFAULT shrink is refused, a shrink with
+ *       MSCCLPP_SHRINK_ABORT and V excluded gives a communicator whose
+ *       collectives are checked; with W (another rank, numbered as at the
+ *       start), W dies too and the survivors shrink that child. Each survivor prints
+ *       SURVIVOR_OK and the time from the kill to its first collective that
+ *       succeeded (tests/bootstrap/test_kill.sh checks).
  *
  * Prints "rank R: MODE passed".
  */
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +119,174 @@ static void testRevoke(mscclppComm_t comm) {
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
 }
 
+/* ---- shrink ------------------------------------------------------------------------------ */
+
+/* Collectives on c (of `n` ranks, this one `r`) whose results depend on
+ * every member: allreduce of the parent ranks, broadcast from the last. */
+static void checkComm(mscclppComm_t c, int n, int r, int parentRank, const char* what) {
+  int cn = -1, cr = -1;
+  CHECK_RES(mscclppCommSize(c, &cn), mscclppSuccess);
+  CHECK_RES(mscclppCommRank(c, &cr), mscclppSuccess);
+  if (cn != n || cr != r) {
+    fprintf(stderr, "rank %d: %s: rank %d of %d, expected %d of %d\n", rank, what, cr, cn, r, n);
+    CHECK(0);
+    return;
+  }
+  int32_t x[64], y[64];
+  for (int i = 0; i < 64; i++) x[i] = parentRank * 1000 + i;
+  CHECK_RES(mscclppAllReduce(x, y, 64, mscclppInt32, mscclppMax, c, NULL), mscclppSuccess);
+  int32_t top = y[0] - 0; /* the largest parent rank among the members */
+  for (int i = 0; i < 64; i++) CHECK(y[i] == top + i);
+  int32_t b[8];
+  for (int i = 0; i < 8; i++) b[i] = r == n - 1 ? 77 + i : -1;
+  CHECK_RES(mscclppBroadcast(b, b, 8, mscclppInt32, n - 1, c, NULL), mscclppSuccess);
+  for (int i = 0; i < 8; i++) CHECK(b[i] == 77 + i);
+  printf("rank %d: %s: rank %d of %d, checked\n", rank, what, r, n);
+}
+
+static void testShrink(mscclppComm_t comm) {
+  if (nranks < 3) {
+    printf("rank %d: shrink needs 3 ranks or more\n", rank);
+    CHECK(0);
+    return;
+  }
+  mscclppComm_t c = NULL;
+  /* without the last rank, named twice */
+  if (rank != nranks - 1) {
+    int ex[2] = {nranks - 1, nranks - 1};
+    CHECK_RES(mscclppCommShrink(comm, ex, 2, &c, MSCCLPP_SHRINK_DEFAULT), mscclppSuccess);
+    if (c != NULL) {
+      checkComm(c, nranks - 1, rank, rank, "without the last rank");
+      CHECK_RES(mscclppCommDestroy(c), mscclppSuccess);
+    }
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  checkComm(comm, nranks, rank, rank, "the parent after it");
+  /* without rank 0; that child again without its last rank */
+  if (rank != 0) {
+    int ex = 0;
+    c = NULL;
+    CHECK_RES(mscclppCommShrink(comm, &ex, 1, &c, MSCCLPP_SHRINK_DEFAULT), mscclppSuccess);
+    if (c != NULL) {
+      checkComm(c, nranks - 1, rank - 1, rank, "without rank 0");
+      if (rank != nranks - 1) {
+        int ex2 = nranks - 2;
+        mscclppComm_t cc = NULL;
+        CHECK_RES(mscclppCommShrink(c, &ex2, 1, &cc, MSCCLPP_SHRINK_DEFAULT), mscclppSuccess);
+        if (cc != NULL) {
+          checkComm(cc, nranks - 2, rank - 1, rank, "a shrink of that");
+          CHECK_RES(mscclppCommDestroy(cc), mscclppSuccess);
+        }
+      }
+      CHECK_RES(mscclppCommDestroy(c), mscclppSuccess);
+    }
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  /* nobody excluded */
+  c = NULL;
+  CHECK_RES(mscclppCommShrink(comm, NULL, 0, &c, MSCCLPP_SHRINK_DEFAULT), mscclppSuccess);
+  if (c != NULL) {
+    checkComm(c, nranks, rank, rank, "nobody excluded");
+    CHECK_RES(mscclppCommDestroy(c), mscclppSuccess);
+  }
+  /* bad arguments fail on the caller only */
+  int bad = nranks;
+  CHECK_RES(mscclppCommShrink(comm, &bad, 1, &c, MSCCLPP_SHRINK_DEFAULT), mscclppInvalidArgument);
+  CHECK_RES(mscclppCommShrink(comm, &rank, 1, &c, MSCCLPP_SHRINK_DEFAULT), mscclppInvalidArgument);
+  CHECK_RES(mscclppCommShrink(comm, NULL, 0, &c, 7), mscclppInvalidArgument);
+  CHECK_RES(mscclppCommShrink(comm, NULL, 0, NULL, MSCCLPP_SHRINK_DEFAULT), mscclppInvalidArgument);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  /* different lists: rank 0 excludes the last rank, which calls too */
+  c = NULL;
+  int last = nranks - 1;
+  double t0 = nowSec();
+  mscclppResult_t r = mscclppCommShrink(comm, &last, rank == 0 ? 1 : 0, &c, MSCCLPP_SHRINK_DEFAULT);
+  double took = nowSec() - t0;
+  printf("rank %d: different lists: %s after %.2f s: %s\n", rank, mscclppGetErrorString(r), took,
+         mscclppGetLastError());
+  CHECK(r == mscclppInvalidUsage || r == mscclppRemoteError);
+  CHECK(c == NULL);
+  CHECK(took < 5.0);
+  CHECK(strstr(mscclppGetLastError(), "same list") != NULL || strstr(mscclppGetLastError(), "gave it up") != NULL);
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  /* the same shrink with one list works right after */
+  CHECK_RES(mscclppCommShrink(comm, NULL, 0, &c, MSCCLPP_SHRINK_DEFAULT), mscclppSuccess);
+  if (c != NULL) {
+    checkComm(c, nranks, rank, rank, "after the failed one");
+    CHECK_RES(mscclppCommDestroy(c), mscclppSuccess);
+  }
+}
+
+/* ---- kill ---------------------------------------------------------------------------------- */
+
+/* Allreduce on c until one fails (a peer died); the victim dies at the
+ * third. Returns the failed call's status (mscclppSuccess if all 1000
+ * passed). */
+static mscclppResult_t runUntilFailure(mscclppComm_t c, int me, int victim, double* killedAt) {
+  float x[4096], y[4096];
+  for (int it = 0; it < 1000; it++) {
+    if (me == victim && it == 3) {
+      printf("rank %d: KILLED_AT %.6f\n", rank, nowSec());
+      fflush(stdout);
+      raise(SIGKILL);
+    }
+    for (int i = 0; i < 4096; i++) x[i] = (float)(i % 7);
+    mscclppResult_t r = mscclppAllReduce(x, y, 4096, mscclppFloat32, mscclppSum, c, NULL);
+    if (r != mscclppSuccess) {
+      printf("rank %d: allreduce %d: %s: %s\n", rank, it, mscclppGetErrorString(r), mscclppGetLastError());
+      return r;
+    }
+    if (it == 2) *killedAt = nowSec(); /* about when the victim dies: its kill is printed exactly */
+  }
+  return mscclppSuccess;
+}
+
+/* After `victim` (a rank of c) died: refuse DEFAULT, shrink with ABORT,
+ * check the child. */
+static mscclppComm_t recoverFrom(mscclppComm_t c, int n, int me, int victim, int parentRank, double* firstOk) {
+  mscclppComm_t child = NULL;
+  CHECK_RES(mscclppCommShrink(c, &victim, 1, &child, MSCCLPP_SHRINK_DEFAULT), mscclppInvalidUsage);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_SHRINK_ABORT") != NULL);
+  double t0 = nowSec();
+  CHECK_RES(mscclppCommShrink(c, &victim, 1, &child, MSCCLPP_SHRINK_ABORT), mscclppSuccess);
+  if (child == NULL) return NULL;
+  float x = 1, y = 0;
+  CHECK_RES(mscclppAllReduce(&x, &y, 1, mscclppFloat32, mscclppSum, child, NULL), mscclppSuccess);
+  *firstOk = nowSec();
+  CHECK(y == (float)(n - 1));
+  printf("rank %d: shrink took %.3f s, first allreduce %.3f s after it\n", rank, *firstOk - t0, 0.0);
+  checkComm(child, n - 1, me < victim ? me : me - 1, parentRank, "after the kill");
+  /* the parent refuses collectives now, and its destroy works */
+  CHECK(mscclppAllReduce(&x, &y, 1, mscclppFloat32, mscclppSum, c, NULL) != mscclppSuccess);
+  return child;
+}
+
+static int testKill(mscclppComm_t comm, const char* victims) {
+  int v1 = atoi(victims);
+  const char* comma = strchr(victims, ',');
+  int v2 = comma != NULL ? atoi(comma + 1) : -1;
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  double killedAt = 0, firstOk = 0;
+  CHECK(runUntilFailure(comm, rank, v1, &killedAt) != mscclppSuccess);
+  mscclppComm_t c1 = recoverFrom(comm, nranks, rank, v1, rank, &firstOk);
+  CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+  if (c1 == NULL) return 1;
+  printf("rank %d: recovered %.3f s after the first kill\n", rank, firstOk - killedAt);
+  if (v2 >= 0) {
+    int me = rank < v1 ? rank : rank - 1;
+    int w = v2 < v1 ? v2 : v2 - 1; /* in c1 */
+    CHECK(runUntilFailure(c1, me, w, &killedAt) != mscclppSuccess);
+    mscclppComm_t c2 = recoverFrom(c1, nranks - 1, me, w, rank, &firstOk);
+    CHECK_RES(mscclppCommDestroy(c1), mscclppSuccess);
+    if (c2 == NULL) return 1;
+    printf("rank %d: recovered %.3f s after the second kill\n", rank, firstOk - killedAt);
+    c1 = c2;
+  }
+  CHECK_RES(mscclppCommDestroy(c1), mscclppSuccess);
+  if (harnessFailures_ == 0) printf("SURVIVOR_OK rank %d\n", rank);
+  return harnessFailures_ == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "revoke";
   setenv("CUDA_VISIBLE_DEVICES", "", 1); /* the host backend, also on a GPU machine */
@@ -112,10 +298,13 @@ int main(int argc, char** argv) {
   }
   mscclppCommRank(comm, &rank);
   mscclppCommSize(comm, &nranks);
+  if (strcmp(mode, "kill") == 0 && argc > 2) return testKill(comm, argv[2]);
   if (strcmp(mode, "revoke") == 0) {
     testRevoke(comm);
+  } else if (strcmp(mode, "shrink") == 0) {
+    testShrink(comm);
   } else {
-    fprintf(stderr, "usage: recover_worker revoke\n");
+    fprintf(stderr, "usage: recover_worker revoke | shrink | kill V[,W]\n");
     return 2;
   }
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
