@@ -31,7 +31,6 @@
  * of a pair with one tag arrive in order, and a leader sends only to ranks
  * that take part (and receive), so consecutive splits never mix. */
 #define TAG_SPLIT 0x6e430001
-#define TAG_SHRINK 0x6e430002
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -212,6 +211,7 @@ static void commFree(struct ncclComm* c) {
     free(r);
     r = next;
   }
+  free(c->shrinkExclude);
   c->magic = 0;
   pthread_cond_destroy(&c->cond);
   pthread_mutex_destroy(&c->lock);
@@ -256,10 +256,16 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
     mscclppResult_t r = mscclppGpuSetDevice(comm->device);
     if (r != mscclppSuccess) return fromM(r);
   }
-  mscclppUniqueId id;
-  memcpy(id.internal, comm->id.internal, sizeof(id.internal));
   mscclppComm_t mc = NULL;
-  mscclppResult_t r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
+  mscclppResult_t r;
+  if (comm->joinKind == MSCCLPP_NCCL_JOIN_SHRINK) {
+    r = mscclppCommShrinkUnprepared(comm->shrinkParent->mc, comm->shrinkExclude, comm->shrinkCount, comm->shrinkFlags,
+                                    &comm->cancel, &mc);
+  } else {
+    mscclppUniqueId id;
+    memcpy(id.internal, comm->id.internal, sizeof(id.internal));
+    r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
+  }
   if (r != mscclppSuccess) return fromM(r);
   /* a split's ranks may share their GPU with the parent's others, whose
    * kernels run beside theirs: the GPU collectives size their grids so */
@@ -295,6 +301,18 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   return ncclSuccess;
 }
 
+/* A shrink's join has ended (or will not start): the parent may be
+ * destroyed. */
+static void releaseParent(struct ncclComm* c) {
+  struct ncclComm* parent = c->shrinkParent;
+  if (parent == NULL) return;
+  c->shrinkParent = NULL;
+  pthread_mutex_lock(&parent->lock);
+  parent->pendingShrinks--;
+  pthread_cond_broadcast(&parent->cond);
+  pthread_mutex_unlock(&parent->lock);
+}
+
 /* Join threads of communicators aborted while they joined, still cleaning
  * up. A process that exits right after such an abort gives them a moment
  * (at most ABANDONED_WAIT_MS) to release their threads and sockets rather
@@ -311,6 +329,7 @@ __attribute__((destructor)) static void waitAbandonedJoins(void) {
 /* Record the join's result; free everything if the communicator was
  * abandoned meanwhile. */
 static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc) {
+  releaseParent(comm);
   pthread_mutex_lock(&comm->lock);
   if (res != ncclSuccess) snprintf(comm->initError, sizeof(comm->initError), "%s", mscclppGetLastError());
   comm->mc = mc;
@@ -360,6 +379,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
     c->joining = 1; /* started by ncclGroupEnd */
     ncclResult_t res = mscclppNcclGroupAddJoin(c);
     if (res != ncclSuccess) {
+      releaseParent(c);
       commFree(c);
       return res;
     }
@@ -369,6 +389,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
   if (c->blocking) {
     mscclppComm_t mc = NULL;
     ncclResult_t res = joinRun(c, &mc);
+    releaseParent(c);
     if (res != ncclSuccess) {
       commFree(c);
       return res;
@@ -580,6 +601,8 @@ done:
 }
 NCCL_PROFILING_ALIAS(ncclCommSplit);
 
+/* The survivors make the new communicator themselves (mscclppCommShrink:
+ * no new id, nothing from the excluded ranks, rank 0 among them or not). */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
   static const char fn[] = "ncclCommShrink";
@@ -592,13 +615,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     return mscclppNcclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
                           (void*)excludeRanksList);
   int n = comm->nranks;
-  int* members = (int*)calloc((size_t)n, sizeof(int));
   char* excluded = (char*)calloc((size_t)n, 1);
-  if (members == NULL || excluded == NULL) {
-    free(members);
-    free(excluded);
-    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
-  }
+  if (excluded == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
     int x = excludeRanksList[i];
     if (x < 0 || x >= n)
@@ -609,30 +627,52 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     else
       excluded[x] = 1;
   }
-  if (res == ncclSuccess) {
-    mscclppResult_t lost = mscclppSuccess;
-    (void)mscclppCommGetAsyncError(comm->mc, &lost);
-    if (lost != mscclppSuccess)
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (res == ncclSuccess && shrinkFlags == NCCL_SHRINK_DEFAULT && !revoked) {
+    /* said here, not by a background join */
+    mscclppResult_t failed = mscclppSuccess;
+    (void)mscclppCommGetAsyncError(comm->mc, &failed);
+    if (failed != mscclppSuccess)
       res = mscclppNcclErr(ncclInvalidUsage,
-                           "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
-                           "create a new one with ncclGetUniqueId and ncclCommInitRank",
+                           "%s: the parent communicator has failed (%s); shrink it with NCCL_SHRINK_ABORT (or revoke "
+                           "it first)",
                            fn, mscclppGetLastError());
   }
-  if (res == ncclSuccess) {
-    int m = 0, me = -1;
-    for (int i = 0; i < n; i++) {
-      if (excluded[i]) continue;
-      if (i == comm->rank) me = m;
-      members[m++] = i;
-    }
-    ncclUniqueId id;
-    res = shareId(comm, members, m, me, TAG_SHRINK, &id, fn);
-    /* the excluded ranks take no part here: the parent's own hint is passed on */
-    if (res == ncclSuccess) res = childJoin(comm, &id, m, me, comm->mc->deviceShare, config, newcomm, fn);
+  int m = 0, me = 0;
+  for (int i = 0; i < n; i++) {
+    if (excluded[i]) continue;
+    if (i == comm->rank) me = m;
+    m++;
   }
-  free(members);
   free(excluded);
-  return res;
+  int blocking;
+  const char* name;
+  if (res == ncclSuccess) res = readConfig(config, fn, comm->blocking, &blocking, &name);
+  struct ncclComm* c = NULL;
+  if (res == ncclSuccess) res = commNew(m, me, comm->device, blocking, name, &c);
+  if (res != ncclSuccess) return res;
+  c->joinKind = MSCCLPP_NCCL_JOIN_SHRINK;
+  c->deviceShare = comm->mc->deviceShare; /* the excluded ranks take no part: the parent's own hint is passed on */
+  c->shrinkFlags = shrinkFlags == NCCL_SHRINK_ABORT ? MSCCLPP_SHRINK_ABORT : MSCCLPP_SHRINK_DEFAULT;
+  c->shrinkCount = excludeRanksCount;
+  c->shrinkExclude = (int*)malloc((size_t)(excludeRanksCount > 0 ? excludeRanksCount : 1) * sizeof(int));
+  if (c->shrinkExclude == NULL) {
+    commFree(c);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
+  }
+  if (excludeRanksCount > 0) memcpy(c->shrinkExclude, excludeRanksList, (size_t)excludeRanksCount * sizeof(int));
+  if (shrinkFlags == NCCL_SHRINK_ABORT) { /* NCCL: the parent's operations end; it is revoked */
+    pthread_mutex_lock(&comm->lock);
+    comm->revoked = 1;
+    pthread_mutex_unlock(&comm->lock);
+  }
+  pthread_mutex_lock(&comm->lock);
+  comm->pendingShrinks++; /* the parent outlives the join (destroy waits) */
+  pthread_mutex_unlock(&comm->lock);
+  c->shrinkParent = comm;
+  return joinDispatch(c, newcomm);
 }
 NCCL_PROFILING_ALIAS(ncclCommShrink);
 
@@ -658,7 +698,9 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   int notStarted = comm->joining && !comm->joinThreadStarted;
   int joining = comm->joining;
   if (abort && joining && !notStarted) {
-    /* let the join thread free everything when it ends */
+    /* let the join thread free everything when it ends (a shrink's waits
+     * end at once) */
+    __atomic_store_n(&comm->cancel, 1, __ATOMIC_RELEASE);
     comm->abandoned = 1;
     __atomic_add_fetch(&abandonedJoins, 1, __ATOMIC_RELAXED);
     comm->joinThreadStarted = 0;
@@ -672,6 +714,11 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
     return mscclppNcclErr(ncclInvalidUsage,
                           "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd", fn);
   waitJoined(comm);
+  pthread_mutex_lock(&comm->lock);
+  if (abort && comm->pendingShrinks > 0) /* their waits on it end */
+    (void)mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+  while (comm->pendingShrinks > 0) pthread_cond_wait(&comm->cond, &comm->lock); /* they use comm->mc */
+  pthread_mutex_unlock(&comm->lock);
   if (comm->mc != NULL) {
     if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
     mscclppNcclFallbackCommDestroy(comm, abort);

@@ -81,6 +81,15 @@ struct ncclComm {
   int blocking;
   char name[64];   /* config->commName, for logs */
   int deviceShare; /* ncclCommSplit: how many of the parent's ranks share this rank's GPU (0: not a split) */
+  /* ncclCommShrink: the parent (kept alive by its pendingShrinks) and what
+   * to pass to mscclppCommShrink; cancel (__atomic) ends its waits when
+   * the new communicator is aborted while it joins */
+  struct ncclComm* shrinkParent;
+  int* shrinkExclude;
+  int shrinkCount;
+  int shrinkFlags;
+  int cancel;
+  int pendingShrinks; /* shrinks of this communicator still joining; under lock (destroy waits for them) */
   /* the communicator, once joined */
   mscclppComm_t mc;
   int rank;

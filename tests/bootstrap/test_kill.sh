@@ -7,7 +7,8 @@
 # naming the victim within 10 s, later calls failed at once, and destroy
 # worked; or, for recover_worker, it went on on a shrunk communicator). The
 # launcher must report the first victim's signal (137), and the whole run
-# must end well before the 30 s timeout.
+# must end well before the 30 s timeout. KILL_MODE names the worker's mode
+# (default: kill).
 set -u
 launcher=$1 worker=$2 n=$3 victim=$4
 victims=" ${victim//,/ } "
@@ -15,7 +16,7 @@ nvictims=$(echo $victim | tr ',' ' ' | wc -w)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s%N)
-MSCCLPP_TIMEOUT=30 "$launcher" -n "$n" --keep-going --timeout 50 -- "$worker" kill "$victim" >"$out" 2>&1
+MSCCLPP_TIMEOUT=30 "$launcher" -n "$n" --keep-going --timeout 50 -- "$worker" "${KILL_MODE:-kill}" "$victim" >"$out" 2>&1
 status=$?
 end=$(date +%s%N)
 cat "$out"

@@ -10,6 +10,12 @@
  *                         an error within 10 s, a later allreduce must fail
  *                         (not hang), and ncclCommAbort must return; prints
  *                         SURVIVOR_OK (tests/bootstrap/test_kill.sh checks)
+ *   nccl_worker shrink V  rank V SIGKILLs itself after a first allreduce; each
+ *                         survivor sees ncclRemoteError, NCCL_SHRINK_DEFAULT
+ *                         is refused, NCCL_SHRINK_ABORT without V gives a
+ *                         communicator whose collectives are checked (blocking,
+ *                         then a nonblocking shrink of it with nobody
+ *                         excluded); prints SURVIVOR_OK
  *   nccl_worker exit-live nccl-tests' parallel init: every rank exits with its
  *                         communicator alive, at its own moment; exit 0 each
  *   nccl_worker fallback  MSCCLPP_NCCL_FALLBACK errors (one process)
@@ -695,6 +701,18 @@ static void testRevoke(ncclComm_t world) {
   NCHECK(ncclGroupEnd(), ncclInvalidUsage);
   NCHECK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclInvalidArgument); /* twice */
   NCHECK(ncclCommFinalize(c), ncclInvalidArgument);
+  /* a revoked communicator still shrinks (here without its last rank) */
+  if (rank != nranks - 1) {
+    int last = nranks - 1, cnt = 0;
+    ncclComm_t sh = NULL;
+    OK(ncclCommShrink(c, &last, 1, &sh, NULL, NCCL_SHRINK_DEFAULT));
+    OK(ncclCommCount(sh, &cnt));
+    CHECK(cnt == nranks - 1);
+    x = (float)rank;
+    OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMax, sh, NULL));
+    CHECK(y == (float)(nranks - 2));
+    OK(ncclCommDestroy(sh));
+  }
   OK(ncclCommDestroy(c));
   /* nonblocking: ncclSuccess or ncclInProgress, then the state settles */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -777,6 +795,63 @@ static int runKill(int victim) {
   double t2 = now();
   OK(ncclCommAbort(comm));
   CHECK(now() - t2 < 5);
+  if (failures == 0) printf("SURVIVOR_OK rank %d\n", rank);
+  fflush(stdout);
+  return failures ? 1 : 0;
+}
+
+/* The recovery a PyTorch job makes after a rank dies: shrink with ABORT. */
+static int runShrink(int victim) {
+  ncclUniqueId id;
+  if (shareFirstId(&id) != 0) return 1;
+  ncclComm_t comm = NULL;
+  OK(ncclCommInitRank(&comm, nranks, id, rank));
+  if (comm == NULL) return 1;
+  float x[256], y[256];
+  for (int i = 0; i < 256; i++) x[i] = 1;
+  OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL));
+  if (rank == 0) removeFirstId();
+  if (failures) return 1;
+  if (rank == victim) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  double t0 = now();
+  ncclResult_t st = ncclSuccess;
+  while (now() - t0 < 10) {
+    OK(ncclCommGetAsyncError(comm, &st));
+    if (st != ncclSuccess) break;
+    usleep(1000);
+  }
+  CHECK(st == ncclRemoteError);
+  ncclComm_t sh = NULL;
+  NCHECK(ncclCommShrink(comm, &victim, 1, &sh, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+  CHECK(strstr(ncclGetLastError(NULL), "NCCL_SHRINK_ABORT") != NULL);
+  OK(ncclCommShrink(comm, &victim, 1, &sh, NULL, NCCL_SHRINK_ABORT));
+  double took = now() - t0;
+  int c = 0, r = -1;
+  OK(ncclCommCount(sh, &c));
+  OK(ncclCommUserRank(sh, &r));
+  CHECK(c == nranks - 1 && r == (rank < victim ? rank : rank - 1));
+  for (int i = 0; i < 256; i++) x[i] = (float)rank;
+  OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, sh, NULL));
+  float want = (float)(nranks * (nranks - 1) / 2 - victim);
+  for (int i = 0; i < 256; i++) CHECK(y[i] == want);
+  /* the parent refuses collectives (revoked) and can be aborted */
+  NCHECK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
+  OK(ncclCommAbort(comm));
+  /* a nonblocking shrink of the new one, nobody excluded */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t again = NULL;
+  ncclResult_t res = ncclCommShrink(sh, NULL, 0, &again, &cfg, NCCL_SHRINK_DEFAULT);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(again), ncclSuccess);
+  OK(ncclBroadcast(x, y, 256, ncclFloat32, 0, again, NULL));
+  for (int i = 0; i < 256; i++) CHECK(y[i] == (victim == 0 ? 1.0f : 0.0f));
+  OK(ncclCommDestroy(again));
+  OK(ncclCommDestroy(sh));
+  printf("rank %d: recovered %.3f s after the failure was seen\n", rank, took);
   if (failures == 0) printf("SURVIVOR_OK rank %d\n", rank);
   fflush(stdout);
   return failures ? 1 : 0;
@@ -895,7 +970,8 @@ int main(int argc, char** argv) {
   nranks = atoi(n);
   if (strcmp(mode, "api") == 0) return runApi();
   if (strcmp(mode, "kill") == 0 && argc > 2) return runKill(atoi(argv[2]));
+  if (strcmp(mode, "shrink") == 0 && argc > 2) return runShrink(atoi(argv[2]));
   if (strcmp(mode, "exit-live") == 0) return runExitLive();
-  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | exit-live | fallback SELF [REAL]\n");
+  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | shrink VICTIM | exit-live | fallback SELF [REAL]\n");
   return 2;
 }
