@@ -281,6 +281,7 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
 
 fail_destroy:
   mscclppBootstrapRootStop(root);
+  bs->creationFailed = 1;
   mscclppBootstrapDestroy(bs);
   return res;
 }
@@ -298,13 +299,19 @@ void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {
    * not turn into a reset. */
   /* A rank that leaves after a loss repeats the loss first, so that a peer
    * waiting for it learns the cause, not only that it left. */
-  uint8_t bye[2 * MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES];
+  /* A rank whose creation failed reports itself lost: its peers still in
+   * the creation's barrier fail now rather than at the timeout (a rank
+   * that finished creating and left at once is only "left", and its
+   * messages are still delivered). */
+  uint8_t bye[3 * MSCCLPP_BS_HEADER_BYTES + 2 * MSCCLPP_BS_PEER_STATUS_BYTES];
   size_t byeLen = 0;
-  if (bs->lostRank >= 0) {
+  int notices[2] = {bs->lostRank, bs->creationFailed ? bs->rank : -1};
+  for (int k = 0; k < 2; k++) {
+    if (notices[k] < 0) continue;
     struct mscclppBsHeader ps = {MSCCLPP_BS_MSG_PEER_STATUS, 0, 0, MSCCLPP_BS_PEER_STATUS_BYTES};
-    mscclppBootstrapEncodeHeader(&ps, bye);
-    mscclppBootstrapEncodePeerStatus(bs->lostRank, MSCCLPP_BS_PEER_LOST, bye + MSCCLPP_BS_HEADER_BYTES);
-    byeLen = MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES;
+    mscclppBootstrapEncodeHeader(&ps, bye + byeLen);
+    mscclppBootstrapEncodePeerStatus(notices[k], MSCCLPP_BS_PEER_LOST, bye + byeLen + MSCCLPP_BS_HEADER_BYTES);
+    byeLen += MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES;
   }
   struct mscclppBsHeader h = {MSCCLPP_BS_MSG_GOODBYE, 0, 0, 0};
   mscclppBootstrapEncodeHeader(&h, bye + byeLen);

@@ -27,7 +27,10 @@
  *    it. Destroy sends GOODBYE on every connection, so a rank that finishes
  *    early is "left", not lost: operations that need it fail, others go on.
  *    A rank that leaves after seeing a loss repeats the loss before its
- *    GOODBYE, so its peers fail naming the lost rank, not the one that left.
+ *    GOODBYE, so its peers fail naming the lost rank, not the one that left;
+ *    a rank whose creation failed (it could not reach a peer that died
+ *    before anyone noticed) reports itself lost, so that the others fail
+ *    their creation too instead of waiting for the timeout.
  *    (After rank 0 has left, losses are seen only by the ranks connected to
  *    the lost rank, or as timeouts.)
  *  - Every wait is bounded by the timeout of the params snapshot and polls in

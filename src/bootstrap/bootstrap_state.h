@@ -26,7 +26,8 @@
  *  - whoever notices a loss on rank 0 writes PEER_STATUS notices on the
  *    incoming connections (each rank's connection to rank 0), under
  *    bs->noticeLock. Destroy repeats a known loss to every peer before its
- *    GOODBYE.
+ *    GOODBYE; after a failed creation it reports itself lost, so that peers
+ *    still creating fail at once instead of waiting for it.
  *  - bs->lock guards the connection list, in/out tables, queues, peer states
  *    and each connection's reader/goodbye/eof flags.
  *  - Destroy stops the progress thread first; nothing else may run then.
@@ -121,6 +122,7 @@ struct mscclppBootstrap {
   int listenKind; /* EV_LISTEN: the epoll tag of listenFd */
   pthread_t progress;
   int progressStarted;
+  int creationFailed; /* destroyed by a failed creation: it says so as it leaves */
   atomic_int stop;
   size_t maxPiece;
   uint32_t collSeq; /* collectives issued; their tag */

@@ -378,6 +378,7 @@ done:
   free(s.latestReq);
   free(s.graceEnd);
   if (res != mscclppSuccess) {
+    if (child != NULL) child->creationFailed = 1;
     mscclppBootstrapDestroy(child);
     return res;
   }
