@@ -17,8 +17,8 @@
  * report on a pipe, one line each:
  *   I ok|fail          the communicator was created (or not)
  *   K t phase op       the victim, just before it kills itself (t: CLOCK_MONOTONIC)
- *   F op why           a call failed (the rank waits for orders)
- *   S ok|fail why      its shrink worked (or not)
+ *   F t op why         a call failed (the rank waits for orders)
+ *   S ok|fail t why    its shrink worked (or not), and when it returned
  *   R t                its first call on a new communicator succeeded
  *   D                  its calls on the communicator are done
  *   W what             a wrong result (the trial fails)
@@ -294,7 +294,7 @@ static void runCalls(struct world* w, int calls, int armIter, long armDelayUs, c
     }
     mscclppResult_t res = checkedCall(w, it, groupKill && it == armIter);
     if (res != mscclppSuccess) {
-      report("F %s %s: %s", curOp, mscclppGetErrorString(res), mscclppGetLastError());
+      report("F %.6f %s %s: %s", nowSec(), curOp, mscclppGetErrorString(res), mscclppGetLastError());
       return;
     }
     if (it == 0) report("R %.6f", nowSec());
@@ -364,7 +364,8 @@ static int rankMain(int rank, const char* commId, const char* secret) {
         curOp = "shrink";
         res = mscclppCommShrink(cur.comm, ex, k, &next.comm, MSCCLPP_SHRINK_ABORT);
         curOp = "between";
-        report("S %s %s", res == mscclppSuccess ? "ok" : "fail", res == mscclppSuccess ? "" : mscclppGetLastError());
+        report("S %s %.6f %s", res == mscclppSuccess ? "ok" : "fail", nowSec(),
+               res == mscclppSuccess ? "" : mscclppGetLastError());
         break;
       }
       case 'X': /* the shrink failed somewhere: drop what this one made */
@@ -424,7 +425,9 @@ struct child {
   int state;    /* ST_* */
   int hasComm;  /* a communicator it can shrink */
   int shrinkOk;
-  double firstOk; /* R of the current communicator */
+  double failedAt; /* F: its call failed */
+  double shrunkAt; /* S: its shrink returned */
+  double firstOk;  /* R of the current communicator */
   char buf[4096];
   size_t len;
   char last[600]; /* its last report */
@@ -433,6 +436,8 @@ struct child {
 struct trialResult {
   int ok, hang, wrongs, spurious;
   double recovery[2]; /* kill -> every survivor's first success, per kill; -1 if not measured */
+  double phase[3];    /* the first kill, recovered by one shrink: kill -> last survivor's failed call,
+                       * -> last shrink returned, -> last first success; -1 if not measured */
   const char* how[2];
   char why[600];
 };
@@ -492,10 +497,12 @@ static void onLine(int i, char* line, struct deaths* d, struct trialResult* tr) 
       d->nkills++;
       break;
     case 'F':
+      k->failedAt = strtod(line + 2, NULL);
       k->state = ST_WAIT;
       break;
     case 'S':
       k->shrinkOk = strncmp(line, "S ok", 4) == 0;
+      k->shrunkAt = strtod(line + (k->shrinkOk ? 5 : 7), NULL);
       k->state = ST_WAIT;
       break;
     case 'R':
@@ -561,6 +568,8 @@ static int isVictim(const struct plan* p, int i) { return i == p->victim1 || i =
 static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
   memset(tr, 0, sizeof(*tr));
   tr->recovery[0] = tr->recovery[1] = -1;
+  tr->phase[0] = tr->phase[1] = tr->phase[2] = -1;
+  double lastFailed = 0, lastShrunk = 0;
   int n = p->n;
   char commId[64], secret[40];
   newJob(commId, sizeof(commId), secret);
@@ -582,7 +591,7 @@ static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
       repFd = rp[1];
       cmdIn = fdopen(cp[0], "r");
       plan = *p;
-      _exit(rankMain(i, commId, secret));
+      exit(rankMain(i, commId, secret)); /* exit, not _exit: LeakSanitizer checks each rank */
     }
     close(rp[1]);
     close(cp[0]);
@@ -625,6 +634,11 @@ static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
         if (k->firstOk == 0) all = 0;
         if (first == 0 || k->firstOk < first) first = k->firstOk;
         if (k->firstOk > last) last = k->firstOk;
+      }
+      if (all && recovered == 0 && d.nkills == 1 && d.killedAt[0] < first && lastShrunk > 0) {
+        tr->phase[0] = lastFailed - d.killedAt[0];
+        tr->phase[1] = lastShrunk - lastFailed;
+        tr->phase[2] = last - lastShrunk;
       }
       for (; all && recovered < d.nkills && recovered < 2 && d.killedAt[recovered] < first; recovered++)
         tr->recovery[recovered] = last - d.killedAt[recovered];
@@ -673,6 +687,9 @@ static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
                kids[next[0]].last);
       break;
     }
+    lastFailed = 0;
+    for (int i = 0; i < nn; i++)
+      if (kids[next[i]].failedAt > lastFailed) lastFailed = kids[next[i]].failedAt;
     char list[256];
     size_t at = (size_t)snprintf(list, sizeof(list), "%d", nn);
     for (int i = 0; i < nn; i++) at += (size_t)snprintf(list + at, sizeof(list) - at, " %d", next[i]);
@@ -713,6 +730,9 @@ static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
       continue;
     }
     attempts = 0;
+    lastShrunk = 0;
+    for (int i = 0; i < nn; i++)
+      if (kids[next[i]].shrunkAt > lastShrunk) lastShrunk = kids[next[i]].shrunkAt;
     gen++;
     tr->how[0] = tr->how[0] ? tr->how[0] : "shrink";
     tr->how[1] = "shrink";
@@ -787,8 +807,8 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   double t0 = nowSec();
   int failed = 0, hangs = 0, wrongs = 0;
-  double times[2][2 * 256];
-  int ntimes[2] = {0, 0};
+  double times[2][2 * 256], phases[2][3][256];
+  int ntimes[2] = {0, 0}, nphases[2] = {0, 0};
   for (int t = 0; t < trials; t++) {
     struct plan p = makePlan(seed + (uint64_t)t, t, sizes, nsizes);
     struct trialResult tr;
@@ -804,6 +824,10 @@ int main(int argc, char** argv) {
       if (tr.how[k] != NULL && strcmp(tr.how[k], "shrink") == 0 && ntimes[p.n == 8] < 2 * 256)
         times[p.n == 8][ntimes[p.n == 8]++] = tr.recovery[k];
     }
+    if (tr.phase[0] >= 0 && nphases[p.n == 8] < 256) {
+      for (int k = 0; k < 3; k++) phases[p.n == 8][k][nphases[p.n == 8]] = tr.phase[k];
+      nphases[p.n == 8]++;
+    }
     printf("trial %2d seed %llu: %-6s %d ranks, kill rank %d%s: %s, recovered %s, %.2f s%s%s\n", t,
            (unsigned long long)p.seed, scenarioNames[p.sc], p.n, p.victim1, v2, tr.ok ? "ok" : "FAILED",
            rec[0] ? rec : "-", nowSec() - ts, tr.ok ? "" : ": ", tr.ok ? "" : tr.why);
@@ -818,6 +842,14 @@ int main(int argc, char** argv) {
     qsort(times[s], (size_t)ntimes[s], sizeof(double), cmpDouble);
     printf("kill to first collective on the shrunk communicator, %s ranks: median %.3f s, worst %.3f s (%d kills)\n",
            s ? "8" : "4 (and other)", times[s][ntimes[s] / 2], times[s][ntimes[s] - 1], ntimes[s]);
+    if (nphases[s] == 0) continue;
+    static const char* const names[3] = {"every survivor's call failed", "shrink", "first collective"};
+    printf("  of which (medians of %d single kills):", nphases[s]);
+    for (int k = 0; k < 3; k++) {
+      qsort(phases[s][k], (size_t)nphases[s], sizeof(double), cmpDouble);
+      printf("%s %s %.3f s", k ? "," : "", names[k], phases[s][k][nphases[s] / 2]);
+    }
+    printf("\n");
   }
   return failed ? 1 : 0;
 }
