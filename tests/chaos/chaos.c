@@ -140,7 +140,8 @@ static struct plan plan;
 static int me;          /* original rank */
 static int repFd = -1;  /* reports to the driver */
 static FILE* cmdIn;     /* orders from the driver */
-static const char* volatile curOp = "start";
+static const char* curOp = "start"; /* what the main thread is in, for the kill report; __atomic */
+#define SET_OP(name) __atomic_store_n(&curOp, (name), __ATOMIC_RELAXED)
 static int wrong;
 
 static void report(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -160,7 +161,7 @@ static void report(const char* fmt, ...) {
 }
 
 static void die(const char* phase) {
-  report("K %.6f %s %s", nowSec(), phase, curOp);
+  report("K %.6f %s %s", nowSec(), phase, __atomic_load_n(&curOp, __ATOMIC_RELAXED));
   raise(SIGKILL);
 }
 
@@ -219,9 +220,9 @@ static mscclppResult_t checkedCall(struct world* w, int it, int dieInGroup) {
     case 0: {
       size_t c = countOf(gen, it, MAX_COUNT);
       for (size_t i = 0; i < c; i++) bufA[i] = val(gen, it, w->orig[r], i);
-      curOp = "allreduce";
+      SET_OP("allreduce");
       res = mscclppAllReduce(bufA, bufB, c, mscclppInt32, mscclppSum, w->comm, NULL);
-      curOp = "between";
+      SET_OP("between");
       if (res != mscclppSuccess) return res;
       for (size_t i = 0; i < c; i++) {
         int32_t want = 0;
@@ -234,9 +235,9 @@ static mscclppResult_t checkedCall(struct world* w, int it, int dieInGroup) {
       size_t c = countOf(gen, it, MAX_COUNT);
       int root = it / 4 % m;
       for (size_t i = 0; i < c; i++) bufA[i] = r == root ? val(gen, it, w->orig[root], i) : -1;
-      curOp = "broadcast";
+      SET_OP("broadcast");
       res = mscclppBroadcast(bufA, bufA, c, mscclppInt32, root, w->comm, NULL);
-      curOp = "between";
+      SET_OP("between");
       if (res != mscclppSuccess) return res;
       for (size_t i = 0; i < c; i++) checkEq("broadcast", it, i, bufA[i], val(gen, it, w->orig[root], i));
       break;
@@ -245,9 +246,9 @@ static mscclppResult_t checkedCall(struct world* w, int it, int dieInGroup) {
       size_t c = countOf(gen, it, MAX_COUNT / MAX_RANKS);
       for (int q = 0; q < m; q++)
         for (size_t i = 0; i < c; i++) bufA[(size_t)q * c + i] = val(gen, it, w->orig[r] * 64 + w->orig[q], i);
-      curOp = "alltoall";
+      SET_OP("alltoall");
       res = mscclppAllToAll(bufA, bufB, c, mscclppInt32, w->comm, NULL);
-      curOp = "between";
+      SET_OP("between");
       if (res != mscclppSuccess) return res;
       for (int q = 0; q < m; q++)
         for (size_t i = 0; i < c; i++)
@@ -261,7 +262,7 @@ static mscclppResult_t checkedCall(struct world* w, int it, int dieInGroup) {
         bufA[i] = val(gen, it, 1000 + w->orig[r], i);
         bufC[i] = val(gen, it, 2000 + w->orig[r], i);
       }
-      curOp = "group";
+      SET_OP("group");
       mscclppGroupStart();
       mscclppSend(bufA, c, mscclppInt32, next, w->comm, NULL);
       if (dieInGroup) die("group");
@@ -269,7 +270,7 @@ static mscclppResult_t checkedCall(struct world* w, int it, int dieInGroup) {
       mscclppRecv(bufB, c, mscclppInt32, prev, w->comm, NULL);
       mscclppRecv(bufB + MAX_COUNT, c, mscclppInt32, next, w->comm, NULL);
       res = mscclppGroupEnd();
-      curOp = "between";
+      SET_OP("between");
       if (res != mscclppSuccess) return res;
       for (size_t i = 0; i < c; i++) {
         checkEq("recv from prev", it, i, bufB[i], val(gen, it, 1000 + w->orig[prev], i));
@@ -294,7 +295,8 @@ static void runCalls(struct world* w, int calls, int armIter, long armDelayUs, c
     }
     mscclppResult_t res = checkedCall(w, it, groupKill && it == armIter);
     if (res != mscclppSuccess) {
-      report("F %.6f %s %s: %s", nowSec(), curOp, mscclppGetErrorString(res), mscclppGetLastError());
+      report("F %.6f %s %s: %s", nowSec(), __atomic_load_n(&curOp, __ATOMIC_RELAXED), mscclppGetErrorString(res),
+             mscclppGetLastError());
       return;
     }
     if (it == 0) report("R %.6f", nowSec());
@@ -333,9 +335,9 @@ static int rankMain(int rank, const char* commId, const char* secret) {
   struct world cur = {NULL, 0, plan.n, {0}, rank}, next = {NULL, 0, 0, {0}, 0};
   for (int i = 0; i < plan.n; i++) cur.orig[i] = i;
   if (plan.sc == SC_INIT && rank == plan.victim1) armTimer(plan.delayUs1, "init");
-  curOp = "init";
+  SET_OP("init");
   mscclppResult_t res = mscclppCommInitFromEnv(&cur.comm);
-  curOp = "between";
+  SET_OP("between");
   report("I %s %s", res == mscclppSuccess ? "ok" : "fail", res == mscclppSuccess ? "" : mscclppGetLastError());
   if (res == mscclppSuccess) {
     int armIter = -1;
@@ -361,9 +363,9 @@ static int rankMain(int rank, const char* commId, const char* secret) {
         if (plan.sc == SC_SHRINK && rank == plan.victim2 && shrinks == 0) armTimer(plan.delayUs2, "shrink");
         shrinks++;
         next.comm = NULL;
-        curOp = "shrink";
+        SET_OP("shrink");
         res = mscclppCommShrink(cur.comm, ex, k, &next.comm, MSCCLPP_SHRINK_ABORT);
-        curOp = "between";
+        SET_OP("between");
         report("S %s %.6f %s", res == mscclppSuccess ? "ok" : "fail", nowSec(),
                res == mscclppSuccess ? "" : mscclppGetLastError());
         break;
@@ -397,9 +399,9 @@ static int rankMain(int rank, const char* commId, const char* secret) {
         cur.gen = gen;
         cur.comm = NULL;
         setEnvRank(cur.rank, cur.m, id, sec);
-        curOp = "init";
+        SET_OP("init");
         res = mscclppCommInitFromEnv(&cur.comm);
-        curOp = "between";
+        SET_OP("between");
         report("I %s %s", res == mscclppSuccess ? "ok" : "fail", res == mscclppSuccess ? "" : mscclppGetLastError());
         if (res == mscclppSuccess) runCalls(&cur, calls, -1, 0, NULL, 0);
         break;
