@@ -164,6 +164,30 @@ MSCCLPP_API mscclppResult_t mscclppCommRevoke(mscclppComm_t comm, int flags);
 MSCCLPP_API mscclppResult_t mscclppCommShrink(mscclppComm_t comm, const int* excludeRanks, int excludeCount,
                                               mscclppComm_t* newcomm, int flags);
 
+/* ---- growing: new processes join a communicator's ranks ------------------------ */
+
+/* An id for growing comm: every rank of comm calls it (rank 0 makes the id
+ * and starts its rendezvous in its own process, as mscclppGetUniqueId does,
+ * and the others get it over comm's bootstrap). Hand it to the new
+ * processes; rank 0's process must stay alive until they have joined.
+ * Treat it as a secret. Errors: mscclppInvalidArgument (NULL), those of
+ * mscclppGetUniqueId (on rank 0; mscclppRemoteError on the others) and of
+ * the bootstrap. */
+MSCCLPP_API mscclppResult_t mscclppCommGrowId(mscclppComm_t comm, mscclppUniqueId* id);
+
+/* A new communicator of nranks ranks: comm's ranks, which keep their
+ * numbers (they pass comm; `rank` is ignored), and new processes, which
+ * pass comm = NULL and their rank, from comm's size up. Everyone passes the
+ * id of mscclppCommGrowId and the same nranks, and waits until all have
+ * joined (MSCCLPP_TIMEOUT). The new communicator shares nothing with comm,
+ * which stays until it is destroyed; members inherit comm's parameters, new
+ * ranks read theirs from the environment. Errors: mscclppInvalidArgument
+ * (NULL, nranks not above comm's size, a rank out of range), those of
+ * mscclppCommInitRankFromId, and mscclppInvalidUsage on every rank when a
+ * new rank took an old rank's number or the members are not all there. */
+MSCCLPP_API mscclppResult_t mscclppCommGrow(mscclppComm_t comm, int nranks, const mscclppUniqueId* id, int rank,
+                                            mscclppComm_t* newcomm);
+
 /* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ----
  * All return mscclppInvalidArgument for a NULL comm or bad arguments,
  * mscclppRemoteError once any rank was lost (naming it) or when the peer an

@@ -27,6 +27,14 @@
  *       start), W dies too and the survivors shrink that child. Each survivor prints
  *       SURVIVOR_OK and the time from the kill to its first collective that
  *       succeeded (tests/bootstrap/test_kill.sh checks).
+ *   recover_worker grow V
+ *       rank V SIGKILLs itself; the survivors shrink with ABORT, then grow
+ *       back to the original size: the lowest survivor starts a new process
+ *       (this program, "join"), which joins with the id mscclppCommGrowId
+ *       gave; the grown communicator's collectives are checked on every
+ *       rank, the new one included (its exit status too). A new rank that
+ *       claims an old rank's number is refused first. Survivors print
+ *       SURVIVOR_OK (tests/bootstrap/test_kill.sh checks).
  *
  * Prints "rank R: MODE passed".
  */
@@ -36,7 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "mscclpp/coll.h"
@@ -287,9 +297,123 @@ static int testKill(mscclppComm_t comm, const char* victims) {
   return harnessFailures_ == 0 ? 0 : 1;
 }
 
+/* ---- grow ------------------------------------------------------------------------------- */
+
+static void hexOf(const void* p, size_t n, char* out) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", ((const unsigned char*)p)[i]);
+}
+
+static int unhex(const char* s, void* p, size_t n) {
+  if (strlen(s) != 2 * n) return -1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned v;
+    if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+    ((unsigned char*)p)[i] = (unsigned char)v;
+  }
+  return 0;
+}
+
+/* Start this program as a new rank that joins with `id`. */
+static pid_t spawnJoiner(const mscclppUniqueId* id, int n, int r, int expectFail) {
+  char hex[2 * sizeof(*id) + 1], ns[16], rs[16];
+  hexOf(id, sizeof(*id), hex);
+  snprintf(ns, sizeof(ns), "%d", n);
+  snprintf(rs, sizeof(rs), "%d", r);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/proc/self/exe", "recover_worker", expectFail ? "join-refused" : "join", hex, ns, rs, (char*)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* The grown communicator of n ranks, every rank's part: sums and a
+ * broadcast from the new rank. */
+static void checkGrown(mscclppComm_t g, int n, int r) {
+  int gn = -1, gr = -1;
+  CHECK_RES(mscclppCommSize(g, &gn), mscclppSuccess);
+  CHECK_RES(mscclppCommRank(g, &gr), mscclppSuccess);
+  CHECK(gn == n && gr == r);
+  int32_t x[256], y[256];
+  for (int i = 0; i < 256; i++) x[i] = r + i;
+  CHECK_RES(mscclppAllReduce(x, y, 256, mscclppInt32, mscclppSum, g, NULL), mscclppSuccess);
+  for (int i = 0; i < 256; i++) CHECK(y[i] == n * (n - 1) / 2 + n * i);
+  for (int i = 0; i < 256; i++) x[i] = r == n - 1 ? 5 * i : -1;
+  CHECK_RES(mscclppBroadcast(x, x, 256, mscclppInt32, n - 1, g, NULL), mscclppSuccess);
+  for (int i = 0; i < 256; i++) CHECK(x[i] == 5 * i);
+}
+
+/* The new process: join, check, leave; or (refused) fail to join with an
+ * old rank's number. */
+static int runJoin(const char* hex, int n, int r, int refused) {
+  mscclppUniqueId id;
+  if (unhex(hex, &id, sizeof(id)) != 0) return 2;
+  mscclppComm_t g = NULL;
+  if (refused) {
+    CHECK_RES(mscclppCommGrow(NULL, n, &id, r, &g), mscclppRemoteError);
+    printf("joiner claiming rank %d: %s\n", r, mscclppGetLastError());
+    return harnessFailures_ ? 1 : 0;
+  }
+  CHECK_RES(mscclppCommGrow(NULL, n, &id, r, &g), mscclppSuccess);
+  if (g == NULL) return 1;
+  checkGrown(g, n, r);
+  CHECK_RES(mscclppCommDestroy(g), mscclppSuccess);
+  printf("joiner (rank %d of %d): %s\n", r, n, harnessFailures_ ? "FAILED" : "JOINED_OK");
+  return harnessFailures_ ? 1 : 0;
+}
+
+static int testGrow(mscclppComm_t comm, int victim) {
+  CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  double killedAt = 0, firstOk = 0;
+  CHECK(runUntilFailure(comm, rank, victim, &killedAt) != mscclppSuccess);
+  mscclppComm_t c = recoverFrom(comm, nranks, rank, victim, rank, &firstOk);
+  CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+  if (c == NULL) return 1;
+  int me = rank < victim ? rank : rank - 1;
+  /* arguments refused on the caller only */
+  mscclppUniqueId id;
+  mscclppComm_t g = NULL;
+  CHECK_RES(mscclppCommGrow(c, nranks - 1, &id, 0, &g), mscclppInvalidArgument);
+  CHECK_RES(mscclppCommGrowId(NULL, &id), mscclppInvalidArgument);
+  /* a new rank that claims a member's number: everyone is refused */
+  CHECK_RES(mscclppCommGrowId(c, &id), mscclppSuccess);
+  pid_t joiner = me == 0 ? spawnJoiner(&id, nranks, 1, 1) : -1;
+  double t0 = nowSec();
+  CHECK_RES(mscclppCommGrow(c, nranks, &id, -1, &g), mscclppRemoteError);
+  printf("rank %d: grow with a duplicate rank refused after %.2f s: %s\n", rank, nowSec() - t0,
+         mscclppGetLastError());
+  CHECK(nowSec() - t0 < 5.0);
+  if (joiner > 0) {
+    int status = 0;
+    waitpid(joiner, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  /* grow back to nranks: the lowest survivor starts the new rank */
+  t0 = nowSec();
+  CHECK_RES(mscclppCommGrowId(c, &id), mscclppSuccess);
+  joiner = me == 0 ? spawnJoiner(&id, nranks, nranks - 1, 0) : -1;
+  CHECK_RES(mscclppCommGrow(c, nranks, &id, -1, &g), mscclppSuccess);
+  if (g != NULL) {
+    printf("rank %d: grown back to %d ranks in %.3f s\n", rank, nranks, nowSec() - t0);
+    checkGrown(g, nranks, me);
+    CHECK_RES(mscclppCommDestroy(g), mscclppSuccess);
+  }
+  CHECK_RES(mscclppCommDestroy(c), mscclppSuccess);
+  if (joiner > 0) {
+    int status = 0;
+    waitpid(joiner, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  if (harnessFailures_ == 0) printf("SURVIVOR_OK rank %d\n", rank);
+  return harnessFailures_ == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "revoke";
   setenv("CUDA_VISIBLE_DEVICES", "", 1); /* the host backend, also on a GPU machine */
+  if (strncmp(mode, "join", 4) == 0 && argc > 4)
+    return runJoin(argv[2], atoi(argv[3]), atoi(argv[4]), strcmp(mode, "join-refused") == 0);
   mscclppComm_t comm = NULL;
   mscclppResult_t res = mscclppCommInitFromEnv(&comm);
   if (res != mscclppSuccess) {
@@ -299,12 +423,13 @@ int main(int argc, char** argv) {
   mscclppCommRank(comm, &rank);
   mscclppCommSize(comm, &nranks);
   if (strcmp(mode, "kill") == 0 && argc > 2) return testKill(comm, argv[2]);
+  if (strcmp(mode, "grow") == 0 && argc > 2) return testGrow(comm, atoi(argv[2]));
   if (strcmp(mode, "revoke") == 0) {
     testRevoke(comm);
   } else if (strcmp(mode, "shrink") == 0) {
     testShrink(comm);
   } else {
-    fprintf(stderr, "usage: recover_worker revoke | shrink | kill V[,W]\n");
+    fprintf(stderr, "usage: recover_worker revoke | shrink | kill V[,W] | grow V | join ID N R\n");
     return 2;
   }
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
