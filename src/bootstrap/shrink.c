@@ -89,8 +89,13 @@ struct shrinkRun {
 };
 
 /* Send `what` answering call `echo` to parent rank `to` (text for ABORT).
- * The receiver may be gone: no long wait, and a failure only logged. */
+ * The receiver may be gone: a rank known gone is skipped, and a failure
+ * is only logged. */
 static void answer(struct shrinkRun* s, int to, uint32_t what, uint64_t echo, const char* text) {
+  pthread_mutex_lock(&s->parent->lock);
+  int alive = s->parent->peerState[to] == PEER_ALIVE;
+  pthread_mutex_unlock(&s->parent->lock);
+  if (!alive) return;
   struct mscclppBsShrink rec = s->mine;
   rec.what = what;
   rec.echo = echo;
