@@ -24,7 +24,11 @@
  *       survivor's call fails, a DEFAULT shrink is refused, a shrink with
  *       MSCCLPP_SHRINK_ABORT and V excluded gives a communicator whose
  *       collectives are checked; with W (another rank, numbered as at the
- *       start), W dies too and the survivors shrink that child. Each survivor prints
+ *       start), W dies too and the survivors shrink that child. With one
+ *       victim, every rank also holds a memory channel to the next rank
+ *       on the parent: after the shrink its wait fails (mscclppAborted)
+ *       instead of waiting, and it, its connection and its memory are
+ *       destroyed before the parent. Each survivor prints
  *       SURVIVOR_OK and the time from the kill to its first collective that
  *       succeeded (tests/bootstrap/test_kill.sh checks).
  *   recover_worker grow V
@@ -51,6 +55,10 @@
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
+#include "mscclpp/connection.h"
+#include "mscclpp/memory.h"
+#include "mscclpp/memory_channel.h"
+#include "mscclpp/memory_channel_device.h"
 
 static int rank, nranks;
 
@@ -271,14 +279,70 @@ static mscclppComm_t recoverFrom(mscclppComm_t c, int n, int me, int victim, int
   return child;
 }
 
+/* What a user built on a communicator: memory channels around a ring. */
+struct userObjects {
+  void* buf;
+  mscclppRegisteredMemory_t mem;
+  mscclppConnection_t conn[2];
+  mscclppMemoryChannel_t ch[2];
+};
+
+static void userBuild(mscclppComm_t comm, struct userObjects* u) {
+  memset(u, 0, sizeof(*u));
+  CHECK_RES(mscclppMemAlloc(comm, mscclppMemKindHostShared, 4096, &u->buf), mscclppSuccess);
+  CHECK_RES(mscclppMemoryRegister(comm, u->buf, 4096, mscclppTransportHostShm, &u->mem), mscclppSuccess);
+  int peers[2] = {(rank + 1) % nranks, (rank + nranks - 1) % nranks};
+  /* each connection waits for its peer's: make them in one global order
+   * of the ring's edges (by their lower, then higher rank), or the ring
+   * waits for itself */
+  int lo0 = rank < peers[0] ? rank : peers[0], hi0 = rank ^ peers[0] ^ lo0;
+  int lo1 = rank < peers[1] ? rank : peers[1], hi1 = rank ^ peers[1] ^ lo1;
+  if (lo1 < lo0 || (lo1 == lo0 && hi1 < hi0)) {
+    int t = peers[0];
+    peers[0] = peers[1];
+    peers[1] = t;
+  }
+  for (int k = 0; k < 2; k++) {
+    CHECK_RES(mscclppConnectionCreate(comm, peers[k], 77, mscclppTransportHostShm, &u->conn[k]), mscclppSuccess);
+    mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+    mc.local = u->mem;
+    mc.tag = 78;
+    if (u->conn[k] != NULL) CHECK_RES(mscclppMemoryChannelCreate(comm, u->conn[k], &mc, &u->ch[k]), mscclppSuccess);
+  }
+}
+
+/* After the shrink: the parent's channels fail at once, then go. */
+static void userRelease(struct userObjects* u) {
+  for (int k = 0; k < 2; k++) {
+    if (u->ch[k] == NULL) continue;
+    mscclppMemoryChannelDeviceHandle h;
+    CHECK_RES(mscclppMemoryChannelGetDeviceHandle(u->ch[k], &h), mscclppSuccess);
+    double t0 = nowSec();
+    CHECK_RES(mscclppMemoryChannelDeviceWait(&h), mscclppAborted); /* nobody signals it */
+    CHECK(nowSec() - t0 < 1.0);
+  }
+  for (int k = 0; k < 2; k++) {
+    if (u->ch[k] != NULL) CHECK_RES(mscclppMemoryChannelDestroy(u->ch[k]), mscclppSuccess);
+    if (u->conn[k] != NULL) CHECK_RES(mscclppConnectionDestroy(u->conn[k]), mscclppSuccess);
+  }
+  if (u->mem != NULL) CHECK_RES(mscclppMemoryDeregister(u->mem), mscclppSuccess);
+}
+
 static int testKill(mscclppComm_t comm, const char* victims) {
   int v1 = atoi(victims);
   const char* comma = strchr(victims, ',');
   int v2 = comma != NULL ? atoi(comma + 1) : -1;
+  struct userObjects u;
+  memset(&u, 0, sizeof(u));
+  if (v2 < 0) userBuild(comm, &u);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   double killedAt = 0, firstOk = 0;
   CHECK(runUntilFailure(comm, rank, v1, &killedAt) != mscclppSuccess);
   mscclppComm_t c1 = recoverFrom(comm, nranks, rank, v1, rank, &firstOk);
+  if (v2 < 0) {
+    userRelease(&u);
+    if (u.buf != NULL) CHECK_RES(mscclppMemFree(comm, u.buf), mscclppSuccess);
+  }
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
   if (c1 == NULL) return 1;
   printf("rank %d: recovered %.3f s after the first kill\n", rank, firstOk - killedAt);
