@@ -725,7 +725,30 @@ static void testRevoke(ncclComm_t world) {
   CHECK(res == ncclSuccess || res == ncclInProgress);
   NCHECK(waitInit(nb), ncclSuccess);
   NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, nb, NULL), ncclInvalidUsage);
+  /* a revoked communicator still splits */
+  ncclComm_t sp = NULL;
+  ncclConfig_t bcfg = NCCL_CONFIG_INITIALIZER;
+  bcfg.blocking = 1;
+  OK(ncclCommSplit(nb, 0, rank, &sp, &bcfg));
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, sp, NULL));
+  OK(ncclCommDestroy(sp));
   OK(ncclCommDestroy(nb));
+  /* a nonblocking shrink that cannot complete (rank 0 stays out): aborting
+   * it returns at once, and the world (its parent) goes on */
+  if (rank != 0) {
+    ncclComm_t never = NULL;
+    NCHECK(ncclCommShrink(world, NULL, 0, &never, &cfg, NCCL_SHRINK_DEFAULT), ncclInProgress);
+    usleep(100000);
+    ncclResult_t st = ncclSuccess;
+    OK(ncclCommGetAsyncError(never, &st));
+    CHECK(st == ncclInProgress);
+    double t0 = now();
+    OK(ncclCommAbort(never));
+    CHECK(now() - t0 < 1.0);
+  }
+  x = 1;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, world, NULL));
+  CHECK(y == (float)nranks);
 }
 
 static int runApi(void) {
