@@ -35,6 +35,9 @@
  *    the lost rank, or as timeouts.)
  *  - Every wait is bounded by the timeout of the params snapshot and polls in
  *    short slices, so a lost peer is noticed within about 0.1 s.
+ *  - Shrink (shrink.c): the ranks that outlived a loss agree, over their
+ *    connections of this bootstrap, on a new bootstrap of themselves; no
+ *    root and no rank 0 are needed.
  * Collectives (allgather, barrier) must be called by all ranks in the same
  * order, from one thread at a time per rank; point-to-point calls may come
  * from several threads.

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of a rank's bootstrap, shared by its three files:
+ * The state of a rank's bootstrap, shared by its files:
  *   bootstrap.c  create (rendezvous, monitor, first barrier), destroy, queries
  *   progress.c   connections: the epoll set, reading, peer states, the
  *                progress thread (accepting peers, reading idle connections)
  *   messages.c   sending, receiving, allgather, barrier
+ *   shrink.c     a new bootstrap of some ranks, agreed over this one
  * bootstrap.h describes the design; this header says who owns what.
  *
  * Threads and ownership:

@@ -39,7 +39,7 @@ static int sliceMs(mscclppDeadline d) {
 /* ---- writing (application threads) ------------------------------------------------ */
 
 struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline) {
-  struct mscclppBsOp o = {name, deadline, 0, atomic_load(&bs->interrupts), NULL, 0};
+  struct mscclppBsOp o = {.name = name, .deadline = deadline, .interrupts = atomic_load(&bs->interrupts)};
   return o;
 }
 
