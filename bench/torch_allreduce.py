@@ -34,6 +34,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lib", default=None, help="libmscclpp_nccl.so (default: build/src/nccl/ of this repo)")
     p.add_argument("--no-preload", action="store_true", help="run on the NCCL PyTorch ships (for comparison)")
+    p.add_argument("--python-backend", default=None, metavar="LIBMSCCLPP",
+                   help="run through mscclpp's own torch.distributed backend (python/mscclpp/torch.py) over this "
+                        "libmscclpp.so, with no preload")
     p.add_argument("--nprocs", type=int, default=2)
     p.add_argument("--min-bytes", type=int, default=1 << 10)
     p.add_argument("--max-bytes", type=int, default=256 << 20)
@@ -55,8 +58,13 @@ def rank_main(rank, world, port, args, queue):
     torch.cuda.set_device(device)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
-                            timeout=datetime.timedelta(seconds=120))
+    if args.python_backend:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+        import mscclpp.torch  # noqa: F401  (registers "mscclpp")
+        dist.init_process_group("mscclpp", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    else:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
+                                timeout=datetime.timedelta(seconds=120))
     dtype = getattr(torch, args.dtype)
     esize = torch.tensor([], dtype=dtype).element_size()
     rows = []
@@ -85,17 +93,21 @@ def rank_main(rank, world, port, args, queue):
         dist.barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
+        h0 = time.perf_counter()
         if graph is not None:
             graph.replay()
         else:
             for _ in range(iters):
                 dist.all_reduce(x)
+        # the host's time to enqueue the calls: near time(us), the loop is
+        # bound by the host (PyTorch's and the library's per-call cost)
+        host_us = (time.perf_counter() - h0) * 1e6 / iters
         end.record(stream)
         end.synchronize()
         us = start.elapsed_time(end) * 1000.0 / iters
-        t = torch.tensor([us], device=device)
+        t = torch.tensor([us, host_us], device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        us = t.item()
+        us, host_us = t[0].item(), t[1].item()
         # exact check: all zeros stay zero; then one more call with rank+1
         ok = bool((x == 0).all().item())
         x.fill_(float(rank + 1))
@@ -106,7 +118,7 @@ def rank_main(rank, world, port, args, queue):
         nbytes = n * esize
         algbw = nbytes / (us * 1e-6) / 1e9
         busbw = algbw * 2 * (world - 1) / world
-        rows.append((nbytes, n, us, algbw, busbw, bool(okt.item())))
+        rows.append((nbytes, n, us, host_us, algbw, busbw, bool(okt.item())))
         del x
         size *= 2
     dist.destroy_process_group()
@@ -126,6 +138,9 @@ def main():
     args = parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lib = None
+    if args.python_backend:
+        args.no_preload = True
+        os.environ["MSCCLPP_LIBRARY"] = os.path.abspath(args.python_backend)
     if not args.no_preload:
         lib = os.path.abspath(args.lib or os.path.join(repo, "build", "src", "nccl", "libmscclpp_nccl.so"))
         if not os.path.exists(lib):
@@ -164,14 +179,18 @@ def main():
             subprocess.run([mps_ctl], input=b"quit\n")
     rows = queue.get()
     what = f"libmscclpp_nccl ({lib})" if lib else "PyTorch's own NCCL"
+    if args.python_backend:
+        what = f"mscclpp's torch.distributed backend ({args.python_backend})"
     print(f"# torch.distributed.all_reduce, {args.nprocs} ranks on {torch.cuda.device_count()} GPU(s) "
           f"({torch.cuda.get_device_name(0)}), {args.dtype}, sum, {args.iters} iterations"
           f"{' in a CUDA graph' if args.graph else ''}, through {what}; torch {torch.__version__}")
-    print(f"{'bytes':>12} {'elements':>11} {'time(us)':>10} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'check':>6}")
+    print(f"{'bytes':>12} {'elements':>11} {'time(us)':>10} {'host(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} "
+          f"{'check':>6}")
     bad = 0
-    for nbytes, n, us, algbw, busbw, ok in rows:
+    for nbytes, n, us, host_us, algbw, busbw, ok in rows:
         bad += not ok
-        print(f"{nbytes:>12} {n:>11} {us:>10.2f} {algbw:>12.2f} {busbw:>12.2f} {'ok' if ok else 'WRONG':>6}")
+        print(f"{nbytes:>12} {n:>11} {us:>10.2f} {host_us:>9.2f} {algbw:>12.2f} {busbw:>12.2f} "
+              f"{'ok' if ok else 'WRONG':>6}")
     sys.exit(1 if bad else 0)
 
 

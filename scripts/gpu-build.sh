@@ -16,4 +16,6 @@ cp tests/*/*.sh .carry/gpu/ 2>/dev/null || true
 # The NCCL-compatible library and its libnccl.so.2 name, for the PyTorch runs.
 mkdir -p .carry/gpu/lib
 cp -a build-gpu/src/nccl/libmscclpp_nccl.so* build-gpu/src/nccl/libnccl.so* .carry/gpu/lib/ 2>/dev/null || true
+# The library itself, for the Python package (MSCCLPP_LIBRARY) and its PyTorch backend.
+cp -a build-gpu/libmscclpp.so* .carry/gpu/lib/ 2>/dev/null || true
 du -sh .carry/gpu

@@ -94,6 +94,13 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     have coll_gpu_worker && step "coll_gpu_${n}_packet2" 300 env MSCCLPP_ALGO=allreduce=packet2 mscclpp-run -n $n --timeout 290 -- \
       "$BIN/coll_gpu_worker" $((2 << 20)) graph=100
   done
+  # all-to-all-v whose counts do not fit: the error on the rank that found
+  # them, nothing out of bounds, the others unharmed (its other checks run
+  # in coll_gpu_N)
+  for n in 2 3; do
+    have coll_gpu_worker && step "coll_gpu_alltoallv_errors_$n" 120 mscclpp-run -n $n --timeout 110 -- \
+      "$BIN/coll_gpu_worker" $((16 << 20)) alltoallv_errors
+  done
   # plain stream order: programmatic dependent launch off (on by default on Hopper)
   have coll_gpu_worker && step "coll_gpu_2_nopdl" 200 env MSCCLPP_COLL_PDL=0 mscclpp-run -n 2 --timeout 190 -- \
     "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
@@ -132,12 +139,12 @@ if [ "$what" = all ] || [ "$what" = coll ]; then
 fi
 if [ "$what" = all ] || [ "$what" = perf ]; then
   if have mscclpp-perf; then
-    for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
+    for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv; do
       step "perf_check_${c}_2" 200 mscclpp-run -n 2 --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1 -e 4M -f 8 -d all -o all -c 1 -n 2 -w 1
     done
     step "perf_check_allreduce_4_graph" 200 mscclpp-run -n 4 --timeout 190 -- "$BIN/mscclpp-perf" allreduce -b 1K -e 64M -f 4 -d float,bfloat16 -o sum -c 1 -G 2
     for n in 2 4; do
-      for c in allreduce allgather; do
+      for c in allreduce allgather alltoallv; do
         step "perf_${c}_${n}" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 -c 0 -w 5 -n 20 -G 5 -J "$OUT/perf_${c}_${n}.json"
       done
     done
@@ -156,6 +163,23 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
       python3 tests/nccl/torch_test.py --lib "$NLIB" --nprocs 2 --modes eager --skip-ddp --timeout 250
     step torch_allreduce_2 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --graph --timeout 190
     step torch_allreduce_2_eager 200 python3 bench/torch_allreduce.py --lib "$NLIB" --nprocs 2 --timeout 190
+  fi
+  MLIB=$BIN/lib/libmscclpp.so
+  if [ -e "$MLIB" ]; then
+    # the Python package's own torch.distributed backend (no preload): the same checks, DDP included
+    step torch_python_backend 400 python3 tests/nccl/torch_test.py --no-preload --mscclpp-lib "$MLIB" \
+      --modes python-backend --nprocs 2,4 --timeout 190
+    step torch_allreduce_2_python_backend 200 python3 bench/torch_allreduce.py --python-backend "$MLIB" --nprocs 2 --timeout 190
+    # kernels of one's own over memory channels, from CuPy
+    step cupy_channels_2 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n 2 --timeout 110 -- \
+      python3 python/examples/cupy_channels.py
+    step cupy_channels_4 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n 4 --timeout 110 -- \
+      python3 python/examples/cupy_channels.py
+    # all-to-all-v from Python with CuPy arrays, its counts on the GPU
+    for n in 2 4; do
+      step "python_all_to_all_v_$n" 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n $n --timeout 110 -- \
+        python3 python/tests/gpu_all_to_all_v.py
+    done
   fi
 fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then

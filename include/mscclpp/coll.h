@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mscclpp collectives: allreduce, allgather, reduce-scatter, broadcast,
- * reduce, all-to-all and send/recv, called from the host like NCCL's.
+ * reduce, all-to-all, all-to-all-v with counts on the GPU, and send/recv,
+ * called from the host like NCCL's.
  *
  * On a GPU communicator (one made where a CUDA device is current) the
  * buffers are device memory and each call is enqueued on `stream`: it
@@ -115,6 +116,60 @@ MSCCLPP_API mscclppResult_t mscclppReduce(const void* sendbuff, void* recvbuff, 
 MSCCLPP_API mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                             mscclppDataType_t datatype, mscclppComm_t comm, mscclppStream_t stream);
 
+/* All-to-all-v whose counts stay on the GPU (a mixture-of-experts layer's
+ * dispatch and combine): the counts are written by a kernel earlier on the
+ * stream and read by this call's kernel, and the counts each rank receives
+ * are written for the next kernel, so the host never waits for the GPU and
+ * the whole step can be captured in a CUDA graph. NCCL has no such call.
+ *
+ * This rank sends sendcounts[d] elements from sendbuff + sdispls[d] elements
+ * to every rank d (itself included). What it receives is packed in source-
+ * rank order: rank s's block at recvbuff + rdispls[s], where rdispls[0] = 0
+ * and rdispls[s + 1] = rdispls[s] + recvcounts[s]; the call writes
+ * recvcounts[s] (what rank s sent to this rank) and rdispls[s] for every s.
+ * Counts and displacements are in elements, nranks size_t each. Any type
+ * (a copy: only the element size matters; every rank passes the same).
+ *
+ * Where they live: on a GPU communicator sendcounts, sdispls, recvcounts
+ * and rdispls are device memory, read and written by the call's kernel in
+ * stream order (the host never reads them; the peers learn the counts on
+ * the GPU). On the host backend, which has no stream, they are host memory:
+ * read when the call is made, written before it returns.
+ *
+ * sendcapacity is the number of elements sendbuff holds: every block must
+ * lie inside it (sdispls[d] + sendcounts[d] <= sendcapacity; a zero count's
+ * displacement is not read). recvcapacity is the number recvbuff holds. A
+ * count may be 0, and a rank may send nothing (every sendcounts[d] == 0;
+ * sendbuff may then be NULL with sendcapacity 0) or receive nothing
+ * (recvbuff NULL with recvcapacity 0). Not in place: the buffers' ranges
+ * must not overlap, nor may recvcounts and rdispls overlap each other, a
+ * buffer or an input array (mscclppInvalidArgument).
+ *
+ * Counts that do not fit are found where the counts are (on a GPU in the
+ * kernel, after this returned); nothing is ever read or written out of
+ * bounds, the call completes on every rank, and the rank that found it gets
+ * the error as its communicator's asynchronous error (mscclppCommGetAsyncError
+ * returns it, naming the rank and the sizes; the communicator is aborted,
+ * so its later calls fail: destroy it). On the host backend this call
+ * returns the error too. The two cases:
+ *   - more elements arrive than recvcapacity (mscclppInvalidUsage): the
+ *     elements whose place rdispls[s] + i is at or past recvcapacity are
+ *     dropped, the others written; recvcounts and rdispls still say what
+ *     each rank sent (their total is more than recvcapacity);
+ *   - a block outside sendbuff (sdispls[d] + sendcounts[d] > sendcapacity;
+ *     mscclppInvalidArgument): the block is sent as empty, so rank d
+ *     receives 0 elements from this rank.
+ * Other errors, returned before anything is enqueued: mscclppInvalidArgument
+ * (NULL comm or count array, bad type, a NULL or misaligned buffer with a
+ * capacity above 0, too large a capacity, in place or overlapping arrays);
+ * mscclppInvalidUsage on a GPU communicator whose ranks are on several
+ * hosts (the port-channel family has no all-to-all-v yet) or with more
+ * ranks than the GPU backend holds; those of the other collectives. */
+MSCCLPP_API mscclppResult_t mscclppAllToAllv(const void* sendbuff, size_t sendcapacity, const size_t* sendcounts,
+                                             const size_t* sdispls, void* recvbuff, size_t recvcapacity,
+                                             size_t* recvcounts, size_t* rdispls, mscclppDataType_t datatype,
+                                             mscclppComm_t comm, mscclppStream_t stream);
+
 /* Point to point: `count` elements from this rank's sendbuff to `peer`'s
  * recvbuff (peer may be this rank). Outside a group each call is a
  * blocking pair as in NCCL: the matching call must come on the peer. Inside
@@ -135,7 +190,8 @@ MSCCLPP_API mscclppResult_t mscclppGroupStart(void);
 MSCCLPP_API mscclppResult_t mscclppGroupEnd(void);
 
 /* The algorithms of collective `coll` ("allreduce", "allgather",
- * "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv") as a
+ * "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv",
+ * "alltoallv") as a
  * comma-separated list, for MSCCLPP_ALGO; NULL for an unknown name. */
 MSCCLPP_API const char* mscclppCollAlgoNames(const char* coll);
 

@@ -372,7 +372,9 @@ MSCCLPP_DEVICE_INLINE void mscclppSpinPause(void) {
  * A kernel that gives up (a timeout, an out-of-range trigger) records why in
  * one 64-bit word of host-mapped memory, first error wins, and raises the
  * abort flag so that every other wait returns. The proxy thread (or
- * mscclppAbortGetError) turns the word into a status and a message. */
+ * mscclppAbortGetError) turns the word into a status and a message. Kinds
+ * that need a second value keep it in the 64-bit word after that one
+ * (mscclppDeviceRaiseWide). */
 
 /* Kinds (bits 0..7 of the word). */
 #define MSCCLPP_DEVICE_ERROR_NONE 0
@@ -381,6 +383,13 @@ MSCCLPP_DEVICE_INLINE void mscclppSpinPause(void) {
 #define MSCCLPP_DEVICE_ERROR_TIMEOUT_FLUSH 3     /* position not completed in time */
 #define MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE 4 /* semaphore wait; expected value in the word */
 #define MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER 5   /* out-of-range trigger field; detail = field */
+/* mscclppAllToAllv's counts that do not fit (coll.h): more elements arrived
+ * than recvcapacity (detail = rank, value = recvcapacity, second value = the
+ * elements that arrived), or a block outside sendbuff (detail = rank << 4 |
+ * the block's destination, value = sendcapacity, second value = where the
+ * block ends). */
+#define MSCCLPP_DEVICE_ERROR_RECV_OVERFLOW 6
+#define MSCCLPP_DEVICE_ERROR_SEND_RANGE 7
 /* Layout: kind (8 bits) | detail (8 bits) << 8 | value (48 bits) << 16. */
 #define MSCCLPP_DEVICE_ERROR_WORD(kind, detail, value) \
   ((uint64_t)(kind) | ((uint64_t)(detail) & 0xffu) << 8 | ((uint64_t)(value) & 0xffffffffffffull) << 16)
@@ -402,6 +411,17 @@ MSCCLPP_DEVICE_INLINE void mscclppDeviceRaise(const mscclppWaitContext* ctx, uns
                                               uint64_t value) {
   if (mscclppAtomicClaimFirst32(ctx->errorClaim, 1u))
     mscclppStoreReleaseSys64(ctx->errorWord, MSCCLPP_DEVICE_ERROR_WORD(kind, detail, value));
+  mscclppStoreReleaseSys32(ctx->abortFlag, 1u);
+}
+
+/* mscclppDeviceRaise with a second value, stored in the word after the
+ * error word before the error word releases it. */
+MSCCLPP_DEVICE_INLINE void mscclppDeviceRaiseWide(const mscclppWaitContext* ctx, unsigned kind, unsigned detail,
+                                                  uint64_t value, uint64_t second) {
+  if (mscclppAtomicClaimFirst32(ctx->errorClaim, 1u)) {
+    mscclppStoreRelaxedSys64(ctx->errorWord + 1, second);
+    mscclppStoreReleaseSys64(ctx->errorWord, MSCCLPP_DEVICE_ERROR_WORD(kind, detail, value));
+  }
   mscclppStoreReleaseSys32(ctx->abortFlag, 1u);
 }
 

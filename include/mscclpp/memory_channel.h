@@ -69,6 +69,10 @@ MSCCLPP_API mscclppResult_t mscclppMemoryChannelDestroy(mscclppMemoryChannel_t c
 MSCCLPP_API mscclppResult_t mscclppMemoryChannelGetDeviceHandle(mscclppMemoryChannel_t channel,
                                                                 mscclppMemoryChannelDeviceHandle* handle);
 
+/* sizeof(mscclppMemoryChannelDeviceHandle) as this library was built: for bindings that hold the
+ * handle as bytes (the Python package) and must not guess its layout. */
+MSCCLPP_API size_t mscclppMemoryChannelDeviceHandleSize(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -123,6 +123,10 @@ MSCCLPP_API mscclppResult_t mscclppCommProxyStop(mscclppComm_t comm);
  * still be destroyed. */
 MSCCLPP_API mscclppResult_t mscclppCommAbort(mscclppComm_t comm, const char* reason);
 
+/* sizeof(mscclppPortChannelDeviceHandle) as this library was built: for bindings that hold the
+ * handle as bytes (the Python package) and must not guess its layout. */
+MSCCLPP_API size_t mscclppPortChannelDeviceHandleSize(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,16 @@ from ctypes import byref, c_int
 from typing import List, NamedTuple
 
 from . import _lib
+from ._channels import (
+    Allocation,
+    Connection,
+    MemKind,
+    MemoryChannel,
+    PortChannel,
+    PortSemaphoreMem,
+    RegisteredMemory,
+    Transport,
+)
 from ._comm import ArrayLike, Communicator, StreamLike, UniqueId, coll_algo_names, group
 from ._errors import (
     AbortedError,
@@ -108,8 +118,16 @@ __all__ = [
     "__version__",
     "AVG",
     "AbortedError",
+    "Allocation",
     "ArrayLike",
     "Communicator",
+    "Connection",
+    "MemKind",
+    "MemoryChannel",
+    "PortChannel",
+    "PortSemaphoreMem",
+    "RegisteredMemory",
+    "Transport",
     "DTypeLike",
     "DataType",
     "InProgressError",

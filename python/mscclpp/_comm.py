@@ -9,7 +9,9 @@ from ctypes import byref, c_int, c_void_p
 from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
+from . import _channels
 from ._buffer import Array, as_array, resolve
+from ._channels import Allocation, Connection, MemKind, RegisteredMemory, Transport
 from ._errors import InvalidUsageError, Status
 from ._lib import UNIQUE_ID_BYTES, UniqueIdStruct, call
 from ._types import DataType, DTypeLike, OpLike, ReduceOp, to_datatype, to_reduce_op
@@ -205,6 +207,29 @@ class Communicator:
         self._adopt(handle)
         return self
 
+    @classmethod
+    def from_store(cls, store: Any, rank: int, size: int, key: str = "mscclpp/unique_id") -> "Communicator":
+        """A communicator rendezvoused through a key-value store that every
+        rank reaches: rank 0 puts a new :class:`UniqueId` under ``key``, the
+        others read it (``store.get`` waits for it, bounded by the store's
+        own timeout). A ``torch.distributed`` store (TCPStore, FileStore,
+        PrefixStore) fits, as does any object with ``set(key, bytes)`` and
+        ``get(key) -> bytes``. Use a new key for each communicator made
+        through one store."""
+        size = _int_arg("size", size, 1)
+        rank = _int_arg("rank", rank, 0, size - 1)
+        if not (callable(getattr(store, "set", None)) and callable(getattr(store, "get", None))):
+            raise TypeError(f"store: expected an object with set(key, value) and get(key), got {type(store).__name__}")
+        if rank == 0:
+            uid = UniqueId.create()
+            store.set(key, bytes(uid))
+        else:
+            data = store.get(key)
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"store.get({key!r}) returned a {type(data).__name__}, not bytes")
+            uid = UniqueId(data)
+        return cls(size, rank, uid)
+
     def _adopt(self, handle: c_void_p) -> None:
         self._h: Optional[c_void_p] = handle
         self._lock = threading.Lock()
@@ -362,6 +387,28 @@ class Communicator:
             ctypes.memmove(base + self._rank * n, arr.ptr, n)
         call("mscclppBootstrapAllGather", h, base, n)
         return [bytes(buf[r * n : (r + 1) * n]) for r in range(self._size)]
+
+    # -- memory and connections (channels: mscclpp.MemoryChannel, PortChannel)
+
+    def alloc(self, kind: MemKind, nbytes: int) -> Allocation:
+        """``mscclppMemAlloc``: memory of ``kind`` that peers can map (host
+        shared memory for the host backend's channels, device memory, ...)."""
+        return _channels.alloc(self, kind, _int_arg("nbytes", nbytes, 1, 2**63 - 1))
+
+    def register_memory(self, buf: Any, transports: Transport = Transport.AUTO) -> RegisteredMemory:
+        """``mscclppMemoryRegister`` of all of ``buf`` (an array, device or
+        host, or an :class:`Allocation`), for ``transports``."""
+        return _channels.register_memory(self, buf, transports)
+
+    def recv_memory(self, peer: int, tag: int = 0) -> RegisteredMemory:
+        """``mscclppMemoryRecv``: open the memory ``peer`` sent with
+        :meth:`RegisteredMemory.send` under ``tag``."""
+        return _channels.recv_memory(self, _int_arg("peer", peer, 0, self._size - 1), _int_arg("tag", tag))
+
+    def connect(self, peer: int, tag: int = 0, transport: Transport = Transport.AUTO) -> Connection:
+        """``mscclppConnectionCreate`` to ``peer`` (both ranks call it, same
+        tag)."""
+        return _channels.connect(self, _int_arg("peer", peer, 0, self._size - 1), _int_arg("tag", tag), transport)
 
     # -- collectives
 
@@ -534,6 +581,65 @@ class Communicator:
             raise ValueError(f"all_to_all: sendbuf has {total} elements, not a multiple of size {self._size}")
         call("mscclppAllToAll", send.ptr, recv.ptr, total // self._size, t, h, _stream_handle(stream))
 
+    def all_to_all_v(
+        self,
+        sendbuf: ArrayLike,
+        sendcounts: ArrayLike,
+        sdispls: ArrayLike,
+        recvbuf: ArrayLike,
+        recvcounts: ArrayLike,
+        rdispls: ArrayLike,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``mscclppAllToAllv``: ``sendcounts[d]`` elements from
+        ``sendbuf[sdispls[d]:]`` to each rank ``d``. The call fills
+        ``recvcounts[s]`` (what rank ``s`` sent here) and ``rdispls[s]``
+        (where it starts in ``recvbuf``, packed in rank order). The four
+        count arrays hold ``size`` 64-bit unsigned integers (``size_t``) in
+        the same memory as the buffers: on a GPU they stay there (the host
+        never reads them, nothing waits), as an MoE router leaves them.
+        Counts that do not fit ``recvbuf`` or ``sendbuf`` are dropped, never
+        written out of bounds, and reported as the communicator's
+        asynchronous error (:meth:`async_error`; on the host backend this
+        call raises it). Not in place."""
+        h = self._handle()
+        t, (send, recv), (ns, nr) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+        counts = []
+        for obj, name, writable in (
+            (sendcounts, "sendcounts", False),
+            (sdispls, "sdispls", False),
+            (recvcounts, "recvcounts", True),
+            (rdispls, "rdispls", True),
+        ):
+            a = as_array(obj, name, writable)
+            if a.itemsize != 8 or a.kind not in ("u", "i") or a.nbytes != 8 * self._size:
+                raise TypeError(
+                    f"all_to_all_v: {name} must hold {self._size} 64-bit integers (size_t), one per rank; "
+                    f"it holds {a.describe()}"
+                )
+            if a.device != send.device:
+                where = "device" if send.device else "host"
+                raise TypeError(f"all_to_all_v: {name} must be in {where} memory, as sendbuf is")
+            counts.append(a)
+        # size_t* arguments: the arrays' addresses (device ones too) as such
+        sc, sd, rc, rd = (ctypes.cast(a.ptr, ctypes.POINTER(ctypes.c_size_t)) for a in counts)
+        call(
+            "mscclppAllToAllv",
+            send.ptr,
+            ns,
+            sc,
+            sd,
+            recv.ptr,
+            nr,
+            rc,
+            rd,
+            t,
+            h,
+            _stream_handle(stream),
+        )
+
     def send(
         self, buf: ArrayLike, peer: int, *, dtype: Optional[DTypeLike] = None, stream: StreamLike = None
     ) -> None:
@@ -561,11 +667,11 @@ class Communicator:
 def coll_algo_names(collective: str) -> List[str]:
     """``mscclppCollAlgoNames``: the algorithms of ``collective``
     ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-    "alltoall", "sendrecv"), for ``MSCCLPP_ALGO``."""
+    "alltoall", "sendrecv", "alltoallv"), for ``MSCCLPP_ALGO``."""
     raw = _lib.lib().mscclppCollAlgoNames(collective.encode())
     if raw is None:
         raise ValueError(f"{collective!r} is not a collective (allreduce, allgather, reducescatter, broadcast, "
-                         "reduce, alltoall, sendrecv)")
+                         "reduce, alltoall, sendrecv, alltoallv)")
     return [n for n in raw.decode().split(",") if n]
 
 

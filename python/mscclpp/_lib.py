@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_void_p
+from ctypes import POINTER, c_char, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _locate
@@ -39,6 +39,7 @@ _comm = c_void_p  # mscclppComm_t (struct mscclppComm*)
 _stream = c_void_p  # mscclppStream_t (cudaStream_t)
 _ptr = c_void_p  # void* / const void*
 _int_out = POINTER(c_int)
+_handle = c_void_p  # mscclppRegisteredMemory_t, mscclppConnection_t, channels (opaque pointers)
 
 # name -> (restype, argtypes)
 SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
@@ -75,11 +76,44 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppBroadcast": (_result, [_ptr, _ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppReduce": (_result, [_ptr, _ptr, c_size_t, _enum, _enum, c_int, _comm, _stream]),
     "mscclppAllToAll": (_result, [_ptr, _ptr, c_size_t, _enum, _comm, _stream]),
+    "mscclppAllToAllv": (
+        _result,
+        [_ptr, c_size_t, POINTER(c_size_t), POINTER(c_size_t), _ptr, c_size_t, POINTER(c_size_t), POINTER(c_size_t),
+         _enum, _comm, _stream],
+    ),
     "mscclppSend": (_result, [_ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppRecv": (_result, [_ptr, c_size_t, _enum, c_int, _comm, _stream]),
     "mscclppGroupStart": (_result, []),
     "mscclppGroupEnd": (_result, []),
     "mscclppCollAlgoNames": (c_char_p, [c_char_p]),
+    # memory.h
+    "mscclppMemAlloc": (_result, [_comm, _enum, c_size_t, POINTER(c_void_p)]),
+    "mscclppMemFree": (_result, [_comm, _ptr]),
+    "mscclppMemoryRegister": (_result, [_comm, _ptr, c_size_t, c_uint, POINTER(_handle)]),
+    "mscclppMemoryDeregister": (_result, [_handle]),
+    "mscclppMemoryClose": (_result, [_handle]),
+    "mscclppMemorySend": (_result, [_comm, _handle, c_int, c_int]),
+    "mscclppMemoryRecv": (_result, [_comm, c_int, c_int, POINTER(_handle)]),
+    "mscclppMemoryPtr": (_result, [_handle, POINTER(c_void_p)]),
+    "mscclppMemoryDevicePtr": (_result, [_handle, POINTER(c_void_p)]),
+    "mscclppMemorySize": (_result, [_handle, POINTER(c_size_t)]),
+    "mscclppMemoryRank": (_result, [_handle, _int_out]),
+    # connection.h
+    "mscclppConnectionCreate": (_result, [_comm, c_int, c_int, _enum, POINTER(_handle)]),
+    "mscclppConnectionDestroy": (_result, [_handle]),
+    "mscclppConnectionWrite": (_result, [_handle, _handle, c_uint64, _handle, c_uint64, c_uint64]),
+    "mscclppConnectionFlush": (_result, [_handle]),
+    "mscclppConnectionTransport": (_result, [_handle, _int_out]),
+    "mscclppConnectionRemoteRank": (_result, [_handle, _int_out]),
+    # memory_channel.h, port_channel.h (configs by pointer; handles into a byte buffer)
+    "mscclppMemoryChannelCreate": (_result, [_comm, _handle, _ptr, POINTER(_handle)]),
+    "mscclppMemoryChannelDestroy": (_result, [_handle]),
+    "mscclppMemoryChannelGetDeviceHandle": (_result, [_handle, _ptr]),
+    "mscclppMemoryChannelDeviceHandleSize": (c_size_t, []),
+    "mscclppPortChannelCreate": (_result, [_comm, _handle, _ptr, POINTER(_handle)]),
+    "mscclppPortChannelDestroy": (_result, [_handle]),
+    "mscclppPortChannelGetDeviceHandle": (_result, [_handle, _ptr]),
+    "mscclppPortChannelDeviceHandleSize": (c_size_t, []),
 }
 
 

@@ -55,8 +55,29 @@ VALUE_TYPES = {
     "mscclppComm_t": ctypes.c_void_p,
     "mscclppStream_t": ctypes.c_void_p,
     "mscclppUniqueId": _lib.UniqueIdStruct,
+    "unsigned": ctypes.c_uint,
+    "uint64_t": ctypes.c_uint64,
+    "mscclppMemKind_t": ctypes.c_int,
+    "mscclppTransport_t": ctypes.c_int,
+    "mscclppRegisteredMemory_t": ctypes.c_void_p,
+    "mscclppConnection_t": ctypes.c_void_p,
+    "mscclppMemoryChannel_t": ctypes.c_void_p,
+    "mscclppPortChannel_t": ctypes.c_void_p,
 }
+# opaque handles written through a pointer; structs the package passes as a
+# pointer to its own buffer
+_HANDLE_OUT = ctypes.POINTER(ctypes.c_void_p)
 POINTER_TYPES = {
+    "size_t": ctypes.POINTER(ctypes.c_size_t),
+    "mscclppTransport_t": ctypes.POINTER(ctypes.c_int),
+    "mscclppRegisteredMemory_t": _HANDLE_OUT,
+    "mscclppConnection_t": _HANDLE_OUT,
+    "mscclppMemoryChannel_t": _HANDLE_OUT,
+    "mscclppPortChannel_t": _HANDLE_OUT,
+    "mscclppMemoryChannelConfig": ctypes.c_void_p,
+    "mscclppPortChannelConfig": ctypes.c_void_p,
+    "mscclppMemoryChannelDeviceHandle": ctypes.c_void_p,
+    "mscclppPortChannelDeviceHandle": ctypes.c_void_p,
     "void": ctypes.c_void_p,
     "char": ctypes.c_char_p,
     "int": ctypes.POINTER(ctypes.c_int),
@@ -80,6 +101,8 @@ def ctype_of(decl):
         return VALUE_TYPES.get(base)
     if stars == 1:
         return POINTER_TYPES.get(base)
+    if stars == 2 and base == "void":
+        return ctypes.POINTER(ctypes.c_void_p)
     return None
 
 

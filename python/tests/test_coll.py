@@ -253,6 +253,44 @@ def test_all_to_all(t, k):
     same(a, want, t, "all_to_all in place (recvbuf=None)", encode=raw)
 
 
+def test_all_to_all_v(t, k):
+    # rank r sends cnt(r, d) elements to rank d, blocks one element apart
+    def cnt(r, d):
+        return (r + 2 * d) % 3 + 1
+
+    def block(r, d):
+        return [(r * 5 + d * 3 + i) % 13 for i in range(cnt(r, d))]
+
+    sc = np.array([cnt(R, d) for d in range(N)], dtype=np.uint64)
+    sd = np.array([sum(cnt(R, j) + 1 for j in range(d)) for d in range(N)], dtype=np.uint64)
+    vals = [0] * int(sd[-1] + sc[-1] + 1)
+    for d in range(N):
+        vals[int(sd[d]):int(sd[d] + sc[d])] = block(R, d)
+    send = raw(t, vals)
+    want = [v for s in range(N) for v in block(s, R)]
+    out = poison(t, len(want) + 2)  # room to spare: only what arrives is written
+    rc = np.full(N, 77, dtype=np.uint64)
+    rd = np.full(N, 77, dtype=np.uint64)
+    comm.all_to_all_v(send, sc, sd, out, rc, rd, dtype=dtype_arg(t, k))
+    same(out[: len(want)], want, t, "all_to_all_v", encode=raw)
+    checks.equal(rc.tolist(), [cnt(s, R) for s in range(N)], "all_to_all_v recvcounts")
+    checks.equal(rd.tolist(), [sum(cnt(j, R) for j in range(s)) for s in range(N)], "all_to_all_v rdispls")
+    tail = poison(t, 2)
+    checks.true(bytes(out[len(want):].tobytes()) == bytes(tail.tobytes()), "all_to_all_v wrote past what arrived")
+
+
+def test_all_to_all_v_errors():
+    """Count arrays of the wrong type or length are refused before any call."""
+    x = np.zeros(8, dtype=np.float32)
+    good = np.zeros(N, dtype=np.uint64)
+    for bad, what in ((np.zeros(N, dtype=np.int32), "32-bit counts"), (np.zeros(N + 1, dtype=np.uint64), "N+1 counts")):
+        try:
+            comm.all_to_all_v(x, bad, good, x.copy(), good.copy(), good.copy())
+            checks.true(False, f"all_to_all_v with {what} was accepted")
+        except TypeError as e:
+            checks.true("size_t" in str(e), f"all_to_all_v with {what}: {e}")
+
+
 def test_send_recv(t, k):
     nxt, prv = (R + 1) % N, (R - 1) % N
     mine = raw(t, inputs(None, t, R, COUNT))
@@ -321,9 +359,11 @@ for k, t in enumerate(DataType):
     test_all_gather(t, k)
     test_broadcast(t, k)
     test_all_to_all(t, k)
+    test_all_to_all_v(t, k)
     test_send_recv(t, k)
 test_sizes()
 test_shapes()
+test_all_to_all_v_errors()
 checks.true(comm.async_error() == mscclpp.Status.SUCCESS, "no asynchronous error at the end")
 comm.destroy()
 checks.done()

@@ -115,6 +115,48 @@ def test_unique_id_through_a_file():
     c.destroy()  # a second destroy does nothing
 
 
+class FileStore:
+    """A key-value store in files, shaped like torch.distributed's Store
+    (set/get, get waits), to make communicators through from_store."""
+
+    def __init__(self, root):
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+
+    def _path(self, key):
+        return os.path.join(self.root, key.replace("/", "_"))
+
+    def set(self, key, value):
+        with open(self._path(key) + ".tmp", "wb") as f:
+            f.write(value)
+        os.rename(self._path(key) + ".tmp", self._path(key))
+
+    def get(self, key):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self._path(key)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {key} in the store after 60 s")
+            time.sleep(0.01)
+        with open(self._path(key), "rb") as f:
+            return f.read()
+
+
+def test_from_store():
+    tag = os.environ["MSCCLPP_COMM_SECRET"][:16]
+    store = FileStore(os.path.join(tempfile.gettempdir(), f"mscclpp-py-store-{tag}"))
+    # two communicators through one store, each under its own key
+    for key in ("first", "second"):
+        with mscclpp.Communicator.from_store(store, R, N, key=key) as c:
+            check_works(c, f"Communicator.from_store (key {key})")
+    checks.raises(TypeError, mscclpp.Communicator.from_store, object(), R, N, what="from_store with a non-store")
+    checks.raises(ValueError, mscclpp.Communicator.from_store, store, N, N, what="from_store with rank == size")
+    comm.barrier()
+    if R == 0:
+        import shutil
+
+        shutil.rmtree(store.root)
+
+
 def test_ip_port():
     port = 0
     if R == 0:
@@ -177,6 +219,7 @@ def test_library():
 test_properties()
 test_bootstrap()
 test_unique_id_through_a_file()
+test_from_store()
 test_ip_port()
 test_abort()
 test_context_manager_on_error()

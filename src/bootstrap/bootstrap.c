@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap_state.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 
 static int addrEqual(const struct mscclppBsAddr* a, const struct mscclppBsAddr* b) {
@@ -234,8 +235,8 @@ mscclppResult_t mscclppBsFinishJoin(struct mscclppBootstrap* bs, mscclppDeadline
   return mscclppSuccess;
 }
 
-mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
-                                       struct mscclppBootstrap** out) {
+static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
+                              struct mscclppBootstrap** out) {
   if (job == NULL || params == NULL || out == NULL)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootstrapCreate: NULL argument");
   if (job->nranks <= 0 || job->nranks > MSCCLPP_BS_MAX_RANKS || job->rank < 0 || job->rank >= job->nranks)
@@ -271,7 +272,11 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
     res = mscclppBootstrapRootStart(params, &bind, job->secret, 0, &root);
     if (res != mscclppSuccess) goto fail_destroy;
   }
+  uint64_t t0 = mscclppTraceBegin();
   res = rendezvous(bs, job, &me, deadline);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_RENDEZVOUS, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(job->rank),
+                       MSCCLPP_TRACE_I(job->nranks), MSCCLPP_TRACE_I(res));
   mscclppBootstrapRootStop(root); /* done: it has sent every table, or it is cancelled */
   root = NULL;
   if (res == mscclppSuccess) res = mscclppBsFinishJoin(bs, deadline, job->envLocalRank);
@@ -284,6 +289,21 @@ fail_destroy:
   bs->creationFailed = 1;
   mscclppBootstrapDestroy(bs);
   return res;
+}
+
+mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
+                                       struct mscclppBootstrap** out) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = create(job, params, out);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CREATE, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(job != NULL ? job->rank : -1),
+                       MSCCLPP_TRACE_I(job != NULL ? job->nranks : 0), MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+uint64_t mscclppBootstrapJobHash(const struct mscclppBootstrap* bs) {
+  uint64_t session = bs->session;
+  return mscclppSipHash(bs->secret, &session, sizeof(session));
 }
 
 void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {

@@ -153,6 +153,28 @@ mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag,
 mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank);
 mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs);
 
+/* This rank's clock offset to rank 0's (add it to this rank's
+ * CLOCK_MONOTONIC time to get rank 0's) in *offsetNs, measured over
+ * `rounds` round trips with rank 0; *rttNs is the round trip the offset
+ * comes from (the offset is good to about half of it). Rank 0 gets 0 and 0.
+ * A collective: every rank calls it, in the same order as the other
+ * collectives. */
+mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int rounds, int64_t* offsetNs, int64_t* rttNs);
+
+/* For checks that must name a rank that does not come (MSCCLPP_CHECK_CALLS):
+ * `table` (nranks * bytes) gets every rank's `bytes` at its rank's place and
+ * present[r] says whether rank r gave them: rank 0 waits waitSec at most
+ * for all (keep it below MSCCLPP_TIMEOUT, which bounds how long the others
+ * wait for rank 0's answer). A collective, as allgather: every rank calls
+ * it, in the same order. */
+mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
+                                            void* table, uint8_t* present);
+
+/* A 64-bit name of this bootstrap's job, equal on every rank of it and
+ * different for each rendezvous (a hash of the job secret and the
+ * session the root chose): what traces call the communicator. */
+uint64_t mscclppBootstrapJobHash(const struct mscclppBootstrap* bs);
+
 /* The job secret, for other layers whose connections must prove it too
  * (e.g. with mscclppSipHash over both sides' nonces, as the bootstrap does). */
 void mscclppBootstrapGetSecret(const struct mscclppBootstrap* bs, uint8_t secret[MSCCLPP_BS_SECRET_BYTES]);

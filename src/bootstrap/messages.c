@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap_state.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 
 static struct timespec monotonicIn(int ms) {
@@ -112,15 +113,9 @@ static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsCon
 }
 
 /* The connection to `peer`, made if needed; caller holds sendLocks[peer]. */
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
-                                     struct mscclppBsConn** out) {
-  pthread_mutex_lock(&bs->lock);
-  struct mscclppBsConn* c = bs->out[peer];
-  pthread_mutex_unlock(&bs->lock);
-  if (c != NULL) {
-    *out = c;
-    return mscclppSuccess;
-  }
+static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
+                                  struct mscclppBsConn** out) {
+  struct mscclppBsConn* c = NULL;
   union mscclppSocketAddr addr;
   mscclppSocketAddrFromWire(&bs->peers[peer].addr, &addr);
   char text[MSCCLPP_SOCKET_ADDR_TEXT];
@@ -164,6 +159,22 @@ mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, cons
 
 fail_close_fd:
   close(fd);
+  return res;
+}
+
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
+                                     struct mscclppBsConn** out) {
+  pthread_mutex_lock(&bs->lock);
+  struct mscclppBsConn* c = bs->out[peer];
+  pthread_mutex_unlock(&bs->lock);
+  if (c != NULL) {
+    *out = c;
+    return mscclppSuccess;
+  }
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = connectNew(bs, peer, o, out);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CONNECT, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(peer), MSCCLPP_TRACE_I(res));
   return res;
 }
 
@@ -407,6 +418,7 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
                         "rank waits for",
                         o->name, peer);
     default:
+      if (o->quietTimeout) return mscclppTimeout; /* the caller says what it means */
       return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
                         "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", o->name, bs->timeout, peer);
   }
@@ -469,7 +481,7 @@ mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, 
 /* Bruck's allgather: ceil(log2(n)) rounds; in round k (1, 2, 4, ...) a rank
  * sends the blocks it has to rank - k and receives as many from rank + k.
  * Block i of tmp is then rank + i's. */
-mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+static mscclppResult_t allGather(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
   int n = bs->nranks, r = bs->rank;
   if (data == NULL && bytesPerRank > 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "allgather: data is NULL");
@@ -511,8 +523,17 @@ mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void
   return res;
 }
 
+mscclppResult_t mscclppBootstrapAllGatherBytes(struct mscclppBootstrap* bs, void* data, size_t bytesPerRank) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = allGather(bs, data, bytesPerRank);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_ALLGATHER, t0, mscclppTraceNow(), bytesPerRank, MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
 /* Dissemination barrier: the allgather's pattern with empty messages. */
-mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+static mscclppResult_t barrier(struct mscclppBootstrap* bs) {
   int n = bs->nranks, r = bs->rank;
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "barrier");
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
@@ -528,6 +549,107 @@ mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
     MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, &o));
   }
   return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBootstrapBarrierWait(struct mscclppBootstrap* bs) {
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = barrier(bs);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_BARRIER, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(bs->nranks),
+                       MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+/* Clock offset to rank 0, NTP's way: rank r sends its time t0, rank 0
+ * answers with its own t1, r reads t2 on arrival; rank 0's clock then read
+ * t1 at about r's (t0 + t2) / 2, to within half the round trip, and the
+ * round with the shortest trip is kept. Rank 0 serves the ranks one after
+ * the other, so no rank's rounds queue behind another's. */
+mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int rounds, int64_t* offsetNs, int64_t* rttNs) {
+  uint64_t start = mscclppTraceBegin();
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "clock sync");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  struct mscclppBsOp o = mscclppBsOpOf(bs, "clock sync", mscclppDeadlineIn(bs->timeout));
+  mscclppResult_t res = mscclppSuccess;
+  int64_t best = INT64_MAX, offset = 0;
+  if (r == 0) {
+    for (int peer = 1; peer < n && res == mscclppSuccess; peer++)
+      for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+        uint64_t t;
+        res = mscclppBsRecvMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), &o);
+        t = mscclppTimeNs();
+        if (res == mscclppSuccess)
+          res = mscclppBsSendMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), &o);
+      }
+    best = 0;
+  } else {
+    for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
+      uint64_t t0 = mscclppTimeNs(), t1 = 0;
+      res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t0, sizeof(t0), &o);
+      if (res == mscclppSuccess)
+        res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t1, sizeof(t1), &o);
+      uint64_t t2 = mscclppTimeNs();
+      if (res == mscclppSuccess && (int64_t)(t2 - t0) < best) {
+        best = (int64_t)(t2 - t0);
+        offset = (int64_t)(t1 - t0) - best / 2;
+      }
+    }
+  }
+  if (start != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CLOCK, start, mscclppTraceNow(), MSCCLPP_TRACE_I(offset),
+                       MSCCLPP_TRACE_I(best), (uint64_t)rounds, MSCCLPP_TRACE_I(res));
+  if (res != mscclppSuccess) return res;
+  *offsetNs = offset;
+  *rttNs = best;
+  return mscclppSuccess;
+}
+
+/* Rank 0 gathers every rank's bytes within waitSec, then sends each rank
+ * the table and the ranks that answered; the others send theirs and wait
+ * for that (MSCCLPP_TIMEOUT). A rank that does not answer in time is only
+ * marked absent: naming it is the point. The verdict goes to the absent
+ * ones too, so that one that comes late finds it and fails the same way. */
+mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
+                                            void* table, uint8_t* present) {
+  int n = bs->nranks, r = bs->rank;
+  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "call check");
+  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  const size_t verdict = (size_t)n * bytes + (size_t)n;
+  uint8_t* buf = (uint8_t*)malloc(verdict);
+  if (buf == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "call check: out of memory");
+  mscclppResult_t res = mscclppSuccess;
+  if (r == 0) {
+    struct mscclppBsOp gather = mscclppBsOpOf(bs, "call check", mscclppDeadlineIn(waitSec));
+    gather.quietTimeout = 1; /* a rank that does not answer in time is absent, not an error */
+    memcpy(buf, mine, bytes);
+    uint8_t* got = buf + (size_t)n * bytes;
+    got[0] = 1;
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      res = mscclppBsRecvMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf + (size_t)p * bytes, bytes, &gather);
+      got[p] = res == mscclppSuccess;
+      if (res == mscclppTimeout) res = mscclppSuccess;
+    }
+    struct mscclppBsOp send = mscclppBsOpOf(bs, "call check", mscclppDeadlineIn(bs->timeout));
+    send.interrupts = gather.interrupts;
+    for (int p = 1; p < n && res == mscclppSuccess; p++) {
+      mscclppResult_t s = mscclppBsSendMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, &send);
+      if (s != mscclppSuccess && got[p]) res = s; /* an absent rank may be gone */
+    }
+  } else {
+    mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+    struct mscclppBsOp send = mscclppBsOpOf(bs, "call check", deadline);
+    struct mscclppBsOp verdictOp = mscclppBsOpOf(bs, "call check (rank 0's verdict)", deadline);
+    verdictOp.interrupts = send.interrupts;
+    res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, mine, bytes, &send);
+    if (res == mscclppSuccess) res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, &verdictOp);
+  }
+  if (res == mscclppSuccess) {
+    memcpy(table, buf, (size_t)n * bytes);
+    memcpy(present, buf + (size_t)n * bytes, (size_t)n);
+  }
+  free(buf);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapSetHandler(struct mscclppBootstrap* bs, int tag, mscclppBootstrapHandler fn,

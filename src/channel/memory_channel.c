@@ -179,3 +179,5 @@ mscclppResult_t mscclppMemoryChannelGetDeviceHandle(mscclppMemoryChannel_t ch,
   *handle = ch->handle;
   return mscclppSuccess;
 }
+
+size_t mscclppMemoryChannelDeviceHandleSize(void) { return sizeof(mscclppMemoryChannelDeviceHandle); }

@@ -553,3 +553,5 @@ mscclppResult_t mscclppPortChannelGetDeviceHandle(mscclppPortChannel_t ch, msccl
 }
 
 void* mscclppPortChannelRemotePtr(const struct mscclppPortChannel* ch) { return ch->peer.mem->devPtr; }
+
+size_t mscclppPortChannelDeviceHandleSize(void) { return sizeof(mscclppPortChannelDeviceHandle); }

@@ -12,6 +12,7 @@
 #include "coll/hier/coll_hier.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "gpu/gpu_ipc.h"
 
 static const size_t typeSizes[mscclppNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -30,10 +31,14 @@ const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppN
 
 /* ---- dispatch: the selection table's choice, run ----
  * Every collective, all-to-all (in place too) included, comes here from
- * run() below (and from coll/hier/ for the steps on its children); groups
- * of send/recv come to runP2p. */
+ * run() below (all-to-all-v from mscclppAllToAllv, with checks of its own;
+ * coll/hier/ for the steps on its children); groups of send/recv come to
+ * runP2p. */
 
-mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+/* Run `a` where the selection table says; *backend and *algo say where,
+ * for the trace. */
+static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a,
+                                mscclppCollBackend* backend, mscclppCollAlgo* algo) {
   const uint64_t bytes = (uint64_t)a->count * a->typeSize;
   if (mscclppCollSelectHier(comm, a->kind, a->algo)) {
     int ran = 0;
@@ -42,6 +47,8 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
     int mode = mscclppGpuIpcCaptureRelax();
     mscclppResult_t res = mscclppCollHierAllReduce(comm, a, &ran);
     mscclppGpuIpcCaptureRestore(mode);
+    *backend = MSCCLPP_COLL_BACKEND_HIER;
+    *algo = MSCCLPP_COLL_ALGO_HIER;
     MSCCLPP_RETURN_ON_ERROR(res);
     if (ran) {
       mscclppCollSelectTell(comm, a->kind, bytes, MSCCLPP_COLL_BACKEND_HIER, MSCCLPP_COLL_ALGO_HIER);
@@ -51,34 +58,72 @@ mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct msccl
   struct mscclppCollArgs b = *a;
   if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT)
     b.algo = MSCCLPP_COLL_ALGO_AUTO; /* this layer's choice, made: the backend's rules pick */
-  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
-  switch (backend) {
+  *backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
+  if (b.kind == MSCCLPP_COLL_ALLTOALLV && *backend == MSCCLPP_COLL_BACKEND_PORT)
+    return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                      "mscclppAllToAllv on rank %d: the communicator spans hosts (%d of its %d ranks on this one); "
+                      "on GPUs all-to-all-v runs only with every rank on one host (the port-channel family has no "
+                      "all-to-all-v yet)",
+                      comm->rank, comm->localNranks, comm->nranks);
+  switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_PORT);
+      *algo = MSCCLPP_COLL_ALGO_PORT;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollPortRun(comm, &b);
     case MSCCLPP_COLL_BACKEND_GPU:
       b.algo = b.kind == MSCCLPP_COLL_ALLREDUCE ? mscclppCollSelectGpuAllreduce(comm, b.algo, comm->nranks, bytes)
                                                 : MSCCLPP_COLL_ALGO_DIRECT;
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, b.algo);
+      *algo = b.algo;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollGpuRun(comm, &b);
     default:
-      mscclppCollSelectTell(comm, b.kind, bytes, backend, MSCCLPP_COLL_ALGO_AUTO);
+      *algo = MSCCLPP_COLL_ALGO_AUTO;
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
       return mscclppCollHostRun(comm, &b);
   }
 }
 
-static mscclppResult_t runP2pOn(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
-                                mscclppStream_t stream) {
+/* The call's number on comm, counted only while tracing. */
+static uint64_t traceSeq(struct mscclppComm* comm) {
+  struct mscclppCollState* st = NULL;
+  return mscclppCollStateOf(comm, &st) == mscclppSuccess ? ++st->traceSeq : 0;
+}
+
+/* nccl-tests' "size": the larger of this rank's input and output. */
+static uint64_t callSize(const struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  uint64_t bytes = (uint64_t)a->count * a->typeSize;
+  if (a->kind == MSCCLPP_COLL_ALLGATHER || a->kind == MSCCLPP_COLL_REDUCESCATTER || a->kind == MSCCLPP_COLL_ALLTOALL)
+    bytes *= (uint64_t)comm->nranks;
+  return bytes;
+}
+
+mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0; /* before the launch, whose kernel events name it */
+  mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
+  mscclppCollAlgo algo = MSCCLPP_COLL_ALGO_AUTO;
+  mscclppResult_t res = dispatch(comm, a, &backend, &algo);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COLL, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(mscclppCollKindName(a->kind)),
+                       (uint64_t)a->count, callSize(comm, a), MSCCLPP_TRACE_S(mscclppDataTypeName(a->type)),
+                       MSCCLPP_TRACE_S(mscclppRedOpName(a->op)), MSCCLPP_TRACE_I(a->root),
+                       MSCCLPP_TRACE_S(mscclppCollBackendName(backend)), MSCCLPP_TRACE_S(mscclppCollAlgoName(algo)),
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
+  return res;
+}
+
+static mscclppResult_t p2pDispatch(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                   mscclppStream_t stream, mscclppCollBackend* backend) {
   mscclppCollAlgo forced = MSCCLPP_COLL_ALGO_AUTO;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, MSCCLPP_COLL_SENDRECV, &forced));
-  const mscclppCollBackend backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
+  *backend = mscclppCollSelectBackend(comm, MSCCLPP_COLL_SENDRECV, forced);
   uint64_t bytes = 0;
   for (int i = 0; i < nops; i++) bytes += ops[i].bytes;
-  mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, backend,
-                        backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
-                        : backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
-                                                              : MSCCLPP_COLL_ALGO_AUTO);
-  switch (backend) {
+  mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, *backend,
+                        *backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
+                        : *backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
+                                                               : MSCCLPP_COLL_ALGO_AUTO);
+  switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
       return mscclppCollPortP2p(comm, ops, nops, stream);
     case MSCCLPP_COLL_BACKEND_GPU:
@@ -88,13 +133,32 @@ static mscclppResult_t runP2pOn(struct mscclppComm* comm, const struct mscclppCo
   }
 }
 
+static mscclppResult_t runP2pTraced(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                    mscclppStream_t stream) {
+  uint64_t t0 = mscclppTraceBegin();
+  const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0;
+  mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
+  mscclppResult_t res = p2pDispatch(comm, ops, nops, stream, &backend);
+  if (t0 != 0) {
+    uint64_t sends = 0, sent = 0, received = 0;
+    for (int i = 0; i < nops; i++) {
+      sends += ops[i].isSend != 0;
+      *(ops[i].isSend ? &sent : &received) += ops[i].bytes;
+    }
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_P2P, t0, mscclppTraceNow(), sends, (uint64_t)nops - sends,
+                       sent > received ? sent : received, MSCCLPP_TRACE_S(mscclppCollBackendName(backend)),
+                       MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
+  }
+  return res;
+}
+
 /* Every call is counted while it runs: a revoked communicator is quiescent
  * once none is left (mscclppCommRevoke). */
 static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                               mscclppStream_t stream) {
   if (nops == 0) return mscclppSuccess;
   mscclppCommCallBegin(comm);
-  mscclppResult_t res = runP2pOn(comm, ops, nops, stream);
+  mscclppResult_t res = runP2pTraced(comm, ops, nops, stream);
   mscclppCommCallEnd(comm);
   return res;
 }
@@ -207,15 +271,22 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
-  if (a->count == 0) return mscclppSuccess;
+  /* Counted from the call check on (it waits on the bootstrap, and a
+   * revoke interrupts it). The check comes after the checks of this rank's
+   * own arguments, which fail before any communication; a revoked
+   * communicator skips it, so that its calls fail at once with its first
+   * error instead of waiting on peers that have stopped. */
   mscclppCommCallBegin(comm);
-  mscclppResult_t res = mscclppCollDispatch(comm, a);
+  mscclppResult_t res = mscclppSuccess;
+  if (comm->params.checkCalls != 0 && !__atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE))
+    res = mscclppCollCheckCall(comm, a);
+  if (res == mscclppSuccess && a->count > 0) res = mscclppCollDispatch(comm, a);
   mscclppCommCallEnd(comm);
   return res;
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \
-  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO }
+  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO, NULL }
 
 mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
                                  mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
@@ -260,4 +331,77 @@ mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t cou
       COLL_ARGS(MSCCLPP_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, mscclppSum, 0, stream);
   size_t n = comm != NULL ? (size_t)comm->nranks : 1;
   return run("mscclppAllToAll", &a, comm, count * n, count * n, 1, 1);
+}
+
+/* ---- all-to-all-v
+ * ---------------------------------------------------------------- */
+
+/* One argument's bytes, for the overlap checks. */
+struct argRange {
+  const char* what;
+  uintptr_t lo;
+  size_t bytes;
+  int written; /* the call writes it */
+};
+
+static int rangesOverlap(const struct argRange* a, const struct argRange* b) {
+  if (a->bytes == 0 || b->bytes == 0) return 0;
+  return a->lo <= b->lo ? b->lo - a->lo < a->bytes : a->lo - b->lo < b->bytes;
+}
+
+mscclppResult_t mscclppAllToAllv(const void* sendbuff, size_t sendcapacity, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, size_t recvcapacity, size_t* recvcounts,
+                                 size_t* rdispls, mscclppDataType_t datatype, mscclppComm_t comm,
+                                 mscclppStream_t stream) {
+  static const char fn[] = "mscclppAllToAllv";
+  size_t ts = 1;
+  MSCCLPP_RETURN_ON_ERROR(checkCommon(fn, comm, datatype, &ts));
+  const void* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
+  static const char* const arrayNames[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  for (int i = 0; i < 4; i++) {
+    if (arrays[i] == NULL)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "%s: %s is NULL (it holds one count per rank, %d, zeros included)", fn, arrayNames[i],
+                        comm->nranks);
+    if ((uintptr_t)arrays[i] % sizeof(size_t) != 0)
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: %s %p is not aligned to size_t", fn,
+                        arrayNames[i], arrays[i]);
+  }
+  if (sendcapacity > SIZE_MAX / ts || recvcapacity > SIZE_MAX / ts)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                      "%s: a capacity of %zu elements of %zu bytes is too large", fn,
+                      sendcapacity > recvcapacity ? sendcapacity : recvcapacity, ts);
+  MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", sendbuff, sendcapacity, ts));
+  MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", recvbuff, recvcapacity, ts));
+  /* What the call writes overlaps nothing else: the kernel reads the inputs
+   * while other blocks write, so an overlap would be a race. */
+  const size_t countBytes = (size_t)comm->nranks * sizeof(size_t);
+  const struct argRange r[6] = {
+      {"sendbuff", (uintptr_t)sendbuff, sendcapacity * ts, 0},   {"sendcounts", (uintptr_t)sendcounts, countBytes, 0},
+      {"sdispls", (uintptr_t)sdispls, countBytes, 0},           {"recvbuff", (uintptr_t)recvbuff, recvcapacity * ts, 1},
+      {"recvcounts", (uintptr_t)recvcounts, countBytes, 1},     {"rdispls", (uintptr_t)rdispls, countBytes, 1}};
+  for (int i = 0; i < 6; i++)
+    for (int j = i + 1; j < 6; j++) {
+      if (!(r[i].written || r[j].written) || !rangesOverlap(&r[i], &r[j])) continue;
+      if (i == 0 && j == 3)
+        return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                          "%s: in place is not supported: sendbuff %p (%zu elements) and recvbuff %p (%zu "
+                          "elements) overlap; receive into another buffer",
+                          fn, sendbuff, sendcapacity, recvbuff, recvcapacity);
+      return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL,
+                        "%s: %s (%p, %zu bytes) overlaps %s (%p, %zu bytes): what the call writes must overlap "
+                        "nothing else",
+                        fn, r[i].what, (void*)r[i].lo, r[i].bytes, r[j].what, (void*)r[j].lo, r[j].bytes);
+    }
+  struct mscclppCollCounts v = {sendcounts, sdispls, recvcounts, rdispls, sendcapacity, recvcapacity};
+  struct mscclppCollArgs a =
+      COLL_ARGS(MSCCLPP_COLL_ALLTOALLV, sendbuff, recvbuff, recvcapacity, datatype, mscclppSum, 0, stream);
+  a.typeSize = ts;
+  a.v = &v;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a.kind, &a.algo));
+  /* no shortcut for zero capacities: every rank takes part and the counts are written */
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppCollDispatch(comm, &a);
+  mscclppCommCallEnd(comm);
+  return res;
 }

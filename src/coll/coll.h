@@ -29,10 +29,24 @@
 #include "mscclpp/coll.h"
 
 #include "coll/coll_kind.h"
+#include "coll/coll_trace.h"
 #include "coll/select.h"
 
+/* The counts of an all-to-all-v (coll.h, mscclppAllToAllv), in the memory
+ * of the backend (device memory on a GPU, host memory on the host backend):
+ * nranks elements each. */
+struct mscclppCollCounts {
+  const size_t* sendcounts;
+  const size_t* sdispls;
+  size_t* recvcounts;
+  size_t* rdispls;
+  size_t sendCapacity; /* elements */
+  size_t recvCapacity;
+};
+
 /* One collective call, checked. `count` is the API's count argument (per
- * rank for allgather/alltoall, the output's for reduce-scatter). */
+ * rank for allgather/alltoall, the output's for reduce-scatter; the receive
+ * capacity for alltoallv, whose counts are in `v`). */
 struct mscclppCollArgs {
   mscclppCollKind kind;
   const void* send;
@@ -44,6 +58,7 @@ struct mscclppCollArgs {
   int root;          /* broadcast, reduce; 0 otherwise */
   mscclppStream_t stream;
   mscclppCollAlgo algo; /* MSCCLPP_ALGO's choice for this collective (MSCCLPP_COLL_ALGO_AUTO: none) */
+  const struct mscclppCollCounts* v; /* alltoallv; NULL for the others */
 };
 
 /* One send or receive of a group (or a lone mscclppSend/Recv). */
@@ -66,6 +81,10 @@ struct mscclppCollSlot {
 
 struct mscclppCollState {
   struct mscclppCollSelect select;
+  uint64_t traceSeq; /* calls traced on this communicator: the trace's sequence numbers */
+  struct mscclppCollTrace* gpuTrace; /* the GPU kernel events' ring (coll_trace.h), made at the first traced launch */
+  uint64_t checkSeq;                 /* calls checked (MSCCLPP_CHECK_CALLS): the check's call numbers */
+  struct mscclppCollCheck* check;    /* the check's memory of every rank's last call (check.c) */
   struct mscclppCollSlot slot[MSCCLPP_COLL_BACKENDS]; /* by mscclppCollBackend */
 };
 
@@ -84,7 +103,22 @@ typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** b
 mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
                                         mscclppCollBuildFn build, void** state);
 
-/* Run a checked call (count > 0) on comm, where the selection table says.
+/* The MSCCLPP_TRACE part of a kernel launch's parameters (coll_trace.h):
+ * the ring's slots for `nblocks` blocks of `kernel` (a string that lives as
+ * long as the process), as the current call (its sequence number) of comm;
+ * ring NULL when tracing is off or `stream` is being captured. */
+void mscclppCollTraceKernel(struct mscclppComm* comm, int device, uint32_t nblocks, const char* kernel,
+                            mscclppStream_t stream, struct mscclppCollTraceArgs* args);
+
+/* MSCCLPP_CHECK_CALLS (check.c): compare this call with every rank's
+ * (every rank must call). mscclppInvalidUsage naming the ranks and their
+ * calls when they differ or a rank does not come within half of
+ * MSCCLPP_TIMEOUT; the bootstrap's errors. */
+mscclppResult_t mscclppCollCheckCall(struct mscclppComm* comm, const struct mscclppCollArgs* a);
+void mscclppCollCheckRelease(struct mscclppCollCheck* check);
+
+/* Run a checked call (count > 0, or any alltoallv) on comm, where the
+ * selection table says.
  * The API calls it, and coll/hier/ for the steps on its child
  * communicators. */
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a);

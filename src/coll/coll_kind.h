@@ -11,6 +11,7 @@ typedef enum {
   MSCCLPP_COLL_REDUCE,
   MSCCLPP_COLL_ALLTOALL,
   MSCCLPP_COLL_SENDRECV,
+  MSCCLPP_COLL_ALLTOALLV, /* mscclppAllToAllv: counts on the device */
   MSCCLPP_COLL_KINDS
 } mscclppCollKind;
 

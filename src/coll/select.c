@@ -25,7 +25,9 @@ static const char* const algoNames[MSCCLPP_COLL_ALGOS] = {
  * is forced; the GPU backend implements the rest (coll/gpu/coll_gpu.h,
  * coll/port/coll_port.h); hier and flat are allreduce's two ways across
  * hosts, chosen in mscclppCollDispatch. All-to-all has its own row like
- * every collective; each backend runs it in place too (staging the input). */
+ * every collective; each backend runs it in place too (staging the input).
+ * All-to-all-v has no port algorithm: the GPU backend runs it on one host
+ * only (mscclppCollDispatch refuses the port family for it). */
 static const struct {
   const char* name;
   const char* algos;
@@ -37,6 +39,7 @@ static const struct {
     [MSCCLPP_COLL_REDUCE] = {"reduce", "direct,port"},
     [MSCCLPP_COLL_ALLTOALL] = {"alltoall", "direct,port"},
     [MSCCLPP_COLL_SENDRECV] = {"sendrecv", "direct,port"},
+    [MSCCLPP_COLL_ALLTOALLV] = {"alltoallv", "direct"},
 };
 
 static const char* const backendNames[MSCCLPP_COLL_BACKENDS] = {[MSCCLPP_COLL_BACKEND_HOST] = "host",
@@ -98,7 +101,7 @@ static void parse(struct mscclppCollSelect* sel, const char* text) {
     if (k < 0) {
       snprintf(sel->parseWhy, sizeof(sel->parseWhy),
                "MSCCLPP_ALGO=\"%s\": unknown collective \"%.*s\" (allreduce, allgather, reducescatter, broadcast, "
-               "reduce, alltoall, sendrecv)",
+               "reduce, alltoall, sendrecv, alltoallv)",
                sel->text, (int)klen, s);
       sel->parseError = mscclppInvalidArgument;
       return;

@@ -31,6 +31,8 @@ static void collRelease(struct mscclppComm* comm) {
   if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_HOST])) != NULL) mscclppCollHostRelease(comm, p);
   if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_PORT])) != NULL) mscclppCollPortRelease(comm, p);
   if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_GPU])) != NULL) mscclppCollGpuRelease(comm, p);
+  mscclppCollTraceDestroy(st->gpuTrace); /* after the releases, which waited for the kernels */
+  mscclppCollCheckRelease(st->check);
   comm->coll = NULL;
   free(st);
 }

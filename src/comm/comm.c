@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "memory/memory.h"
 #include "mscclpp/seed.h"
 
@@ -42,12 +43,41 @@ mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm) {
   return prepareHook(comm);
 }
 
-mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
-                                         const char* source, int prepare, mscclppComm_t* out) {
+/* Round trips with rank 0 that measure a traced communicator's clock offset. */
+#define TRACE_CLOCK_ROUNDS 8
+
+/* A traced communicator names the trace file if it is the process's first,
+ * and measures its clock offset to its rank 0 (every traced communicator
+ * does, so that its ranks agree without asking each other). */
+static mscclppResult_t traceStart(struct mscclppComm* comm) {
+  int names = mscclppTraceSetIdentity(comm->rank, comm->nranks, comm->id);
+  int64_t offset = 0, rtt = 0;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapClockSync(comm->bootstrap, TRACE_CLOCK_ROUNDS, &offset, &rtt));
+  if (names) mscclppTraceSetClock(offset, rtt);
+  return mscclppSuccess;
+}
+
+static void traceCreated(const struct mscclppComm* comm, int rank, int nranks, uint64_t t0, mscclppResult_t res) {
+  MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_INIT, t0, mscclppTraceNow(), comm != NULL ? comm->id : 0,
+                     MSCCLPP_TRACE_I(rank), MSCCLPP_TRACE_I(nranks),
+                     MSCCLPP_TRACE_I(comm != NULL ? comm->localRank : -1),
+                     MSCCLPP_TRACE_I(comm != NULL ? comm->localNranks : 0), MSCCLPP_TRACE_I(res));
+}
+
+/* mscclppCommFromBootstrap once the trace session is held (traced) and the
+ * creation's span has begun (t0, 0 when not tracing): both are the
+ * communicator's from here, given back on failure. */
+static mscclppResult_t fromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                     const char* source, int prepare, int traced, uint64_t t0, mscclppComm_t* out) {
   struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
   if (comm == NULL) {
+    int rank = -1, nranks = 0;
+    mscclppBootstrapIdentity(bs, &rank, &nranks);
     mscclppBootstrapDestroy(bs);
-    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+    mscclppResult_t res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+    if (t0 != 0) traceCreated(NULL, rank, nranks, t0, res);
+    if (traced) mscclppTraceRelease();
+    return res;
   }
   comm->params = *params;
   comm->device = -1;
@@ -55,24 +85,51 @@ mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, str
   comm->bootstrap = bs;
   mscclppBootstrapIdentity(bs, &comm->rank, &comm->nranks);
   mscclppLogSetRank(comm->rank);
+  comm->id = mscclppBootstrapJobHash(bs);
+  comm->traced = traced;
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, source);
-  mscclppResult_t res;
-  if (prepare && (res = mscclppCommPrepare(comm)) != mscclppSuccess) {
-    (void)mscclppCommDestroy(comm); /* the hook logged why */
+  mscclppResult_t res = mscclppSuccess;
+  if (traced) res = traceStart(comm);
+  if (res == mscclppSuccess && prepare) res = mscclppCommPrepare(comm); /* the hook logs why it fails */
+  if (t0 != 0) traceCreated(comm, comm->rank, comm->nranks, t0, res);
+  if (res != mscclppSuccess) {
+    (void)mscclppCommDestroy(comm); /* leaves the trace session too */
     return res;
   }
   *out = comm;
   return mscclppSuccess;
 }
 
+mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                         const char* source, int prepare, mscclppComm_t* out) {
+  const int traced = params->trace[0] != '\0';
+  if (traced) {
+    mscclppResult_t res = mscclppTraceAcquire(params->trace, params->traceEvents);
+    if (res != mscclppSuccess) {
+      mscclppBootstrapDestroy(bs);
+      return res;
+    }
+  }
+  return fromBootstrap(params, bs, source, prepare, traced, mscclppTraceBegin(), out);
+}
+
 static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
                                   int prepare, mscclppComm_t* out) {
   mscclppLogSetRank(job->rank);
+  /* the session is held before the bootstrap, so that its phases are traced */
+  const int traced = params->trace[0] != '\0';
+  if (traced) MSCCLPP_RETURN_ON_ERROR(mscclppTraceAcquire(params->trace, params->traceEvents));
+  uint64_t t0 = mscclppTraceBegin();
   struct mscclppBootstrap* bs = NULL;
-  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapCreate(job, params, &bs));
-  return mscclppCommFromBootstrap(params, bs, job->source, prepare, out);
+  mscclppResult_t res = mscclppBootstrapCreate(job, params, &bs);
+  if (res != mscclppSuccess) {
+    if (t0 != 0) traceCreated(NULL, job->rank, job->nranks, t0, res);
+    if (traced) mscclppTraceRelease();
+    return res;
+  }
+  return fromBootstrap(params, bs, job->source, prepare, traced, t0, out);
 }
 
 mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {
@@ -130,12 +187,16 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
 
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
+  uint64_t t0 = mscclppTraceBegin();
   if (comm->collRelease != NULL) comm->collRelease(comm);       /* collectives' channels and scratch */
   mscclppSeedRelease(comm);                                     /* the seed API's connections are the comm's */
   MSCCLPP_RETURN_ON_ERROR(mscclppCommChannelsRelease(comm));    /* refuses while channels live */
   MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */
   mscclppCommAbortRelease(comm); /* after the memory layer's waits and the proxy are gone */
   mscclppBootstrapDestroy(comm->bootstrap);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_DESTROY, t0, mscclppTraceNow(), comm->id, MSCCLPP_TRACE_I(comm->rank));
+  if (comm->traced) mscclppTraceRelease(); /* the last one out writes the file */
   pthread_mutex_destroy(&comm->lazyLock);
   free(comm);
   return mscclppSuccess;

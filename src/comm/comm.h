@@ -28,6 +28,8 @@ struct mscclppComm {
    * every layer reads its settings (timeout, ...) from here. */
   struct mscclppParams params;
   struct mscclppBootstrap* bootstrap; /* control plane: owns its sockets and its progress thread */
+  uint64_t id;                        /* the bootstrap's job hash: the same on every rank; names it in traces */
+  int traced;                         /* holds the trace session (MSCCLPP_TRACE was set at creation) */
   struct mscclppMemContext* mem;      /* memory layer: made on first use (comm/memory_api.c); __atomic */
   /* Made on first use by comm/comm_abort.c (channels: comm/channel_api.c), under lazyLock: */
   pthread_mutex_t lazyLock;

@@ -49,7 +49,10 @@
   X(netIfname,      "MSCCLPP_NET_IFNAME",      STR,   "",     "Network interfaces (domains) the network transport may use: comma list of prefixes; ^ excludes") \
   X(netSignal,      "MSCCLPP_NET_SIGNAL",      STR,   "auto", "How a small put's signal rides with its bytes over the network: auto (one message writing the bytes, then the semaphore, where the provider orders writes and takes two targets per message; else remote CQ data) or cq (always remote CQ data)") \
   X(ncclFallback,   "MSCCLPP_NCCL_FALLBACK",   STR,   "",     "Path of a real libnccl.so.2: the NCCL-compatible library forwards what it does not implement there") \
-  X(ncclFallbackOps, "MSCCLPP_NCCL_FALLBACK_OPS", STR, "",     "Comma list of NCCL operations (allreduce,allgather,...) always forwarded to MSCCLPP_NCCL_FALLBACK")
+  X(ncclFallbackOps, "MSCCLPP_NCCL_FALLBACK_OPS", STR, "",     "Comma list of NCCL operations (allreduce,allgather,...) always forwarded to MSCCLPP_NCCL_FALLBACK") \
+  X(trace,          "MSCCLPP_TRACE",           STR,   "",     "Write a Chrome trace-event JSON file per process (Perfetto opens it; mscclpp-trace merges and summarises them) to this path when its communicators are destroyed or it exits; %r is the rank, %p the pid, %h the host name; set it on every rank or none; empty: off") \
+  X(traceEvents,    "MSCCLPP_TRACE_EVENTS",    INT,   "1048576", "Most events MSCCLPP_TRACE keeps per thread (128 bytes each, allocated as they come); later ones are counted as dropped") \
+  X(checkCalls,     "MSCCLPP_CHECK_CALLS",     INT,   "0",    "For debugging: 1 makes every collective call first compare its collective, count, type, operator, root and call number with every rank's (through rank 0, over the bootstrap), failing a mismatch or a rank that does not call within half of MSCCLPP_TIMEOUT on every rank with mscclppInvalidUsage naming the ranks and their calls, instead of a hang; each call then waits for every rank")
 /* clang-format on */
 
 #define MSCCLPP_PARAM_FIELD_INT(f) int64_t f

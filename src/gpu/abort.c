@@ -127,8 +127,9 @@ mscclppResult_t mscclppAbortRaise(mscclppAbort_t abort, mscclppResult_t code, co
   return mscclppSuccess;
 }
 
-void mscclppDeviceErrorDescribe(uint64_t word, char* buf, size_t len) {
+void mscclppDeviceErrorDescribe(uint64_t word, uint64_t second, char* buf, size_t len) {
   uint64_t value = MSCCLPP_DEVICE_ERROR_VALUE(word);
+  unsigned detail = MSCCLPP_DEVICE_ERROR_DETAIL(word);
   switch (MSCCLPP_DEVICE_ERROR_KIND(word)) {
     case MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH:
       snprintf(buf, len, "kernel timed out pushing FIFO position %" PRIu64 ": the FIFO stayed full (proxy not draining)",
@@ -147,6 +148,18 @@ void mscclppDeviceErrorDescribe(uint64_t word, char* buf, size_t len) {
       snprintf(buf, len, "kernel pushed a trigger whose field '%s' is out of range (value %" PRIu64 ")",
                mscclppTriggerFieldName(MSCCLPP_DEVICE_ERROR_DETAIL(word)), value);
       break;
+    case MSCCLPP_DEVICE_ERROR_RECV_OVERFLOW: /* the host backend's message (coll/host/) in the same words */
+      snprintf(buf, len,
+               "mscclppAllToAllv on rank %u: %" PRIu64 " elements arrived, more than recvcapacity %" PRIu64
+               "; those past it were dropped (recvcounts says what each rank sent)",
+               detail, second, value);
+      break;
+    case MSCCLPP_DEVICE_ERROR_SEND_RANGE:
+      snprintf(buf, len,
+               "mscclppAllToAllv on rank %u: the block for rank %u ends at element %" PRIu64
+               ", past sendcapacity %" PRIu64 " (sdispls[%u] + sendcounts[%u]); it was sent as empty",
+               detail >> 4, detail & 15u, second, value, detail & 15u, detail & 15u);
+      break;
     default:
       snprintf(buf, len, "kernel reported unknown error word 0x%" PRIx64, word);
       break;
@@ -154,8 +167,15 @@ void mscclppDeviceErrorDescribe(uint64_t word, char* buf, size_t len) {
 }
 
 static mscclppResult_t deviceErrorStatus(uint64_t word) {
-  return MSCCLPP_DEVICE_ERROR_KIND(word) == MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER ? mscclppInvalidArgument
-                                                                                 : mscclppTimeout;
+  switch (MSCCLPP_DEVICE_ERROR_KIND(word)) {
+    case MSCCLPP_DEVICE_ERROR_INVALID_TRIGGER:
+    case MSCCLPP_DEVICE_ERROR_SEND_RANGE:
+      return mscclppInvalidArgument;
+    case MSCCLPP_DEVICE_ERROR_RECV_OVERFLOW:
+      return mscclppInvalidUsage;
+    default:
+      return mscclppTimeout;
+  }
 }
 
 mscclppResult_t mscclppAbortPollDevice(struct mscclppAbort* abort) {
@@ -163,7 +183,7 @@ mscclppResult_t mscclppAbortPollDevice(struct mscclppAbort* abort) {
   if (word == 0) return mscclppSuccess;
   mscclppResult_t code = deviceErrorStatus(word);
   char text[512];
-  mscclppDeviceErrorDescribe(word, text, sizeof(text));
+  mscclppDeviceErrorDescribe(word, __atomic_load_n(abort->errorWordHost + 1, __ATOMIC_RELAXED), text, sizeof(text));
   /* Recorded by every caller that sees the word (the first record wins, the
    * others change nothing), so that the first error is set when this
    * returns: the thread that takes the word may still be on its way to

@@ -21,7 +21,7 @@ extern "C" {
 struct mscclppAbort {
   int device;
   /* One host-mapped page: the flag on the first cache line, the device error
-   * word on the second. */
+   * word and its second value (mscclppDeviceRaiseWide) on the second. */
   void* mappedHost;
   void* mappedDev;
   uint32_t* flagHost;
@@ -72,8 +72,9 @@ mscclppResult_t mscclppAbortPollDevice(struct mscclppAbort* abort);
 void mscclppAbortWaitContext(const struct mscclppAbort* abort, double timeoutSec, int deviceView,
                              mscclppWaitContext* ctx);
 
-/* Text for a device error word ("FIFO full for 30 s at position 12"). */
-void mscclppDeviceErrorDescribe(uint64_t word, char* buf, size_t len);
+/* Text for a device error word and its second value ("FIFO full for 30 s at
+ * position 12"). */
+void mscclppDeviceErrorDescribe(uint64_t word, uint64_t second, char* buf, size_t len);
 
 /* An abort object given in a config, or a private one created for the user
  * (device `device`); retained either way. *owned = 1 for a private one, which

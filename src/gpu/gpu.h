@@ -104,6 +104,23 @@ void mscclppGpuDeviceSynchronize(void);
  * with). */
 struct CUstream_st;
 mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* dst, const void* src, size_t bytes);
+/* 1 when work enqueued on `stream` (an application's cudaStream_t) now is
+ * being captured into a graph, or the runtime cannot say; 0 otherwise, and
+ * always without CUDA. */
+int mscclppGpuStreamCapturing(struct CUstream_st* stream);
+
+/* A mark on an application's stream: whether everything enqueued on that
+ * stream before the mark was recorded has completed (a CUDA event without
+ * timing). Record does nothing, and says so (*recorded = 0), while the
+ * stream is being captured into a graph: a captured record marks nothing
+ * now. Done: *done = 1 once the work before the last record completed (or
+ * nothing was ever recorded). CUDA builds only: the host backend has no
+ * application streams. */
+typedef struct mscclppGpuMark* mscclppGpuMark_t;
+mscclppResult_t mscclppGpuMarkCreate(mscclppGpuMark_t* mark);
+void mscclppGpuMarkDestroy(mscclppGpuMark_t mark);
+mscclppResult_t mscclppGpuMarkRecord(mscclppGpuMark_t mark, struct CUstream_st* stream, int* recorded);
+mscclppResult_t mscclppGpuMarkDone(mscclppGpuMark_t mark, int* done);
 
 /* ---- streams ------------------------------------------------------------------
  * The library's one non-blocking stream of a device (it never waits for the

@@ -260,6 +260,62 @@ mscclppResult_t mscclppGpuMemcpyOnAppStream(struct CUstream_st* stream, void* ds
 #endif
 }
 
+int mscclppGpuStreamCapturing(struct CUstream_st* stream) {
+#ifdef MSCCLPP_HAVE_CUDA
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)stream;
+  return 0;
+#endif
+}
+
+/* ---- marks on application streams --------------------------------------------- */
+
+#ifdef MSCCLPP_HAVE_CUDA
+/* The mark is the event itself: no object of ours around it. */
+mscclppResult_t mscclppGpuMarkCreate(mscclppGpuMark_t* mark) {
+  cudaEvent_t ev = NULL;
+  cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaEventCreateWithFlags: %s",
+                      cudaGetErrorString(err));
+  }
+  *mark = (mscclppGpuMark_t)ev;
+  return mscclppSuccess;
+}
+
+void mscclppGpuMarkDestroy(mscclppGpuMark_t mark) {
+  if (mark != NULL) (void)cudaEventDestroy((cudaEvent_t)mark);
+}
+
+mscclppResult_t mscclppGpuMarkRecord(mscclppGpuMark_t mark, struct CUstream_st* stream, int* recorded) {
+  *recorded = 0;
+  if (mscclppGpuStreamCapturing(stream)) return mscclppSuccess;
+  cudaError_t err = cudaEventRecord((cudaEvent_t)mark, (cudaStream_t)stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaEventRecord: %s", cudaGetErrorString(err));
+  }
+  *recorded = 1;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppGpuMarkDone(mscclppGpuMark_t mark, int* done) {
+  cudaError_t err = cudaEventQuery((cudaEvent_t)mark);
+  *done = err == cudaSuccess;
+  if (err == cudaSuccess) return mscclppSuccess;
+  (void)cudaGetLastError();
+  if (err == cudaErrorNotReady) return mscclppSuccess;
+  return mscclppErr(mscclppUnhandledCudaError, MSCCLPP_LOG_GPU, "cudaEventQuery: %s", cudaGetErrorString(err));
+}
+#endif /* MSCCLPP_HAVE_CUDA */
+
 /* ---- streams ---------------------------------------------------------------- */
 
 /* The host backend's stream token: operations on it complete at once. */

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/trace.h"
 #include "core/util.h"
 #include "gpu/abort.h"
 #include "gpu/gpu.h"
@@ -167,11 +168,25 @@ static void threadSetup(struct mscclppProxy* p) {
 /* Hand one fresh trigger to its handler and take it (unpublished). 0: go
  * on; 1: taken, and the thread must stop (handler asked); -1: not taken,
  * error recorded. */
+/* A trigger's built-in operation bits, in words, for the trace. */
+static const char* opText(uint32_t op) {
+  static const char* const names[MSCCLPP_TRIGGER_BUILTIN_MASK + 1] = {
+      "none",         "put",          "signal",          "put+signal",
+      "flush",        "put+flush",    "signal+flush",    "put+signal+flush",
+      "inline",       "put+inline",   "inline+signal",   "put+inline+signal",
+      "inline+flush", "put+inline+flush", "inline+signal+flush", "put+inline+signal+flush"};
+  return op <= MSCCLPP_TRIGGER_BUILTIN_MASK ? names[op] : "custom";
+}
+
 static int serve(struct mscclppProxy* p, int index, const mscclppTrigger* t) {
   struct proxyFifo* e = &p->fifos[index];
   struct mscclppFifo* f = e->fifo;
   uint64_t pos = f->hostTail;
+  uint64_t t0 = mscclppTraceBegin();
   mscclppProxyHandlerResult r = e->handler(e->arg, t, pos);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_PROXY_TRIGGER, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(index), pos,
+                       MSCCLPP_TRACE_S(opText(mscclppTriggerOp(t))));
   if (r == mscclppProxyHandlerError) {
     /* A handler that raised the abort itself has recorded and logged why;
      * naming the handler too would log the failure twice. */
@@ -243,7 +258,10 @@ static int progressAll(struct mscclppProxy* p) {
       mscclppAbortRaiseLogged(p->abort, res);
       return -1;
     }
-    if (done && f->hostCompleted != end) mscclppFifoHostComplete(f, end);
+    if (done && f->hostCompleted != end) {
+      mscclppFifoHostComplete(f, end);
+      if (mscclppTraceOn()) MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_PROXY_COMPLETE, mscclppTraceNow(), 0, MSCCLPP_TRACE_I(i), end);
+    }
   }
   return 0;
 }

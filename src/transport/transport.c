@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 #include "gpu/gpu_ipc.h"
 #include "mscclpp/trigger.h"
@@ -214,14 +215,24 @@ mscclppResult_t mscclppConnWrite(struct mscclppConnection* c, struct mscclppRegi
                       "%llu) overlap",
                       (unsigned long long)size, (unsigned long long)srcOffset, (unsigned long long)src->record.memId,
                       (unsigned long long)dstOffset, (unsigned long long)dst->record.memId);
-  return c->ops->write(c, dst, dstOffset, src, srcOffset, size);
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = c->ops->write(c, dst, dstOffset, src, srcOffset, size);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_CONN_WRITE, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(c->ops->name),
+                       MSCCLPP_TRACE_I(c->remoteRank), size, MSCCLPP_TRACE_I(res));
+  return res;
 }
 
 mscclppResult_t mscclppConnSignal(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
                                   uint64_t dstOffset, uint64_t value) {
   if (c == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "signal on a NULL connection");
   MSCCLPP_RETURN_ON_ERROR(checkSignalDst(c, dst, dstOffset));
-  return c->ops->signal(c, dst, dstOffset, value);
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = c->ops->signal(c, dst, dstOffset, value);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_CONN_SIGNAL, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(c->ops->name),
+                       MSCCLPP_TRACE_I(c->remoteRank), value, MSCCLPP_TRACE_I(res));
+  return res;
 }
 
 mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* c, struct mscclppRegisteredMemory* dst,
@@ -234,7 +245,13 @@ mscclppResult_t mscclppConnWriteInline(struct mscclppConnection* c, struct msccl
                       MSCCLPP_TRIGGER_INLINE_MAX);
   MSCCLPP_RETURN_ON_ERROR(checkMem(c, dst, "destination", c->remoteRank, dstOffset, size));
   if (sigDst != NULL) MSCCLPP_RETURN_ON_ERROR(checkSignalDst(c, sigDst, sigOffset));
-  return c->ops->writeInline(c, dst, dstOffset, bytes, size, sigDst, sigOffset, sigValue);
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = c->ops->writeInline(c, dst, dstOffset, bytes, size, sigDst, sigOffset, sigValue);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_CONN_INLINE, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(c->ops->name),
+                       MSCCLPP_TRACE_I(c->remoteRank), (uint64_t)size, (uint64_t)(sigDst != NULL),
+                       MSCCLPP_TRACE_I(res));
+  return res;
 }
 
 int mscclppConnCanWriteInline(const struct mscclppConnection* c) {
@@ -269,7 +286,12 @@ mscclppResult_t mscclppConnProgress(struct mscclppConnection* c) {
 
 mscclppResult_t mscclppConnFlush(struct mscclppConnection* c) {
   if (c == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_TRANSPORT, "flush on a NULL connection");
-  return c->ops->flush(c);
+  uint64_t t0 = mscclppTraceBegin();
+  mscclppResult_t res = c->ops->flush(c);
+  if (t0 != 0)
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_CONN_FLUSH, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(c->ops->name),
+                       MSCCLPP_TRACE_I(c->remoteRank), MSCCLPP_TRACE_I(res));
+  return res;
 }
 
 /* ---- for slots a transport cannot fill --------------------------------------------- */

@@ -23,6 +23,23 @@
  *       groups of send/recv: a ring, an all-to-all with a different size
  *       for every pair (self included), several messages per pair in one
  *       group (order), blocking send/recv ping-pong, send to self.
+ *   coll_worker alltoallv
+ *       mscclppAllToAllv with new counts every call (every rank computes the
+ *       same matrix from the call number): every type, counts 0, 1 and
+ *       primes up to 4099, a rank that sends nothing (sendbuff NULL on some
+ *       calls), a rank that receives nothing (recvbuff NULL), blocks
+ *       placed in sendbuff out of rank order with gaps, buffers at odd
+ *       element offsets, capacities with slack; the output, the slack and a
+ *       guard region after the capacity, recvcounts and rdispls are checked
+ *       exactly. Then bad arguments, each refused with a message naming it
+ *       (no rank communicates), and one more good call.
+ *   coll_worker alltoallv_errors   (3 ranks or more)
+ *       one call in which rank 0 receives more than its capacity and rank 1
+ *       names a block for rank 2 outside its sendbuff: both get their error
+ *       (and as the communicator's asynchronous error), nothing is written
+ *       past rank 0's capacity, what fits is right, rank 2 receives nothing
+ *       from rank 1, every other rank's call succeeds, and the two aborted
+ *       ranks' next call fails at once.
  *   coll_worker p2psubset
  *       only ranks 0 and 1 send/recv; destroy must not wait for the others.
  *   coll_worker kill V
@@ -192,6 +209,7 @@ static void fillBytes(int r, size_t first, size_t bytes, uint8_t* dst) {
 static uint8_t* bufA; /* send */
 static uint8_t* bufB; /* recv */
 static uint8_t* bufE; /* expected */
+#define MAX_A2AV_RANKS 256
 static size_t bufBytes;
 
 static void allocBuffers(size_t bytes) {
@@ -500,6 +518,189 @@ static void testP2p(void) {
   printf("rank %d: p2p: %ld calls\n", rank, ncalls);
 }
 
+/* ---- all-to-all-v ------------------------------------------------------------------------ */
+
+#define A2AV_MAX_COUNT 4099
+#define A2AV_CALLS_PER_TYPE 8
+
+/* Call k's count from rank s to rank d; every rank computes the same. On
+ * odd calls one rank sends nothing, every third call one rank receives
+ * nothing, and zeros come often anyway. */
+static size_t a2avCount(int k, int s, int d) {
+  static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, A2AV_MAX_COUNT};
+  if (k % 2 == 1 && s == (k / 2) % nranks) return 0;
+  if (k % 3 == 2 && d == (k / 3) % nranks) return 0;
+  uint64_t h = mix(seed ^ mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d));
+  return counts[h % (sizeof(counts) / sizeof(counts[0]))];
+}
+
+/* Block (s -> d) of call k: its bytes, keyed by the pair and the call. */
+static void a2avFill(int k, int s, int d, size_t bytes, uint8_t* dst) {
+  fillBytes(s * 1000 + d, (size_t)k, bytes, dst);
+}
+
+/* One checked call k of type t: this rank's blocks placed out of rank order
+ * with gaps, capacities with slack. */
+static void a2avCall(int k, int t) {
+  const size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
+  struct caseDesc c = {"alltoallv", t, 0, 0, 0, 0};
+  size_t sendcounts[MAX_A2AV_RANKS], sdispls[MAX_A2AV_RANKS], recvcounts[MAX_A2AV_RANKS], rdispls[MAX_A2AV_RANKS];
+  uint8_t* send = bufA + (size_t)(k % 5) * ts;
+  uint8_t* recv = bufB + (size_t)(k % 3) * ts;
+  size_t at = 0, sent = 0;
+  for (int j = 0; j < nranks; j++) {
+    int d = (j + k) % nranks; /* out of rank order */
+    sendcounts[d] = a2avCount(k, rank, d);
+    at += (size_t)((k + d) % 3); /* a gap */
+    sdispls[d] = sendcounts[d] > 0 || k % 4 != 0 ? at : (size_t)1 << 40; /* a zero count's displacement is not read */
+    a2avFill(k, rank, d, sendcounts[d] * ts, send + at * ts);
+    at += sendcounts[d];
+    sent += sendcounts[d];
+  }
+  size_t sendcap = at + (size_t)(k % 2);
+  size_t total = 0;
+  for (int s = 0; s < nranks; s++) total += a2avCount(k, s, rank);
+  size_t recvcap = total + (size_t)(k % 3);
+  memset(recv, POISON, recvcap * ts + GUARD);
+  memset(recvcounts, POISON, sizeof(recvcounts));
+  memset(rdispls, POISON, sizeof(rdispls));
+  c.count = total;
+  /* nothing to send or receive: NULL buffers with capacity 0, on some calls */
+  const void* sb = sent == 0 && k % 4 < 2 ? NULL : send;
+  void* rb = total == 0 && recvcap == 0 ? NULL : recv;
+  if (sb == NULL) sendcap = 0;
+  callOk(&c, mscclppAllToAllv(sb, sendcap, sendcounts, sdispls, rb, recvcap, recvcounts, rdispls,
+                              (mscclppDataType_t)t, comm, NULL));
+  size_t off = 0;
+  for (int s = 0; s < nranks; s++) {
+    size_t n = a2avCount(k, s, rank);
+    if (recvcounts[s] != n || rdispls[s] != off) {
+      fprintf(stderr, "rank %d: FAIL alltoallv call %d %s: from rank %d recvcounts %zu rdispls %zu, expected %zu %zu\n",
+              rank, k, mscclppDataTypeName((mscclppDataType_t)t), s, recvcounts[s], rdispls[s], n, off);
+      harnessFailures_++;
+    }
+    a2avFill(k, s, rank, n * ts, bufE + off * ts);
+    off += n;
+  }
+  memset(bufE + total * ts, POISON, (recvcap - total) * ts); /* the slack is left as it was */
+  if (rb != NULL) checkOut(&c, recv, bufE, recvcap * ts, ts);
+}
+
+/* A refused call: `want` and a message that says `what`. */
+static void a2avRefused(const char* label, mscclppResult_t res, mscclppResult_t want, const char* what) {
+  const char* why = mscclppGetLastError();
+  if (res != want || strstr(why, what) == NULL) {
+    fprintf(stderr, "rank %d: FAIL alltoallv %s: %s (%s), expected %s mentioning \"%s\"\n", rank, label,
+            mscclppGetErrorString(res), why, mscclppGetErrorString(want), what);
+    harnessFailures_++;
+  }
+}
+
+static void testAllToAllv(void) {
+  allocBuffers((size_t)nranks * (A2AV_MAX_COUNT + 3) * 8 + 64);
+  int k = 0;
+  for (int t = 0; t < mscclppNumTypes; t++)
+    for (int i = 0; i < A2AV_CALLS_PER_TYPE; i++) a2avCall(k++, t);
+  /* bad arguments: refused on the calling rank before anything is sent */
+  size_t sc[MAX_A2AV_RANKS] = {0}, sd[MAX_A2AV_RANKS] = {0}, rc[MAX_A2AV_RANKS], rd[MAX_A2AV_RANKS];
+  const mscclppResult_t bad = mscclppInvalidArgument;
+  a2avRefused("NULL comm", mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, rc, rd, mscclppInt32, NULL, NULL), bad,
+              "comm is NULL");
+  a2avRefused("bad type", mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, rc, rd, (mscclppDataType_t)99, comm, NULL), bad,
+              "unknown data type 99");
+  a2avRefused("NULL sendcounts", mscclppAllToAllv(bufA, 8, NULL, sd, bufB, 8, rc, rd, mscclppInt32, comm, NULL), bad,
+              "sendcounts is NULL");
+  a2avRefused("NULL rdispls", mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, rc, NULL, mscclppInt32, comm, NULL), bad,
+              "rdispls is NULL");
+  a2avRefused("misaligned recvcounts",
+              mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, (size_t*)((uint8_t*)rc + 4), rd, mscclppInt32, comm, NULL),
+              bad, "recvcounts");
+  a2avRefused("NULL sendbuff", mscclppAllToAllv(NULL, 8, sc, sd, bufB, 8, rc, rd, mscclppInt32, comm, NULL), bad,
+              "sendbuff is NULL");
+  a2avRefused("misaligned recvbuff", mscclppAllToAllv(bufA, 8, sc, sd, bufB + 2, 8, rc, rd, mscclppInt32, comm, NULL),
+              bad, "not aligned");
+  a2avRefused("huge capacity",
+              mscclppAllToAllv(bufA, 8, sc, sd, bufB, SIZE_MAX / 4, rc, rd, mscclppInt64, comm, NULL), bad,
+              "too large");
+  a2avRefused("in place", mscclppAllToAllv(bufA, 64, sc, sd, bufA, 64, rc, rd, mscclppInt32, comm, NULL), bad,
+              "in place is not supported");
+  a2avRefused("overlapping buffers",
+              mscclppAllToAllv(bufA, 64, sc, sd, bufA + 4 * 63, 64, rc, rd, mscclppInt32, comm, NULL), bad,
+              "in place is not supported");
+  a2avRefused("recvcounts on sdispls", mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, sd, rd, mscclppInt32, comm, NULL),
+              bad, "sdispls");
+  a2avRefused("rdispls in recvbuff",
+              mscclppAllToAllv(bufA, 8, sc, sd, bufB, 64, rc, (size_t*)bufB, mscclppInt32, comm, NULL), bad,
+              "overlaps");
+  a2avRefused("recvcounts is rdispls", mscclppAllToAllv(bufA, 8, sc, sd, bufB, 8, rc, rc, mscclppInt32, comm, NULL),
+              bad, "overlaps");
+  /* the ranks are still in step */
+  a2avCall(k++, mscclppFloat32);
+  printf("rank %d: alltoallv: %ld calls\n", rank, ncalls);
+}
+
+/* Rank 0 receives more than its capacity and rank 1 names a block for
+ * rank 2 outside its sendbuff, in the same call. */
+static void testAllToAllvErrors(void) {
+  if (nranks < 3) {
+    printf("rank %d: alltoallv_errors needs 3 ranks or more\n", rank);
+    harnessFailures_++;
+    return;
+  }
+  allocBuffers((size_t)nranks * 64 * 4 + 64);
+  const size_t ts = 4, per = 10; /* int32 */
+  size_t sc[MAX_A2AV_RANKS], sd[MAX_A2AV_RANKS], rc[MAX_A2AV_RANKS], rd[MAX_A2AV_RANKS];
+  struct caseDesc c = {"alltoallv", mscclppInt32, 0, 0, 0, per};
+  const int k = 77;
+  for (int d = 0; d < nranks; d++) {
+    sc[d] = per;
+    sd[d] = (size_t)d * per;
+    a2avFill(k, rank, d, per * ts, bufA + sd[d] * ts);
+  }
+  size_t sendcap = (size_t)nranks * per;
+  if (rank == 1) sd[2] = sendcap - 3; /* 3 of its 10 elements are inside */
+  const size_t total = (size_t)nranks * per - (rank == 2 ? per : 0);
+  const size_t recvcap = rank == 0 ? total - 7 : total;
+  memset(bufB, POISON, recvcap * ts + GUARD);
+  mscclppResult_t res =
+      mscclppAllToAllv(bufA, sendcap, sc, sd, bufB, recvcap, rc, rd, mscclppInt32, comm, NULL);
+  const char* why = mscclppGetLastError();
+  printf("rank %d: alltoallv with bad counts: %s: %s\n", rank, mscclppGetErrorString(res), why);
+  char want[3][64];
+  snprintf(want[0], sizeof(want[0]), "rank %d", rank);
+  if (rank == 0) {
+    snprintf(want[1], sizeof(want[1]), "%zu elements arrived", total);
+    snprintf(want[2], sizeof(want[2]), "recvcapacity %zu", recvcap);
+  } else {
+    snprintf(want[1], sizeof(want[1]), "block for rank 2");
+    snprintf(want[2], sizeof(want[2]), "sendcapacity %zu", sendcap);
+  }
+  if (rank <= 1) {
+    CHECK(res == (rank == 0 ? mscclppInvalidUsage : mscclppInvalidArgument));
+    for (int i = 0; i < 3; i++) CHECK(strstr(why, want[i]) != NULL);
+    mscclppResult_t async = mscclppSuccess;
+    CHECK_RES(mscclppCommGetAsyncError(comm, &async), mscclppSuccess);
+    CHECK(async == res);
+    CHECK(strstr(mscclppGetLastError(), want[1]) != NULL);
+    /* the communicator is aborted: its next call fails at once, naming why */
+    double t0 = nowSec();
+    CHECK(mscclppAllToAllv(bufA, sendcap, sc, sd, bufB, recvcap, rc, rd, mscclppInt32, comm, NULL) == res);
+    CHECK(nowSec() - t0 < 1.0);
+  } else {
+    CHECK_RES(res, mscclppSuccess);
+  }
+  /* what arrived, up to the capacity; the guard after it untouched */
+  size_t off = 0;
+  for (int s = 0; s < nranks; s++) {
+    size_t n = rank == 2 && s == 1 ? 0 : per;
+    CHECK(rc[s] == n);
+    CHECK(rd[s] == off);
+    a2avFill(k, s, rank, n * ts, bufE + off * ts);
+    off += n;
+  }
+  checkOut(&c, bufB, bufE, recvcap * ts, ts);
+}
+
 /* ---- failures --------------------------------------------------------------------------- */
 
 /* Only ranks 0 and 1 ever communicate; every rank then destroys its
@@ -602,12 +803,18 @@ int main(int argc, char** argv) {
     testMatrix(maxBytes);
   } else if (strcmp(mode, "p2p") == 0) {
     testP2p();
+  } else if (strcmp(mode, "alltoallv") == 0) {
+    testAllToAllv();
+  } else if (strcmp(mode, "alltoallv_errors") == 0) {
+    testAllToAllvErrors();
   } else if (strcmp(mode, "p2psubset") == 0) {
     testP2pSubset();
   } else if (strcmp(mode, "mismatch") == 0) {
     testMismatch();
   } else {
-    fprintf(stderr, "usage: coll_worker matrix [maxBytes] | p2p | p2psubset | kill V | mismatch\n");
+    fprintf(stderr,
+            "usage: coll_worker matrix [maxBytes] | p2p | alltoallv | alltoallv_errors | p2psubset | kill V | "
+            "mismatch\n");
     return 2;
   }
   res = mscclppCommDestroy(comm);

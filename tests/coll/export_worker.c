@@ -11,7 +11,9 @@
  *  - every rank gets every peer's mapping of each of its allocations right;
  *    a second export of the same allocations asks nothing (no new opens);
  *  - an allocation that replaced an older one at the same address: the
- *    service closes the old mapping and makes the new one;
+ *    service makes the new mapping and retires the old one without closing
+ *    it (a close waits for the process's kernels); the application thread
+ *    takes it and closes it;
  *  - a mapping that fails: the caller gets the peer's reason, and the next
  *    export works;
  *  - stop closes every mapping the service made (ASan/TSan watch the rest).
@@ -148,13 +150,36 @@ int main(void) {
   CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
   CHECK(sumOver(atomic_load(&opens)) == before);
 
-  /* a new allocation at an old one's address: the old mapping goes */
+  /* a new allocation at an old one's address: the old mapping is retired,
+   * not closed by the service; the application thread closes it */
   int closedBefore = sumOver(atomic_load(&closes));
   makeHandle(&b, 6, 0x8000000 * 2);
   CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
   checkMapped(g, 6, mapped);
   CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  CHECK(sumOver(atomic_load(&closes)) == closedBefore);
+  CHECK(mscclppCollGpuServiceRetired(svc) == nranks_ - 1); /* each peer's allocation 2 */
+  void** retired = NULL;
+  int nretired = -1;
+  CHECK_RES(mscclppCollGpuServiceTakeRetired(svc, &retired, &nretired), mscclppSuccess);
+  CHECK(nretired == nranks_ - 1);
+  CHECK(mscclppCollGpuServiceRetired(svc) == 0);
+  for (int i = 0; i < nretired; i++) {
+    int found = 0; /* one of the old mappings of allocation 2 of a peer */
+    for (int p = 0; p < nranks_; p++)
+      if (p != rank_ && (uint64_t)(uintptr_t)retired[i] == mapping(rank_, p, 2)) found = 1;
+    CHECK(found);
+    CHECK_RES(mscclppCollGpuServiceClose(svc, retired[i]), mscclppSuccess);
+  }
+  free(retired);
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
   CHECK(sumOver(atomic_load(&closes)) == closedBefore + nranks_ * (nranks_ - 1));
+  /* and once more, left for stop to close */
+  makeHandle(&b, 8, 0x8000000 * 3);
+  CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
+  checkMapped(g, 8, mapped);
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+  CHECK(mscclppCollGpuServiceRetired(svc) == nranks_ - 1);
 
   /* a mapping that fails: the peer's reason, then the next export works */
   if (nranks_ > 1) {

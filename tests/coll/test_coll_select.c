@@ -53,6 +53,10 @@ static void testAlgoRefused(void) {
   CHECK_RES(mscclppSend(in, 64, mscclppFloat32, 0, comm, NULL), mscclppInvalidArgument);
   setAlgo(comm, "broadcast=packet2");
   CHECK_RES(mscclppBroadcast(in, out, 64, mscclppFloat32, 0, comm, NULL), mscclppInvalidArgument);
+  /* all-to-all-v has no port family */
+  setAlgo(comm, "alltoallv=port");
+  CHECK_RES(mscclppAllGather(in, out, 64, mscclppFloat32, comm, NULL), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "alltoallv has no algorithm \"port\"") != NULL);
   setAlgo(comm, "allgahter=direct");
   CHECK_RES(mscclppAllGather(in, out, 64, mscclppFloat32, comm, NULL), mscclppInvalidArgument);
   CHECK(strstr(mscclppGetLastError(), "unknown collective \"allgahter\"") != NULL);
@@ -69,6 +73,7 @@ static void testAlgoRefused(void) {
   CHECK(strcmp(mscclppCollAlgoNames("allgather"), "direct,port") == 0);
   CHECK(strstr(mscclppCollAlgoNames("allreduce"), "packet") != NULL);
   CHECK(mscclppCollAlgoNames("allgahter") == NULL);
+  CHECK(strcmp(mscclppCollAlgoNames("alltoallv"), "direct") == 0);
   CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
 }
 

@@ -4,6 +4,8 @@
  *   mscclpp-run -n N --mps -- coll_gpu_worker [maxBytes] [graph[=REPLAYS]]
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes big
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes order
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv[=REPLAYS]
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv_errors
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs are small
@@ -23,6 +25,23 @@
  * a call that waited would leave the others waiting for the word (60 s).
  * The GPU collectives over port channels run the same
  * checks: tests/collgpu/run_port.sh.
+ * All-to-all-v (after the matrix, or alone with "alltoallv"): new counts
+ * every call, the same on every rank (a function of the call number):
+ * every type, zeros, a rank that sends nothing (NULL sendbuff on some
+ * calls), a rank that receives nothing, blocks out of rank order with
+ * gaps, odd element offsets, buffers under 2 MiB (staged) and over
+ * (exported); the counts are copied into device memory on the stream just
+ * before each call, and the output, its slack and a guard after the
+ * capacity, recvcounts and rdispls are checked exactly (blocks of at most
+ * maxBytes / 8 / nranks elements). Then three calls with their count
+ * copies captured in one CUDA graph, replayed 1000 times with "graph" or
+ * "alltoallv" (graph=REPLAYS, alltoallv=REPLAYS: that many; 100 otherwise)
+ * with the outputs poisoned first. Where the
+ * communicator spans hosts the call must be refused (mscclppInvalidUsage).
+ * "alltoallv_errors": rank 0 receives more than its capacity and rank 1
+ * names a block outside its sendbuff in one call: each gets its error from
+ * mscclppCommGetAsyncError, nothing is written past rank 0's capacity, and
+ * every other rank's call succeeds.
  * Exit 77 without a GPU.
  */
 #include <cuda_runtime_api.h>
@@ -284,6 +303,316 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   return bad;
 }
 
+/* ---- all-to-all-v ---------------------------------------------------------------------- */
+
+#define A2AV_GUARD 64
+#define A2AV_MAX_RANKS 64
+
+static size_t a2avMaxCount_ = (size_t)1 << 20; /* elements per block: maxBytes / 8 / nranks */
+static int a2avReplays_ = 100;                  /* graph replays: replays_ with "graph" or "alltoallv" */
+
+static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Call k's count from rank s to rank d; every rank computes the same. On
+ * odd calls one rank sends nothing, every third call one rank receives
+ * nothing, zeros come often anyway; every fifth call has counts up to about
+ * a million elements, or as many as maxBytes allows (buffers over 2 MiB:
+ * exported, not staged). */
+static size_t a2avCount(int k, int s, int d) {
+  static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, 4099};
+  if (k % 2 == 1 && s == (k / 2) % nranks_) return 0;
+  if (k % 3 == 2 && d == (k / 3) % nranks_) return 0;
+  uint64_t h = mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d);
+  size_t c = counts[h % (sizeof(counts) / sizeof(counts[0]))];
+  if (k % 5 == 4) c = c * 251 + (size_t)((h >> 32) % 4096);
+  return c < a2avMaxCount_ ? c : a2avMaxCount_;
+}
+
+/* The bytes of block (s -> d) of call k. */
+static void a2avFill(int k, int s, int d, size_t bytes, uint8_t* dst) {
+  uint64_t base = mix(((uint64_t)k << 24) ^ ((uint64_t)s << 12) ^ (uint64_t)d ^ 0xa2a7ull);
+  for (size_t j = 0; j < bytes; j += 8) {
+    uint64_t v = mix(base + j);
+    memcpy(dst + j, &v, bytes - j < 8 ? bytes - j : 8);
+  }
+}
+
+/* One call's buffers: this rank's blocks out of rank order with gaps, the
+ * capacities with slack, and what must come out. */
+struct a2avCase {
+  int k;
+  mscclppDataType_t t;
+  size_t ts, sendcap, recvcap, total, sent;
+  size_t counts[2 * A2AV_MAX_RANKS]; /* sendcounts, sdispls */
+  size_t want[2 * A2AV_MAX_RANKS];   /* recvcounts, rdispls */
+  uint8_t *hin, *hexp;               /* sendcap elements; recvcap elements and the guard */
+  uint8_t *din, *dout;               /* allocations; the call's buffers start k % 3 / k % 5 elements in */
+  size_t* dcnt;                      /* device: sendcounts, sdispls, recvcounts, rdispls */
+  const void* send;                  /* NULL on some calls that send nothing */
+  void* recv;                        /* NULL when the capacity is 0 */
+};
+
+static void a2avMake(struct a2avCase* c, int k, mscclppDataType_t t) {
+  const int n = nranks_;
+  memset(c, 0, sizeof(*c));
+  c->k = k;
+  c->t = t;
+  c->ts = mscclppDataTypeSize(t);
+  size_t at = 0;
+  for (int j = 0; j < n; j++) {
+    int d = (j + k) % n;
+    c->counts[d] = a2avCount(k, rank_, d);
+    at += (size_t)((k + d) % 3);
+    /* a zero count's displacement is not read */
+    c->counts[n + d] = c->counts[d] > 0 || k % 4 != 0 ? at : (size_t)1 << 40;
+    at += c->counts[d];
+    c->sent += c->counts[d];
+  }
+  c->sendcap = at + (size_t)(k % 2);
+  for (int s = 0; s < n; s++) {
+    c->want[s] = a2avCount(k, s, rank_);
+    c->want[n + s] = c->total;
+    c->total += c->want[s];
+  }
+  c->recvcap = c->total + (size_t)(k % 3);
+  const size_t ts = c->ts;
+  c->hin = calloc(c->sendcap + 1, ts);
+  c->hexp = malloc(c->recvcap * ts + A2AV_GUARD);
+  for (int d = 0; d < n; d++) a2avFill(k, rank_, d, c->counts[d] * ts, c->hin + c->counts[n + d] * ts);
+  for (int s = 0; s < n; s++) a2avFill(k, s, rank_, c->want[s] * ts, c->hexp + c->want[n + s] * ts);
+  memset(c->hexp + c->total * ts, 0xA5, (c->recvcap - c->total) * ts + A2AV_GUARD);
+  CUDA_OK(cudaMalloc((void**)&c->din, (c->sendcap + 3) * ts));
+  CUDA_OK(cudaMalloc((void**)&c->dout, (c->recvcap + 5) * ts + A2AV_GUARD));
+  CUDA_OK(cudaMalloc((void**)&c->dcnt, 4 * (size_t)n * sizeof(size_t)));
+  c->send = c->din + (size_t)(k % 3) * ts;
+  c->recv = c->dout + (size_t)(k % 5) * ts;
+  if (c->sent == 0 && k % 4 < 2) {
+    c->send = NULL;
+    c->sendcap = 0;
+  }
+  if (c->recvcap == 0) c->recv = NULL;
+}
+
+/* The output, the guard after the capacity and the counts, after the
+ * stream is done; 0 when right. */
+static int a2avCheck(const struct a2avCase* c, const char* how) {
+  const size_t ts = c->ts, n = (size_t)nranks_, bytes = c->recvcap * ts + A2AV_GUARD;
+  uint8_t* hout = malloc(bytes);
+  size_t got[2 * A2AV_MAX_RANKS];
+  CUDA_OK(cudaMemcpy(hout, c->dout + (size_t)(c->k % 5) * ts, bytes, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(got, c->dcnt + 2 * n, 2 * n * sizeof(size_t), cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (size_t s = 0; s < 2 * n && !bad; s++)
+    if (got[s] != c->want[s]) {
+      fprintf(stderr, "rank %d: alltoallv %s call %d %s: %s[%zu] is %zu, expected %zu\n", rank_, how, c->k,
+              mscclppDataTypeName(c->t), s < n ? "recvcounts" : "rdispls", s % n, got[s], c->want[s]);
+      bad = 1;
+    }
+  if (!bad && memcmp(hout, c->hexp, bytes) != 0)
+    for (size_t b = 0; b < bytes && !bad; b++)
+      if (hout[b] != c->hexp[b]) {
+        fprintf(stderr,
+                "rank %d: alltoallv %s call %d %s: byte %zu is 0x%02x, expected 0x%02x (%s; %zu elements arrived, "
+                "capacity %zu)\n",
+                rank_, how, c->k, mscclppDataTypeName(c->t), b, hout[b], c->hexp[b],
+                b < c->total * ts ? "data" : "past the data: must stay as it was", c->total, c->recvcap);
+        bad = 1;
+      }
+  free(hout);
+  return bad;
+}
+
+static void a2avFree(mscclppComm_t comm, struct a2avCase* c) {
+  /* peers may still map these: free only after everyone is done with them */
+  mscclppBootstrapBarrier(comm);
+  CUDA_OK(cudaFree(c->din));
+  CUDA_OK(cudaFree(c->dout));
+  CUDA_OK(cudaFree(c->dcnt));
+  free(c->hin);
+  free(c->hexp);
+}
+
+/* The buffers before the call, on the stream: input, poisoned output and
+ * result counts. */
+static void a2avPrepare(const struct a2avCase* c, cudaStream_t s) {
+  const size_t ts = c->ts, n = (size_t)nranks_;
+  CUDA_OK(cudaMemcpyAsync(c->din + (size_t)(c->k % 3) * ts, c->hin, c->sendcap * ts, cudaMemcpyHostToDevice, s));
+  CUDA_OK(cudaMemsetAsync(c->dout, 0xA5, (c->recvcap + 5) * ts + A2AV_GUARD, s));
+  CUDA_OK(cudaMemsetAsync(c->dcnt + 2 * n, 0xFF, 2 * n * sizeof(size_t), s));
+  CUDA_OK(cudaStreamSynchronize(s));
+}
+
+static mscclppResult_t a2avCall(const struct a2avCase* c, mscclppComm_t comm, cudaStream_t s) {
+  const size_t n = (size_t)nranks_;
+  return mscclppAllToAllv(c->send, c->sendcap, c->dcnt, c->dcnt + n, c->recv, c->recvcap, c->dcnt + 2 * n,
+                          c->dcnt + 3 * n, c->t, comm, s);
+}
+
+/* The result of the call and the communicator's asynchronous error after
+ * the stream is done; 0 when both are success. */
+static int a2avStatus(mscclppComm_t comm, cudaStream_t s, mscclppResult_t res, const struct a2avCase* c,
+                      const char* how) {
+  CUDA_OK(cudaStreamSynchronize(s));
+  mscclppResult_t async = mscclppSuccess;
+  mscclppCommGetAsyncError(comm, &async);
+  if (res == mscclppSuccess && async == mscclppSuccess) return 0;
+  fprintf(stderr, "rank %d: alltoallv %s call %d %s: result %d async %d: %s\n", rank_, how, c->k,
+          mscclppDataTypeName(c->t), (int)res, (int)async, mscclppGetLastError());
+  return 1;
+}
+
+/* Eager calls: every type, new counts every call. */
+static int a2avEager(mscclppComm_t comm, cudaStream_t s, int* calls) {
+  int bad = 0;
+  for (int k = 0; k < 5 * mscclppNumTypes; k++) {
+    struct a2avCase c;
+    a2avMake(&c, k, (mscclppDataType_t)(k % mscclppNumTypes));
+    a2avPrepare(&c, s);
+    const size_t n = (size_t)nranks_;
+    /* the counts reach device memory on the stream, just before the call */
+    CUDA_OK(cudaMemcpyAsync(c.dcnt, c.counts, 2 * n * sizeof(size_t), cudaMemcpyHostToDevice, s));
+    mscclppResult_t res = a2avCall(&c, comm, s);
+    int wrong = a2avStatus(comm, s, res, &c, "eager");
+    if (!wrong) wrong = a2avCheck(&c, "eager");
+    bad += wrong;
+    (*calls)++;
+    a2avFree(comm, &c);
+  }
+  return bad;
+}
+
+/* Three calls with new counts each, their count copies captured with them
+ * in one CUDA graph, replayed a2avReplays_ times after the outputs are
+ * poisoned and the live counts cleared. */
+static int a2avGraph(mscclppComm_t comm, cudaStream_t s, int* calls) {
+  enum { G = 3 };
+  static const mscclppDataType_t types[G] = {mscclppFloat32, mscclppBfloat16, mscclppInt8};
+  const size_t n = (size_t)nranks_;
+  struct a2avCase c[G];
+  size_t* sets[G];
+  int bad = 0;
+  for (int j = 0; j < G; j++) {
+    a2avMake(&c[j], 1000 + j, types[j]);
+    a2avPrepare(&c[j], s);
+    CUDA_OK(cudaMalloc((void**)&sets[j], 2 * n * sizeof(size_t)));
+    CUDA_OK(cudaMemcpy(sets[j], c[j].counts, 2 * n * sizeof(size_t), cudaMemcpyHostToDevice));
+  }
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  mscclppResult_t res = mscclppSuccess;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int j = 0; j < G && res == mscclppSuccess; j++) {
+    /* what the router kernel of an MoE layer would do: write the counts */
+    CUDA_OK(cudaMemcpyAsync(c[j].dcnt, sets[j], 2 * n * sizeof(size_t), cudaMemcpyDeviceToDevice, s));
+    res = a2avCall(&c[j], comm, s);
+  }
+  CUDA_OK(cudaStreamEndCapture(s, &g));
+  if (res == mscclppSuccess) {
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (int j = 0; j < G; j++) {
+      CUDA_OK(cudaMemsetAsync(c[j].dout, 0xA5, (c[j].recvcap + 5) * c[j].ts + A2AV_GUARD, s));
+      CUDA_OK(cudaMemsetAsync(c[j].dcnt, 0, 2 * n * sizeof(size_t), s));
+      CUDA_OK(cudaMemsetAsync(c[j].dcnt + 2 * n, 0xFF, 2 * n * sizeof(size_t), s));
+    }
+    for (int i = 0; i < a2avReplays_; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+  }
+  if (a2avStatus(comm, s, res, &c[0], "graph")) bad = 1;
+  for (int j = 0; j < G && !bad; j++) bad += a2avCheck(&c[j], "graph");
+  if (ge != NULL) cudaGraphExecDestroy(ge);
+  if (g != NULL) cudaGraphDestroy(g);
+  for (int j = 0; j < G; j++) {
+    a2avFree(comm, &c[j]);
+    CUDA_OK(cudaFree(sets[j]));
+  }
+  (*calls) += G;
+  return bad;
+}
+
+/* The all-to-all-v checks; a communicator across hosts must refuse it. */
+static int a2avTests(mscclppComm_t comm, cudaStream_t s, int* calls) {
+  int localN = 0;
+  mscclppCommLocalSize(comm, &localN);
+  if (localN != nranks_) {
+    struct a2avCase c;
+    a2avMake(&c, 0, mscclppFloat32);
+    mscclppResult_t res = a2avCall(&c, comm, s);
+    int bad = res != mscclppInvalidUsage || strstr(mscclppGetLastError(), "spans hosts") == NULL;
+    printf("rank %d: alltoallv across hosts: %s (%s)%s\n", rank_, mscclppGetErrorString(res), mscclppGetLastError(),
+           bad ? ": WRONG, expected a refusal" : "");
+    (*calls)++;
+    a2avFree(comm, &c);
+    return bad;
+  }
+  return a2avEager(comm, s, calls) + a2avGraph(comm, s, calls);
+}
+
+/* Rank 0 receives 7 elements more than its capacity and rank 1 names a
+ * block for rank 2 % nranks that ends past its sendbuff, in one call. */
+static int a2avErrors(mscclppComm_t comm, cudaStream_t s) {
+  const int n = nranks_, bd = 2 % n;
+  struct a2avCase c;
+  memset(&c, 0, sizeof(c));
+  c.k = 77;
+  c.t = mscclppInt32;
+  c.ts = 4;
+  const size_t per = 1000;
+  for (int d = 0; d < n; d++) {
+    c.counts[d] = per;
+    c.counts[n + d] = (size_t)d * per;
+  }
+  c.sendcap = (size_t)n * per;
+  if (rank_ == 1) c.counts[n + bd] = c.sendcap - 3;
+  for (int r = 0; r < n; r++) {
+    c.want[r] = r == 1 && rank_ == bd ? 0 : per;
+    c.want[n + r] = c.total;
+    c.total += c.want[r];
+  }
+  c.recvcap = rank_ == 0 ? c.total - 7 : c.total;
+  c.hin = calloc(c.sendcap + 1, c.ts);
+  c.hexp = malloc(c.total * c.ts + A2AV_GUARD);
+  for (int d = 0; d < n; d++) a2avFill(c.k, rank_, d, per * c.ts, c.hin + (size_t)d * per * c.ts);
+  for (int r = 0; r < n; r++) a2avFill(c.k, r, rank_, c.want[r] * c.ts, c.hexp + c.want[n + r] * c.ts);
+  memset(c.hexp + c.recvcap * c.ts, 0xA5, A2AV_GUARD);
+  CUDA_OK(cudaMalloc((void**)&c.din, (c.sendcap + 3) * c.ts));
+  CUDA_OK(cudaMalloc((void**)&c.dout, (c.recvcap + 5) * c.ts + A2AV_GUARD));
+  CUDA_OK(cudaMalloc((void**)&c.dcnt, 4 * (size_t)n * sizeof(size_t)));
+  c.send = c.din + (size_t)(c.k % 3) * c.ts;
+  c.recv = c.dout + (size_t)(c.k % 5) * c.ts;
+  a2avPrepare(&c, s);
+  CUDA_OK(cudaMemcpyAsync(c.dcnt, c.counts, 2 * (size_t)n * sizeof(size_t), cudaMemcpyHostToDevice, s));
+  mscclppResult_t res = a2avCall(&c, comm, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  mscclppResult_t async = mscclppSuccess;
+  mscclppCommGetAsyncError(comm, &async);
+  const char* why = async != mscclppSuccess ? mscclppGetLastError() : "";
+  printf("rank %d: alltoallv with bad counts: returned %s, asynchronous error %s: %s\n", rank_,
+         mscclppGetErrorString(res), mscclppGetErrorString(async), why);
+  int bad = res != mscclppSuccess;
+  char want[3][64];
+  snprintf(want[0], sizeof(want[0]), "rank %d:", rank_);
+  if (rank_ == 0) {
+    snprintf(want[1], sizeof(want[1]), "%zu elements arrived", c.total);
+    snprintf(want[2], sizeof(want[2]), "recvcapacity %zu", c.recvcap);
+    bad |= async != mscclppInvalidUsage;
+  } else if (rank_ == 1) {
+    snprintf(want[1], sizeof(want[1]), "block for rank %d ", bd);
+    snprintf(want[2], sizeof(want[2]), "sendcapacity %zu", c.sendcap);
+    bad |= async != mscclppInvalidArgument;
+  } else {
+    bad |= async != mscclppSuccess;
+  }
+  for (int i = 0; i < 3 && rank_ <= 1; i++) bad |= strstr(why, want[i]) == NULL;
+  if (bad) fprintf(stderr, "rank %d: alltoallv_errors: WRONG status or message\n", rank_);
+  bad += a2avCheck(&c, "errors");
+  a2avFree(comm, &c);
+  return bad;
+}
+
 /* runOne, and how long it took (rank 0 says: a slow big run shows where it is). */
 static int bigOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_t t, mscclppRedOp_t op, size_t count,
                   int placement, int graph) {
@@ -303,6 +632,10 @@ int main(int argc, char** argv) {
   int graph = argc > 2 && strncmp(argv[2], "graph", 5) == 0;
   order_ = argc > 2 && strcmp(argv[2], "order") == 0;
   if (graph && argv[2][5] == '=') replays_ = atoi(argv[2] + 6);
+  const int a2avOnly = argc > 2 && strncmp(argv[2], "alltoallv", 9) == 0 && strcmp(argv[2], "alltoallv_errors") != 0;
+  const int a2avErr = argc > 2 && strcmp(argv[2], "alltoallv_errors") == 0;
+  if (a2avOnly && argv[2][9] == '=') replays_ = atoi(argv[2] + 10);
+  if (graph || a2avOnly) a2avReplays_ = replays_;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) harnessSkip("no GPU");
   const char* lr = getenv("MSCCLPP_LOCAL_RANK");
@@ -317,7 +650,19 @@ int main(int argc, char** argv) {
   const size_t counts[] = {1, 3, 17, 1031, 65537, 262147, (size_t)16 * 16411, (size_t)1 << 20, (size_t)4 << 20,
                            (size_t)16 << 20};
   int failures = 0, calls = 0, matrixKinds = kinds;
-  if (argc > 2 && strcmp(argv[2], "big") == 0) {
+  a2avMaxCount_ = maxBytes / 8 / (size_t)nranks_ > 0 ? maxBytes / 8 / (size_t)nranks_ : 1;
+  if (nranks_ > A2AV_MAX_RANKS) {
+    fprintf(stderr, "coll_gpu_worker: %d ranks; its all-to-all-v checks hold up to %d\n", nranks_, A2AV_MAX_RANKS);
+    return 1;
+  }
+  if (a2avErr) {
+    failures += a2avErrors(comm, s);
+    calls++;
+    matrixKinds = 0;
+  } else if (a2avOnly) {
+    failures += a2avTests(comm, s, &calls);
+    matrixKinds = 0;
+  } else if (argc > 2 && strcmp(argv[2], "big") == 0) {
     for (int kind = 0; kind < kinds; kind++) {
       const size_t scale = (kind == 1 || kind == 2 || kind == 5) ? (size_t)nranks_ : 1;
       const size_t c32 = maxBytes / scale / 4, c8 = (maxBytes / scale - 7) | 1; /* odd offsets pad the buffers */
@@ -363,6 +708,7 @@ int main(int argc, char** argv) {
     failures += runOne(comm, s, 5, mscclppFloat32, mscclppSum, 65537, 1, 1);
     calls++;
   }
+  if (matrixKinds > 0 && !order_) failures += a2avTests(comm, s, &calls);
   int localN = 0;
   mscclppCommLocalSize(comm, &localN);
   printf("rank %d (%d of %d ranks on its host): %d checked calls, %d wrong\n", rank_, localN, nranks_, calls,

@@ -31,6 +31,11 @@ libnccl.so.2) and, for each rank count and each init mode, spawns the ranks
     the gradient sums differs -- shards of 8 vs the full batch -- which moves
     results by ~1e-6 relative; a wrong reduction moves them by >1e-2).
 
+Mode "python-backend" runs the same checks through mscclpp's own
+torch.distributed backend (python/mscclpp/torch.py, init_process_group
+("mscclpp")) instead of the NCCL shim: pass --no-preload and --mscclpp-lib
+(libmscclpp.so). premul_sum is left out there (that backend refuses it).
+
 Init modes: "eager" (init_process_group(device_id=...): communicators made
 at once, new_group by ncclCommSplit) and "lazy-nonblocking" (communicators
 made at the first collective, TORCH_NCCL_USE_COMM_NONBLOCKING=1: nonblocking
@@ -60,6 +65,8 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=300, help="seconds per run before it counts as hung")
     p.add_argument("--mps", action="store_true", help="start the CUDA MPS daemon if ranks share a GPU and none runs")
     p.add_argument("--skip-ddp", action="store_true", help="skip the DDP training check")
+    p.add_argument("--mscclpp-lib", default=None,
+                   help="libmscclpp.so, for mode python-backend (mscclpp's own torch.distributed backend)")
     p.add_argument("--no-preload", action="store_true",
                    help="do not LD_PRELOAD the library (to run the same checks on NVIDIA's NCCL, for comparison)")
     return p.parse_args()
@@ -153,7 +160,8 @@ def check_collectives(ck, rank, world, device, dtype):
         # scalar for bfloat16 (unpackPreMulSum<float, ncclBfloat16>), and NCCL
         # (like this library) reads ncclTypeSize(bfloat16) = 2 bytes of it,
         # the low half of the float: 0 for 0.5. Same result on NVIDIA's NCCL.
-        if n <= 65536 + 3 and hasattr(dist, "_make_nccl_premul_sum") and dtype != torch.bfloat16:
+        premul = dist.get_backend() == "nccl" and hasattr(dist, "_make_nccl_premul_sum")
+        if n <= 65536 + 3 and premul and dtype != torch.bfloat16:
             t = (idx * 2).to(dtype)
             dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))  # sum of 0.5 * 2 * (i % 8)
             ck.equal(f"all_reduce premul_sum {tag} n={n}", t, (idx * W).to(dtype))
@@ -395,6 +403,11 @@ def rank_main(rank, world, port, mode, lib, skip_ddp, result_dir):
         kwargs = dict(backend="nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
         if mode == "eager":
             kwargs["device_id"] = device
+        if mode == "python-backend":
+            repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            sys.path.insert(0, os.path.join(repo, "python"))
+            import mscclpp.torch  # noqa: F401  (registers the backend)
+            kwargs["backend"] = "mscclpp"
         dist.init_process_group(**kwargs)
         # the library in use
         if lib is not None:
@@ -412,8 +425,11 @@ def rank_main(rank, world, port, mode, lib, skip_ddp, result_dir):
                 b = ctypes.cast(getattr(mine, sym), ctypes.c_void_p).value
                 ck.true(f"{sym} resolves to our library", a == b, f"global {a:#x}, ours {b:#x}")
         ver = torch.cuda.nccl.version()
-        ck.true("NCCL version 2.28.9", tuple(ver) >= (2, 28, 9) if lib is None else tuple(ver) == (2, 28, 9),
-                f"torch.cuda.nccl.version() = {ver}")
+        if mode == "python-backend":
+            ck.true("the group's backend is mscclpp", dist.get_backend() == "mscclpp", dist.get_backend())
+        else:
+            ck.true("NCCL version 2.28.9", tuple(ver) >= (2, 28, 9) if lib is None else tuple(ver) == (2, 28, 9),
+                    f"torch.cuda.nccl.version() = {ver}")
         if rank == 0:
             print(f"[{mode}, {world} ranks] torch {torch.__version__}, NCCL version {ver}, {ndev} GPU(s), "
                   f"rank 0 on {torch.cuda.get_device_name(device)}", flush=True)
@@ -544,6 +560,10 @@ def main():
             env["LD_PRELOAD"] = (lib + " " + env.get("LD_PRELOAD", "")).strip()
             env[REEXEC_FLAG] = "1"
             os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    if args.mscclpp_lib:
+        os.environ["MSCCLPP_LIBRARY"] = os.path.abspath(args.mscclpp_lib)
+    if "python-backend" in args.modes and (not args.no_preload or not args.mscclpp_lib):
+        sys.exit("mode python-backend needs --no-preload and --mscclpp-lib")
     import torch
     if not torch.cuda.is_available():
         print("SKIPPED: no GPU")

@@ -10,7 +10,7 @@ run=$1 perf=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail=0
-for coll in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
+for coll in allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv; do
   "$run" -n 2 --keep-going --timeout 50 -- "$perf" "$coll" -b 4K -e 4K -d float32,int8 -o avg,sum -n 1 -w 0 \
     --inject-error >"$out" 2>&1
   status=$?

@@ -2,7 +2,7 @@
 /* Unit tests of the trigger layout and of the FIFO without a proxy thread:
  * encode/decode and limits, the commit bit across laps, torn slots, the
  * consumer API, bounded device-side waits (timeout, abort) on the host
- * backend, and object lifetimes. */
+ * backend, device error words with a second value, and object lifetimes. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -374,6 +374,36 @@ static void testDevicePushRejects(void) {
   CHECK_RES(mscclppAbortDestroy(abort), mscclppSuccess);
 }
 
+/* A device error with a second value (mscclppAllToAllv's counts): both
+ * values and the rank reach the text; the first error wins. */
+static void testDeviceRaiseWide(void) {
+  mscclppAbort_t abort;
+  CHECK_RES(mscclppAbortCreate(-1, &abort), mscclppSuccess);
+  mscclppWaitContext ctx;
+  mscclppAbortWaitContext(abort, 5.0, 1, &ctx);
+  mscclppDeviceRaiseWide(&ctx, MSCCLPP_DEVICE_ERROR_RECV_OVERFLOW, 2, 23, 5000000000ull);
+  mscclppDeviceRaiseWide(&ctx, MSCCLPP_DEVICE_ERROR_SEND_RANGE, 0x12, 1, 2);
+  mscclppResult_t err;
+  CHECK_RES(mscclppAbortGetError(abort, &err), mscclppSuccess);
+  CHECK(err == mscclppInvalidUsage);
+  const char* why = mscclppGetLastError();
+  CHECK(strstr(why, "rank 2:") != NULL && strstr(why, "5000000000 elements arrived") != NULL &&
+        strstr(why, "recvcapacity 23") != NULL);
+  int set = 0;
+  CHECK_RES(mscclppAbortIsSet(abort, &set), mscclppSuccess);
+  CHECK(set == 1);
+  CHECK_RES(mscclppAbortDestroy(abort), mscclppSuccess);
+  CHECK_RES(mscclppAbortCreate(-1, &abort), mscclppSuccess);
+  mscclppAbortWaitContext(abort, 5.0, 1, &ctx);
+  mscclppDeviceRaiseWide(&ctx, MSCCLPP_DEVICE_ERROR_SEND_RANGE, 1u << 4 | 3u, 40, 47);
+  CHECK_RES(mscclppAbortGetError(abort, &err), mscclppSuccess);
+  CHECK(err == mscclppInvalidArgument);
+  why = mscclppGetLastError();
+  CHECK(strstr(why, "rank 1:") != NULL && strstr(why, "block for rank 3 ends at element 47") != NULL &&
+        strstr(why, "sendcapacity 40") != NULL);
+  CHECK_RES(mscclppAbortDestroy(abort), mscclppSuccess);
+}
+
 static void testDestroyRefusesPending(void) {
   mscclppFifo_t fifo = makeFifo(8, 5.0, NULL);
   mscclppFifoDeviceHandle h;
@@ -400,6 +430,7 @@ int main(void) {
   RUN(testEnvTimeout);
   RUN(testAbortWakesPusher);
   RUN(testDevicePushRejects);
+  RUN(testDeviceRaiseWide);
   RUN(testDestroyRefusesPending);
   return harnessFinish();
 }

@@ -202,3 +202,39 @@ int elemWrong(const struct gen* g, const void* got, const void* exp) {
   double dg = mscclppFloatDecode((mscclppDataType_t)g->type, got), de = mscclppFloatDecode((mscclppDataType_t)g->type, exp);
   return !(dg == de);
 }
+
+/* ---- alltoallv's counts ----------------------------------------------------- */
+
+/* n - 1 random cuts of [0, count] give the parts; on half the calls one
+ * part is merged into the next, so a pair sends nothing even at large
+ * sizes. */
+void a2avParts(uint64_t seed, int n, size_t count, size_t* part, int* shift) {
+  uint64_t h = mix64(seed ^ UINT64_C(0xa2a7a2a7));
+  *shift = (int)(h % (uint64_t)n);
+  /* the cuts, sorted (insertion: n is small), in part[0..n-2] */
+  for (int j = 0; j < n - 1; j++) {
+    size_t cut = (size_t)(mix64(h + (uint64_t)j + 1) % ((uint64_t)count + 1));
+    int i = j;
+    for (; i > 0 && part[i - 1] > cut; i--) part[i] = part[i - 1];
+    part[i] = cut;
+  }
+  size_t prev = 0;
+  for (int j = 0; j < n; j++) {
+    size_t cut = j < n - 1 ? part[j] : count;
+    part[j] = cut - prev;
+    prev = cut;
+  }
+  if (n > 1 && (h >> 32) % 2 == 0) {
+    int j = (int)((h >> 40) % (uint64_t)(n - 1));
+    part[j + 1] += part[j];
+    part[j] = 0;
+  }
+}
+
+size_t a2avCount(const size_t* part, int shift, int n, int s, int d) { return part[((d - s + shift) % n + n) % n]; }
+
+size_t a2avDispl(const size_t* part, int shift, int n, int s, int d) {
+  size_t at = 0;
+  for (int j = 0; j < d; j++) at += a2avCount(part, shift, n, s, j);
+  return at;
+}

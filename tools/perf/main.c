@@ -4,7 +4,7 @@
  * flags and the table of nccl-tests.
  *
  *   mscclpp-perf <collective> [flags]
- *   collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
+ *   collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv
  *
  * Ranks come from the launcher's environment (mscclppCommInitFromEnv:
  * mscclpp-run, mpirun, srun, torchrun). With CUDA compiled in and a device
@@ -18,7 +18,7 @@
  * collective that writes nothing (or writes last call's answer) is caught.
  * Values are chosen per type and operation so that every result is exactly
  * representable whatever the order of reduction:
- *   - copies (allgather, broadcast, alltoall, sendrecv): random bits,
+ *   - copies (allgather, broadcast, alltoall, sendrecv, alltoallv): random bits,
  *     compared bit for bit;
  *   - sum / avg: at each index at most 8 ranks contribute a non-zero value
  *     (all ranks when there are <= 8): integers bounded so that no partial
@@ -36,13 +36,25 @@
  * differ by 1 ulp of the type (an implementation may divide before, during
  * or after summing). Integer avg is the truncating division of the sum.
  *
+ * alltoallv (mscclppAllToAllv): each rank sends `size` bytes in all (the
+ * count column: elements), split among the ranks by counts that change
+ * every call: rank s sends part[(d - s + shift) mod n] elements to rank d,
+ * where the n parts (some 0) of the count and the shift are drawn from
+ * --seed for each call, so every rank also receives exactly `count`
+ * elements, which are the capacities. The timed calls cycle through up to
+ * 1024 such sets (in device memory on a GPU, uploaded before the timing;
+ * a CUDA graph's launches repeat the sets of the calls it captured); the
+ * checked call has its own, and -c 1 checks recvcounts and rdispls too.
+ * busbw counts (n-1)/n of the bytes as for alltoall.
+ *
  * The reduce's recvbuff of a non-root rank must be left untouched; in-place
  * positions are those of coll.h (alltoall in place: one buffer is the input
  * and the output). sendrecv's in-place column is N/A (a send and a receive
- * of one group on the same buffer race).
+ * of one group on the same buffer race), as is alltoallv's (refused).
  *
  * Exit status: 0; 1 when a call failed or any #wrong > 0; 2 for bad usage.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +62,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "perf.h"
 
@@ -140,7 +153,12 @@ static int runAll(struct ctx* c) {
             r.root = o->root;
           }
           if (p == 1 && !colls[o->coll].inPlace) continue;
+          uint64_t t0 = mscclppTraceBegin();
           if (measure(c, &k, &r.m[p]) != 0) return -1;
+          if (t0 != 0)
+            MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_TOOL_STEP, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(colls[o->coll].name),
+                               (uint64_t)k.bytes, MSCCLPP_TRACE_S(typeName(type)),
+                               MSCCLPP_TRACE_S(colls[o->coll].reduces ? opNames[op] : "-"), (uint64_t)p);
         }
         if (r.m[0].valid) {
           if (c->rank == 0) printRow(c, &r);
@@ -173,6 +191,12 @@ int main(int argc, char** argv) {
   const struct opts* o = &c->o;
   c->rank = envRank >= 0 ? envRank : 0;
 
+  /* The library reads its parameters when the communicator is made; set
+   * before any other thread (CUDA's) could read the environment. */
+  if (o->tracePath != NULL && setenv("MSCCLPP_TRACE", o->tracePath, 1) != 0) {
+    fprintf(stderr, PROG ": rank %d: cannot set MSCCLPP_TRACE: %s\n", c->rank, strerror(errno));
+    return EXIT_FAIL;
+  }
   if (selectDevice(c) != 0) return EXIT_FAIL;
   mscclppResult_t res = mscclppCommInitFromEnv(&c->comm);
   if (res != mscclppSuccess) {
@@ -214,8 +238,11 @@ int main(int argc, char** argv) {
   c->sendBase = allocBuf(c, c->bufBytes);
   c->recvBase = allocBuf(c, c->bufBytes);
   if (c->sendBase == NULL || c->recvBase == NULL) goto fail_free_bufs;
+  if (a2avAlloc(c) != 0) goto fail_free_bufs;
   if (o->check) {
     size_t hb = o->maxBytes ? o->maxBytes : 1;
+    size_t countBytes = 2 * (size_t)c->nranks * sizeof(size_t); /* alltoallv's counts pass through them too */
+    if (hb < countBytes) hb = countBytes;
     c->hImg = malloc(hb);
     c->hExp = malloc(hb);
     c->hOut = malloc(hb);
@@ -263,6 +290,7 @@ fail_free_bufs:
   free(c->hExp);
   free(c->hOut);
   free(c->rows);
+  a2avFree(c);
   freeBuf(c, c->sendBase);
   freeBuf(c, c->recvBase);
   destroyStream(c);

@@ -23,6 +23,7 @@ const struct collInfo colls[C_COUNT] = {
     [C_REDUCE] = {"reduce", "mscclppReduce", 1, 1, 1},
     [C_ALLTOALL] = {"alltoall", "mscclppAllToAll", 0, 0, 1},
     [C_SENDRECV] = {"sendrecv", "mscclppSend/mscclppRecv (group)", 0, 0, 0},
+    [C_ALLTOALLV] = {"alltoallv", "mscclppAllToAllv", 0, 0, 0},
 };
 
 /* Bus bandwidth = algorithm bandwidth * this (nccl-tests' PERFORMANCE.md). */
@@ -33,6 +34,7 @@ double busFactor(enum coll c, int n) {
     case C_ALLGATHER:
     case C_REDUCESCATTER:
     case C_ALLTOALL:
+    case C_ALLTOALLV: /* as if the counts were even */
       return (double)(n - 1) / n;
     default:
       return 1.0;
@@ -89,7 +91,7 @@ void usage(FILE* f) {
   if (quiet) return;
   fprintf(f,
           "usage: " PROG " <collective> [flags]\n"
-          "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv\n"
+          "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv\n"
           "  -b, --minbytes <size>      smallest size (default 32M); sizes take K, M, G (x1024)\n"
           "  -e, --maxbytes <size>      largest size (default 32M)\n"
           "  -i, --stepbytes <size>     add this between sizes (default 1M) unless -f is given\n"
@@ -113,13 +115,37 @@ void usage(FILE* f) {
           "      --seed <n>             seed of the checked inputs\n"
           "      --progress <seconds>   on stderr, a line on what is done after each size at least this\n"
           "                             long after the last line (default 5; 0: after every size)\n"
+          "      --trace <path>         record a trace of the run (MSCCLPP_TRACE: one Chrome trace-event\n"
+          "                             JSON file per rank; %%r the rank, %%p the pid, %%h the host), written\n"
+          "                             when the run ends; mscclpp-trace merges and summarises them\n"
           "  -t, -g <1>                 accepted for nccl-tests scripts: one thread, one GPU per process\n"
           "  -h, --help\n"
           "Run one process per rank under a launcher: mscclpp-run -n 4 -- " PROG
           " allreduce -b 8 -e 128M -f 2\n"
           "(mscclpp-run --mps for several ranks on one GPU), mpirun, srun or torchrun.\n"
-          "N/A in the in-place columns: the collective has no in-place form (sendrecv);\n"
+          "N/A in the in-place columns: the collective has no in-place form (sendrecv, alltoallv);\n"
+          "alltoallv: each rank sends <size> in all, split among the ranks by counts that change every\n"
+          "call (some 0), and receives as much.\n"
           "N/A in #wrong: -c 0, results not checked.\n");
+}
+
+/* --trace's template: not empty, and its folder, where it names no %r, %p
+ * or %h, a writable folder (the files are written at the end of the run). */
+static int checkTracePath(const char* path) {
+  if (path[0] == '\0') {
+    if (!quiet) fprintf(stderr, PROG ": --trace needs a file name (%%r is replaced by the rank)\n");
+    return -1;
+  }
+  const char* slash = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%.*s", slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path),
+           slash == NULL ? "." : path);
+  struct stat st;
+  if (strchr(dir, '%') == NULL && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0)) {
+    if (!quiet) fprintf(stderr, PROG ": --trace %s: %s is not a folder this process can write\n", path, dir);
+    return -1;
+  }
+  return 0;
 }
 
 static int parseSize(const char* flag, const char* s, size_t* out) {
@@ -278,7 +304,7 @@ static int parseOp(const char* arg, struct opts* o) {
   return parseList("-o", arg, mscclppNumOps, opMatches, "an operation", "sum prod max min avg", o->opList, &o->nops);
 }
 
-enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED, OPT_PROGRESS };
+enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED, OPT_PROGRESS, OPT_TRACE };
 
 /* 0: parsed; 1: help printed (or --selftest passed); -1: bad usage
  * (printed); -2: --selftest failed. */
@@ -313,7 +339,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
     if (!quiet)
       fprintf(stderr,
               PROG ": \"%s\" is not a collective (allreduce allgather reducescatter broadcast reduce alltoall "
-                   "sendrecv)\n",
+                   "sendrecv alltoallv)\n",
               argv[1]);
     return -1;
   }
@@ -329,7 +355,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
       {"nthreads", required_argument, NULL, 't'},   {"ngpus", required_argument, NULL, 'g'},
       {"plot", required_argument, NULL, OPT_PLOT},  {"inject-error", no_argument, NULL, OPT_INJECT},
       {"offset", required_argument, NULL, OPT_OFFSET}, {"seed", required_argument, NULL, OPT_SEED},
-      {"progress", required_argument, NULL, OPT_PROGRESS},
+      {"progress", required_argument, NULL, OPT_PROGRESS}, {"trace", required_argument, NULL, OPT_TRACE},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   optind = 2;
   opterr = !quiet;
@@ -405,6 +431,9 @@ int parseArgs(int argc, char** argv, struct opts* o) {
       case OPT_PROGRESS:
         if (parseInt("--progress", optarg, 0, INT_MAX, &o->progressSec)) return -1;
         break;
+      case OPT_TRACE:
+        o->tracePath = optarg;
+        break;
       case OPT_SEED: {
         char* end = NULL;
         errno = 0;
@@ -433,6 +462,7 @@ int parseArgs(int argc, char** argv, struct opts* o) {
   }
   if (o->jsonPath != NULL && checkOutputPath("-J", o->jsonPath)) return -1;
   if (o->plotPath != NULL && checkOutputPath("--plot", o->plotPath)) return -1;
+  if (o->tracePath != NULL && checkTracePath(o->tracePath)) return -1;
   if (o->injectError && !o->check) {
     if (!quiet) fprintf(stderr, PROG ": --inject-error needs -c 1\n");
     return -1;

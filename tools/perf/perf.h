@@ -31,7 +31,17 @@
 
 /* ---- vocabulary (opts.c) ---------------------------------------------------- */
 
-enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE, C_ALLTOALL, C_SENDRECV, C_COUNT };
+enum coll {
+  C_ALLREDUCE,
+  C_ALLGATHER,
+  C_REDUCESCATTER,
+  C_BROADCAST,
+  C_REDUCE,
+  C_ALLTOALL,
+  C_SENDRECV,
+  C_ALLTOALLV,
+  C_COUNT
+};
 
 struct collInfo {
   const char* name;
@@ -71,6 +81,7 @@ struct opts {
   size_t offsetElems;
   uint64_t seed;
   int progressSec; /* --progress */
+  const char* tracePath; /* --trace: MSCCLPP_TRACE for this run */
 };
 
 extern int quiet; /* not rank 0: print no usage text */
@@ -119,6 +130,15 @@ struct num numApply(int op, struct num acc, struct num v);
 void reduceElem(const struct gen* g, size_t idx, void* dst);
 /* 1 when `got` is not an acceptable result for `exp`. */
 int elemWrong(const struct gen* g, const void* got, const void* exp);
+
+/* alltoallv's counts for one call, the same on every rank (a function of
+ * the seed): `count` split into n parts (some 0), and a shift; rank s
+ * sends part[(d - s + shift) mod n] elements to rank d, so that every
+ * rank sends `count` elements in all and receives `count`. */
+void a2avParts(uint64_t seed, int n, size_t count, size_t* part, int* shift);
+size_t a2avCount(const size_t* part, int shift, int n, int s, int d);
+/* Rank s's displacement for rank d: its blocks packed in rank order. */
+size_t a2avDispl(const size_t* part, int shift, int n, int s, int d);
 int selfTest(void);
 
 /* ---- the run (run.c) -------------------------------------------------------- */
@@ -153,6 +173,15 @@ struct ctx {
   size_t bufBytes;
   unsigned char *hImg, *hExp, *hOut; /* host images for checks */
   uint64_t checkSerial;
+  /* alltoallv: sets of (sendcounts, sdispls), nranks each, in the
+   * collective's memory (device or host): a cycle of a2avNsets for the
+   * timed calls, then one for the checked call; the calls' recvcounts and
+   * rdispls; a host image of the sets */
+  size_t* a2avCounts;
+  size_t* a2avOut;
+  size_t* a2avHost;
+  size_t* a2avPart; /* host: one plan's parts (a2avParts) */
+  int a2avNsets, a2avNext;
   struct row* rows;
   size_t nrows, capRows;
   int failed; /* a call failed: stop */
@@ -165,7 +194,7 @@ struct call {
   size_t count;     /* the API's count argument */
   size_t sendElems; /* this rank's input */
   size_t recvElems; /* this rank's output */
-  size_t bytes;     /* the "size" column: max(send, recv) bytes */
+  size_t bytes;     /* the "size" column: max(send, recv) bytes (alltoallv: what each rank sends) */
   int type, op, root, inPlace;
   size_t ts;
   void* send;
@@ -191,6 +220,9 @@ void setupCall(const struct ctx* c, size_t bytes, int type, int op, int inPlace,
 mscclppResult_t launch(struct ctx* c, const struct call* k);
 /* Measure one placement; every rank gets the combined result. */
 int measure(struct ctx* c, const struct call* k, struct meas* m);
+/* alltoallv's buffers for counts (main): 0, or -1 after a failure (printed). */
+int a2avAlloc(struct ctx* c);
+void a2avFree(struct ctx* c);
 void* allocBuf(struct ctx* c, size_t bytes);
 void freeBuf(struct ctx* c, void* p);
 int selectDevice(struct ctx* c);

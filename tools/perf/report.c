@@ -282,12 +282,21 @@ int printHeader(struct ctx* c, struct rankInfo** infoOut) {
            o->average);
   const char* algo = getenv("MSCCLPP_ALGO");
   if (algo != NULL && algo[0] != '\0') printf("# MSCCLPP_ALGO=%s\n", algo);
+  const char* trace = getenv("MSCCLPP_TRACE");
+  if (trace != NULL && trace[0] != '\0')
+    printf("# MSCCLPP_TRACE=%s (one file per rank, written when the run ends)\n", trace);
   printf("#\n# Using devices\n");
   for (int r = 0; r < c->nranks; r++)
     printf("#  Rank %2d Pid %7d on %10s device %2d %s\n", r, info[r].pid, info[r].host, info[r].device, info[r].desc);
   if (!colls[o->coll].inPlace)
     printf("# in-place columns N/A: %s has no in-place form%s\n", colls[o->coll].name,
-           o->coll == C_SENDRECV ? " (a send and a receive on one buffer race)" : "");
+           o->coll == C_SENDRECV    ? " (a send and a receive on one buffer race)"
+           : o->coll == C_ALLTOALLV ? " (mscclppAllToAllv refuses it)"
+                                    : "");
+  if (o->coll == C_ALLTOALLV)
+    printf("# alltoallv: each rank sends size bytes in all, split by counts that change every call (a cycle of %d "
+           "sets from --seed%s), and receives as much\n",
+           c->a2avNsets, o->graphLaunches > 0 ? "; a graph's launches repeat its calls' sets" : "");
   if (!o->check) printf("# #wrong N/A: -c 0, results not checked\n");
   printf("#\n");
   printf("# %58s out-of-place %23s in-place\n", "", "");

@@ -149,6 +149,67 @@ void setupCall(const struct ctx* c, size_t bytes, int type, int op, int inPlace,
   }
 }
 
+/* ---- alltoallv's counts ------------------------------------------------------ */
+
+/* At most this many count sets cycle through the timed calls (-n of them,
+ * each with its own, when -n is no larger). */
+#define A2AV_MAX_SETS 1024
+
+int a2avAlloc(struct ctx* c) {
+  if (c->o.coll != C_ALLTOALLV) return 0;
+  c->a2avNsets = c->o.iters < A2AV_MAX_SETS ? c->o.iters : A2AV_MAX_SETS;
+  size_t setBytes = 2 * (size_t)c->nranks * sizeof(size_t);
+  c->a2avCounts = allocBuf(c, (size_t)(c->a2avNsets + 1) * setBytes);
+  c->a2avOut = allocBuf(c, setBytes);
+  c->a2avHost = malloc((size_t)(c->a2avNsets + 1) * setBytes);
+  c->a2avPart = malloc((size_t)c->nranks * sizeof(size_t));
+  if (c->a2avCounts == NULL || c->a2avOut == NULL || c->a2avHost == NULL || c->a2avPart == NULL) {
+    if (c->a2avHost == NULL || c->a2avPart == NULL)
+      fprintf(stderr, PROG ": rank %d: out of memory for the count sets\n", c->rank);
+    return -1;
+  }
+  return 0;
+}
+
+void a2avFree(struct ctx* c) {
+  freeBuf(c, c->a2avCounts);
+  freeBuf(c, c->a2avOut);
+  free(c->a2avHost);
+  free(c->a2avPart);
+  c->a2avCounts = c->a2avOut = c->a2avHost = c->a2avPart = NULL;
+}
+
+/* The plan from `seed` for `count` elements in all (c->a2avPart and the
+ * returned shift), and this rank's (sendcounts, sdispls) of it in host set
+ * `set`. */
+static int a2avPlan(struct ctx* c, int set, uint64_t seed, size_t count) {
+  const int n = c->nranks;
+  size_t* out = c->a2avHost + (size_t)set * 2 * (size_t)n;
+  int shift = 0;
+  a2avParts(seed, n, count, c->a2avPart, &shift);
+  for (int d = 0; d < n; d++) {
+    out[d] = a2avCount(c->a2avPart, shift, n, c->rank, d);
+    out[n + d] = a2avDispl(c->a2avPart, shift, n, c->rank, d);
+  }
+  return shift;
+}
+
+/* The timed calls' count sets for a call of `count` elements in all, new
+ * every call (each size its own), uploaded before the timing. */
+static int a2avUploadTimed(struct ctx* c, size_t count) {
+  for (int i = 0; i < c->a2avNsets; i++)
+    a2avPlan(c, i, mix64(c->o.seed ^ mix64(UINT64_C(0x7469) ^ ((uint64_t)count << 16) ^ (uint64_t)i)), count);
+  c->a2avNext = 0;
+  return copyToBuf(c, c->a2avCounts, c->a2avHost, (size_t)c->a2avNsets * 2 * (size_t)c->nranks * sizeof(size_t));
+}
+
+static mscclppResult_t launchAllToAllv(struct ctx* c, const struct call* k, int set) {
+  const size_t n = (size_t)c->nranks;
+  const size_t* in = c->a2avCounts + (size_t)set * 2 * n;
+  return mscclppAllToAllv(k->send, k->count, in, in + n, k->recv, k->count, c->a2avOut, c->a2avOut + n,
+                          (mscclppDataType_t)k->type, c->comm, c->stream);
+}
+
 mscclppResult_t launch(struct ctx* c, const struct call* k) {
   mscclppComm_t comm = c->comm;
   mscclppStream_t s = c->stream;
@@ -167,6 +228,11 @@ mscclppResult_t launch(struct ctx* c, const struct call* k) {
       return mscclppReduce(k->send, k->recv, k->count, t, op, k->root, comm, s);
     case C_ALLTOALL:
       return mscclppAllToAll(k->send, k->recv, k->count, t, comm, s);
+    case C_ALLTOALLV: { /* the next set of the cycle */
+      int set = c->a2avNext;
+      c->a2avNext = (set + 1) % c->a2avNsets;
+      return launchAllToAllv(c, k, set);
+    }
     default: {
       int n = c->nranks, r = c->rank;
       mscclppResult_t res = mscclppGroupStart();
@@ -193,9 +259,29 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
   if (mask == 0) mask = 0xa5;
   int untouched = c->o.coll == C_REDUCE && rank != k->root; /* output must stay as it was */
 
+  unsigned char* img = c->hImg;
   /* the expected output */
   unsigned char* exp = c->hExp;
-  if (!untouched) {
+  int a2avShift = 0;
+  if (c->o.coll == C_ALLTOALLV) {
+    /* this call's plan (the check's own set, after the timed ones): rank
+     * s's block for this rank, from its input at its displacement */
+    a2avShift = a2avPlan(c, c->a2avNsets, g.seed, cnt);
+    size_t at = 0;
+    for (int s = 0; s < (int)n; s++) {
+      size_t m = a2avCount(c->a2avPart, a2avShift, (int)n, s, rank);
+      size_t from = a2avDispl(c->a2avPart, a2avShift, (int)n, s, rank);
+      for (size_t i = 0; i < m; i++) genElem(&g, s, from + i, exp + (at + i) * ts);
+      at += m;
+    }
+    size_t setBytes = 2 * n * sizeof(size_t);
+    if (!copyToBuf(c, c->a2avCounts + (size_t)c->a2avNsets * 2 * n, c->a2avHost + (size_t)c->a2avNsets * 2 * n,
+                   setBytes))
+      return -1;
+    /* recvcounts and rdispls poisoned: the call must write them */
+    memset(img, 0xff, setBytes);
+    if (!copyToBuf(c, c->a2avOut, img, setBytes)) return -1;
+  } else if (!untouched) {
     for (size_t i = 0; i < k->recvElems; i++) {
       unsigned char* e = exp + i * ts;
       switch (c->o.coll) {
@@ -223,7 +309,6 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
   }
 
   /* the buffers before the call */
-  unsigned char* img = c->hImg;
   if (!k->inPlace) {
     genRange(&g, rank, 0, k->sendElems, img);
     if (!copyToBuf(c, k->send, img, k->sendElems * ts)) return -1;
@@ -264,12 +349,30 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     callFailed(c, "mscclppBootstrapBarrier", res);
     return -1;
   }
-  res = launch(c, k);
+  res = c->o.coll == C_ALLTOALLV ? launchAllToAllv(c, k, c->a2avNsets) : launch(c, k);
   if (res != mscclppSuccess) {
     callFailed(c, colls[c->o.coll].api, res);
     return -1;
   }
   if (!syncStream(c)) return -1;
+  int64_t wrong = 0;
+  if (c->o.coll == C_ALLTOALLV) { /* recvcounts and rdispls */
+    size_t* got = (size_t*)c->hOut;
+    if (!copyFromBuf(c, got, c->a2avOut, 2 * n * sizeof(size_t))) return -1;
+    size_t at = 0;
+    for (int s = 0; s < (int)n; s++) {
+      size_t m = a2avCount(c->a2avPart, a2avShift, (int)n, s, rank);
+      if (got[s] != m || got[n + s] != at) {
+        if (wrong < 3)
+          fprintf(stderr,
+                  PROG ": rank %d: alltoallv %s count %zu: from rank %d recvcounts %zu rdispls %zu, expected %zu "
+                       "%zu\n",
+                  rank, typeName(k->type), k->count, s, got[s], got[n + s], m, at);
+        wrong++;
+      }
+      at += m;
+    }
+  }
   unsigned char* out = c->hOut;
   size_t rb = k->recvElems * ts;
   if (c->o.injectError && rank == 0 && k->recvElems > 0) {
@@ -282,7 +385,6 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     if (!copyToBuf(c, p, e, ts)) return -1;
   }
   if (!copyFromBuf(c, out, k->recv, rb)) return -1;
-  int64_t wrong = 0;
   for (size_t i = 0; i < k->recvElems; i++) {
     if (untouched ? memcmp(out + i * ts, exp + i * ts, ts) != 0 : elemWrong(&g, out + i * ts, exp + i * ts)) {
       if (wrong < 3) {
@@ -400,6 +502,7 @@ int measure(struct ctx* c, const struct call* k, struct meas* m) {
     mine.wrong = checkedCall(c, k);
     if (mine.wrong < 0) return -1;
   }
+  if (c->o.coll == C_ALLTOALLV && !a2avUploadTimed(c, k->count)) return -1;
   mine.us = timedCalls(c, k);
   if (mine.us < 0) return -1;
   all = calloc((size_t)c->nranks, sizeof(*all));

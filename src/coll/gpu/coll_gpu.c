@@ -17,6 +17,10 @@
  * cudaMalloc buffer of this rank (a device-to-device copy before and after
  * the kernel, on the caller's stream).
  *
+ * All-to-all-v (runAllToAllv) has its counts in device memory, so no host
+ * knows its sizes: its kernel learns them from the peers at its first
+ * barrier, and its grid is the same for every call.
+ *
  * A call, in parts: its sizes (callSizes), the algorithm the selection
  * table chose (coll/select.c, in args->algo), the grid (packetGrid,
  * directGrid), this rank's buffers staged where needed (stageIn, stageOut)
@@ -32,6 +36,7 @@
 #include "coll/gpu/coll_gpu.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 #ifndef MSCCLPP_HAVE_CUDA
 
@@ -73,6 +78,9 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollGpu* g = (struct mscclppCollGpu*)state;
   mscclppGpuDeviceSynchronize(); /* kernels that use the channels must be done */
+  for (int i = 0; i < g->nreaping; i++) (void)mscclppCollGpuServiceClose(g->service, g->reaping[i]);
+  free(g->reaping);
+  mscclppGpuMarkDestroy(g->reapMark);
   mscclppCollGpuServiceStop(g->service); /* closes what this rank's kernels used of the peers' */
   for (int r = 0; r < g->nranks; r++) {
     if (g->chan[r] != NULL) (void)mscclppMemoryChannelDestroy(g->chan[r]);
@@ -349,23 +357,75 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   return mscclppSuccess;
 }
 
-/* Enqueue L; `what` names the kernel in the error. */
-static mscclppResult_t launch(const struct mscclppCollGpu* g, const struct mscclppCollGpuLaunch* L,
+/* Peers' mappings that newer allocations replaced (coll_gpu_export.c) are
+ * closed here, on the application thread before a launch, once the mark
+ * recorded after this rank's last launch is done: closing a mapping waits
+ * for every kernel of the process, and one of ours still running may be
+ * waiting for a peer whose host waits for us (NCCL lets it). Not while the
+ * stream is captured: a record there marks nothing that runs now. Kernels
+ * of this communicator launched from graphs replayed since, or on another
+ * stream than the last call's, are not covered by the mark: a mapping is
+ * then closed while they run, and the close waits for them. */
+static void reapBefore(struct mscclppCollGpu* g, mscclppStream_t stream) {
+  if (g->nreaping == 0 || !g->reapArmed) return;
+  int done = 0;
+  if (mscclppGpuMarkDone(g->reapMark, &done) != mscclppSuccess || !done) return;
+  if (mscclppGpuStreamCapturing(stream)) return;
+  for (int i = 0; i < g->nreaping; i++)
+    if (mscclppCollGpuServiceClose(g->service, g->reaping[i]) != mscclppSuccess)
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: closing a replaced mapping of a peer's buffer: %s", g->rank,
+                   mscclppGetLastError());
+  g->nreaping = 0;
+  g->reapArmed = 0;
+}
+
+/* After a launch: take what the service retired, and mark the launch. */
+static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
+  if (g->nreaping == 0 && mscclppCollGpuServiceRetired(g->service) == 0) return;
+  if (mscclppCollGpuServiceRetired(g->service) > 0) {
+    void** list = NULL;
+    int n = 0;
+    (void)mscclppCollGpuServiceTakeRetired(g->service, &list, &n);
+    if (g->nreaping + n > g->capReaping) {
+      int cap = 2 * (g->nreaping + n);
+      void** grown = (void**)realloc(g->reaping, (size_t)cap * sizeof(*grown));
+      if (grown == NULL) { /* the mappings stay until the communicator goes */
+        MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: out of memory: %d replaced mappings of peers' buffers stay open",
+                     g->rank, n);
+        free(list);
+        return;
+      }
+      g->reaping = grown;
+      g->capReaping = cap;
+    }
+    for (int i = 0; i < n; i++) g->reaping[g->nreaping++] = list[i];
+    free(list);
+  }
+  if (g->reapMark == NULL && mscclppGpuMarkCreate(&g->reapMark) != mscclppSuccess) return;
+  int recorded = 0;
+  if (mscclppGpuMarkRecord(g->reapMark, stream, &recorded) == mscclppSuccess && recorded) g->reapArmed = 1;
+}
+
+/* Enqueue L; `what` names the kernel in the error and the trace. */
+static mscclppResult_t launch(struct mscclppComm* comm, struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
                               const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
+  if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
+  reapBefore(g, stream);
   mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
+  reapAfter(g, stream);
   return mscclppSuccess;
 }
 
 /* A packet allreduce: no rendezvous, only this rank's buffers are used. */
-static mscclppResult_t runPacket(struct mscclppCollGpu* g, const struct mscclppCollArgs* a, const struct gpuCall* c,
-                                 struct mscclppCollGpuLaunch* L) {
+static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
+                                 const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
   L->send[g->rank] = (const uint8_t*)a->send;
   L->recv[g->rank] = (uint8_t*)a->recv;
   L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
   packetGrid(g, c->inBytes, L);
-  return launch(g, L, NULL, a->stream, "allreduce");
+  return launch(comm, g, L, NULL, a->stream, "allreduce");
 }
 
 /* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
@@ -410,15 +470,69 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
     L->count = a->count * a->typeSize;
   }
   directGrid(g, a, c, L);
-  MSCCLPP_RETURN_ON_ERROR(launch(g, L, NULL, stream, mscclppCollKindName(a->kind)));
+  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
   return mscclppSuccess;
 }
 
+/* An all-to-all-v (coll.h). No rank knows the sizes, and every rank's grid
+ * must be the same: one block per SM among the ranks sharing the GPU, for
+ * every call. The peers pull from this rank's input, which is exported to
+ * them (an input that cannot be shared is staged whole: sendcapacity
+ * elements); only this rank writes its output, which needs neither. The
+ * counts stay on the device: the kernel reads and writes them. */
+static mscclppResult_t runAllToAllv(struct mscclppComm* comm, struct mscclppCollGpu* g,
+                                    const struct mscclppCollArgs* a) {
+  const struct mscclppCollCounts* v = a->v;
+  struct mscclppCollGpuLaunch L;
+  memset(&L, 0, sizeof(L));
+  fillCommon(g, &L);
+  L.kind = MSCCLPP_COLL_ALLTOALLV;
+  L.algo = MSCCLPP_COLL_GPU_ALGO_DIRECT;
+  L.type = mscclppUint8;
+  const size_t sendBytes = v->sendCapacity * a->typeSize;
+  const uint8_t* kSend = (const uint8_t*)a->send;
+  if (g->nranks > 1 && sendBytes > 0) {
+    struct ownBuf mine;
+    memset(&mine, 0, sizeof(mine));
+    int ok = 0;
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
+    if (!ok) {
+      MSCCLPP_RETURN_ON_ERROR(stageBuffer(g, 0, sendBytes, (void**)&kSend));
+      MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
+      if (!ok)
+        return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                          "mscclppAllToAllv: the staging buffer of %zu bytes cannot be shared with the peers",
+                          sendBytes);
+      MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(a->stream, (void*)kSend, a->send, sendBytes));
+    }
+    uint64_t mapped[MAXR] = {0};
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &mine, mapped));
+    for (int p = 0; p < g->nranks; p++)
+      if (p != g->rank) L.send[p] = (const uint8_t*)(uintptr_t)(mapped[p] + mine.offset);
+  }
+  L.send[g->rank] = kSend;
+  L.recv[g->rank] = (uint8_t*)a->recv;
+  L.nthreads = 1024;
+  L.nblocks = blocksFor(g, MSCCLPP_COLL_GPU_MAX_BLOCKS, 1, 1);
+  if (g->directBlocksMax > 0 && L.nblocks > g->directBlocksMax) L.nblocks = g->directBlocksMax;
+  const struct mscclppCollGpuCounts counts = {v->sendcounts, v->sdispls,       v->recvcounts,   v->rdispls,
+                                              a->typeSize,    v->sendCapacity, v->recvCapacity};
+  const char* why = NULL;
+  mscclppResult_t res = mscclppCollGpuEnqueueAllToAllv(&L, &counts, (void*)a->stream, g->pdl, &why);
+  if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the alltoallv kernel: %s", why);
+  return mscclppSuccess;
+}
+
 /* The call, with the thread's capture mode relaxed by the caller. */
 static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  if (a->kind == MSCCLPP_COLL_ALLTOALLV) { /* even one rank runs the kernel: the counts are on the device */
+    struct mscclppCollGpu* g = NULL;
+    MSCCLPP_RETURN_ON_ERROR(gpuState(comm, &g));
+    return runAllToAllv(comm, g, a);
+  }
   struct gpuCall c;
   callSizes(comm, a, &c);
   if (comm->nranks == 1) { /* one rank: a copy (every operator of one value is the value) */
@@ -438,7 +552,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   L.root = a->root;
   L.count = a->count;
   L.algo = kernelAlgo(a->algo);
-  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(g, a, &c, &L);
+  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(comm, g, a, &c, &L);
   return runDirect(comm, g, a, &c, &L);
 }
 
@@ -499,7 +613,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     if (P.nops > 0) {
       L.nblocks = lanes;
       L.nthreads = 1024;
-      res = launch(g, &L, &P, stream, "send/recv");
+      res = launch(comm, g, &L, &P, stream, "sendrecv");
     }
   }
   mscclppGpuIpcCaptureRestore(mode);

@@ -8,6 +8,9 @@
  *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
  *           p2p counters    ready[rank], ack[rank]
  *           pointers ptr[rank]  (direct kernels: rank `rank`'s buffers)
+ *           counts   a2av[rank] (alltoallv: rank `rank`'s input, as the
+ *                    owner maps it, and its count and displacement for
+ *                    the owner)
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
  *   p2p     nranks slots (slot q: data from rank q), two halves each
  *   ll2     LL16 packets of the two-phase allreduce: two parities x two
@@ -36,6 +39,10 @@
  *   allgather/direct   rank r writes its input into every output
  *   reducescatter/direct, reduce/direct, broadcast/direct (chunk r of the
  *                      root's input to every output), alltoall/direct (pull)
+ *   alltoallv/direct   pull, with the counts traded at the first barrier
+ *                      (the a2av slots): every block learns the whole column
+ *                      and packs it itself; the grid is the same for every
+ *                      call, as no host knows the sizes
  *   sendrecv           chunks through the receiver's scratch, two halves,
  *                      ready/ack counters; one block per (peer, direction)
  * A direct kernel is: barrier with every peer (their inputs are ready),
@@ -47,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coll/coll_trace.h"
 #include "mscclpp/device.h"
 
 #ifdef __cplusplus
@@ -89,8 +97,13 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_SCRATCH_BYTES(k, llSlot, p2pSlot, ll2Slot) \
   (MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) + 4 * (uint64_t)(k) * (ll2Slot))
 
-MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_PTR_OFF + 16 * MSCCLPP_COLL_GPU_MAX_RANKS <= MSCCLPP_COLL_GPU_FLAGS_BYTES,
-                      "the flags region holds the pointer slots");
+/* count slots: a2av[rank] = {input, count, displacement, unused} */
+#define MSCCLPP_COLL_GPU_A2AV_OFF (MSCCLPP_COLL_GPU_PTR_OFF + 16 * MSCCLPP_COLL_GPU_MAX_RANKS)
+
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_A2AV_OFF + 32 * MSCCLPP_COLL_GPU_MAX_RANKS <= MSCCLPP_COLL_GPU_FLAGS_BYTES,
+                      "the flags region holds the pointer and count slots");
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_MAX_RANKS <= 16,
+                      "a rank and a destination share the 8-bit detail of MSCCLPP_DEVICE_ERROR_SEND_RANGE");
 
 /* Device-resident counters of one communicator. */
 struct mscclppCollGpuDevState {
@@ -103,6 +116,8 @@ struct mscclppCollGpuDevState {
   uint64_t ll2Round[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* calls of the two-phase packet kernel, per block (one grid) */
   uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks sent to each rank */
   uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks received from each rank */
+  uint64_t a2avBlocksDone; /* blocks of all-to-all-v calls past their final barrier (atomic; every call has the
+                              same grid, so a multiple of it ends a call) */
 };
 
 enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1, MSCCLPP_COLL_GPU_ALGO_PACKET2 = 2 };
@@ -144,6 +159,7 @@ struct mscclppCollGpuLaunch {
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
   uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
+  struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
 
 /* The operations of one send/recv launch (a second kernel parameter, so
@@ -153,6 +169,19 @@ struct mscclppCollGpuP2pList {
   uint32_t nops;
   uint32_t pad;
   struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
+};
+
+/* The counts of an all-to-all-v launch (coll.h, mscclppAllToAllv; a second
+ * kernel parameter, as the p2p list): this rank's arrays in device memory,
+ * nranks elements each, and the capacities in elements. */
+struct mscclppCollGpuCounts {
+  const size_t* sendcounts;
+  const size_t* sdispls;
+  size_t* recvcounts;
+  size_t* rdispls;
+  uint64_t typeSize;
+  uint64_t sendCapacity;
+  uint64_t recvCapacity;
 };
 
 /* coll_gpu_kernels.cu: how many blocks of `nthreads` threads of the direct
@@ -169,6 +198,13 @@ int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
 mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                       const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
                                       const char** why);
+
+/* coll_gpu_kernels.cu: enqueue the all-to-all-v kernel (`launch` holds this
+ * rank's input as each peer maps it, and its output), as
+ * mscclppCollGpuEnqueue does. */
+mscclppResult_t mscclppCollGpuEnqueueAllToAllv(const struct mscclppCollGpuLaunch* launch,
+                                               const struct mscclppCollGpuCounts* counts, void* stream, int pdl,
+                                               const char** why);
 
 #ifdef __cplusplus
 }

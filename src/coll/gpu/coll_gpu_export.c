@@ -15,9 +15,14 @@
  * The service's mappings are keyed by (peer, allocation id): the driver's
  * buffer id is unique for the process's life, so an address reused by a new
  * allocation is never mistaken for the old one. A mapping of an older
- * allocation at the same address is closed when the new one comes: its
+ * allocation at the same address is retired when the new one comes: its
  * owner freed it after its last call, whose kernels had passed their final
- * barrier with ours, so nothing here uses it any more.
+ * barrier with ours, so nothing here uses it any more. The service does not
+ * close it: closing a CUDA IPC mapping waits for every kernel of the
+ * process, and a kernel of this rank may be waiting for the very peer whose
+ * request the service is serving (a deadlock, seen on the H100). The
+ * application thread closes retired mappings when this rank's kernels are
+ * done (coll_gpu.c); the new allocation maps beside the old mapping.
  *
  * The bootstrap hands the requests to a handler (on its reading thread),
  * which queues them for the service thread: opening a mapping and sending
@@ -30,6 +35,7 @@
  */
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +84,11 @@ struct mscclppCollGpuService {
   int stop;
   struct queued* q; /* ring */
   int qHead, qCount, qCap;
+  /* mappings replaced by newer ones, for the application thread to close
+   * (under lock; nretiredHint is read without it) */
+  void** retired;
+  int nretired, capRetired;
+  atomic_int nretiredHint;
   /* the service thread's only */
   struct openEntry* open;
   int nopen;
@@ -123,6 +134,45 @@ static void onRequest(void* arg, int peer, const void* data, size_t size) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Hand a replaced mapping to the application thread. */
+static mscclppResult_t retire(struct mscclppCollGpuService* s, void* base) {
+  pthread_mutex_lock(&s->lock);
+  if (s->nretired == s->capRetired) {
+    int cap = s->capRetired ? 2 * s->capRetired : 16;
+    void** n = (void**)realloc(s->retired, (size_t)cap * sizeof(*n));
+    if (n == NULL) {
+      pthread_mutex_unlock(&s->lock);
+      return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "rank %d: out of memory retiring a peer's mapping",
+                        s->rank);
+    }
+    s->retired = n;
+    s->capRetired = cap;
+  }
+  s->retired[s->nretired++] = base;
+  atomic_store_explicit(&s->nretiredHint, s->nretired, memory_order_relaxed);
+  pthread_mutex_unlock(&s->lock);
+  return mscclppSuccess;
+}
+
+int mscclppCollGpuServiceRetired(struct mscclppCollGpuService* s) {
+  return s != NULL ? atomic_load_explicit(&s->nretiredHint, memory_order_relaxed) : 0;
+}
+
+mscclppResult_t mscclppCollGpuServiceTakeRetired(struct mscclppCollGpuService* s, void*** list, int* n) {
+  pthread_mutex_lock(&s->lock);
+  *list = s->retired;
+  *n = s->nretired;
+  s->retired = NULL;
+  s->nretired = s->capRetired = 0;
+  atomic_store_explicit(&s->nretiredHint, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&s->lock);
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCollGpuServiceClose(struct mscclppCollGpuService* s, void* base) {
+  return s->ops.close(s->ops.ctx, base);
+}
+
 /* Map peer's allocation here (or find its mapping). */
 static mscclppResult_t mapPeer(struct mscclppCollGpuService* s, int peer, const struct exportRequest* r,
                                void** base) {
@@ -131,9 +181,9 @@ static mscclppResult_t mapPeer(struct mscclppCollGpuService* s, int peer, const 
       *base = s->open[i].base;
       return mscclppSuccess;
     }
-  for (int i = 0; i < s->nopen; i++) /* an older allocation at that address (see the top) */
+  for (int i = 0; i < s->nopen; i++) /* an older allocation at that address: retired (see the top) */
     if (s->open[i].peer == peer && s->open[i].peerBase == r->base) {
-      MSCCLPP_RETURN_ON_ERROR(s->ops.close(s->ops.ctx, s->open[i].base));
+      MSCCLPP_RETURN_ON_ERROR(retire(s, s->open[i].base));
       s->open[i] = s->open[--s->nopen];
       break;
     }
@@ -184,6 +234,8 @@ static void* serviceMain(void* arg) {
   pthread_mutex_unlock(&s->lock);
   for (int i = 0; i < s->nopen; i++) (void)s->ops.close(s->ops.ctx, s->open[i].base);
   s->nopen = 0;
+  for (int i = 0; i < s->nretired; i++) (void)s->ops.close(s->ops.ctx, s->retired[i]);
+  s->nretired = 0;
   return NULL;
 }
 
@@ -255,6 +307,7 @@ void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s) {
   pthread_mutex_destroy(&s->lock);
   free(s->q);
   free(s->open);
+  free(s->retired);
   free(s);
 }
 

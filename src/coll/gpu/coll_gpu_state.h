@@ -87,6 +87,12 @@ struct mscclppCollGpu {
   int nexported[MAXR], exportNext[MAXR];
   uint64_t exportSeq;
   struct mscclppCollGpuService* service;
+  /* peers' mappings the service retired, taken by the application thread,
+   * closed once the mark (recorded after this rank's last launch) is done */
+  void** reaping;
+  int nreaping, capReaping;
+  struct mscclppGpuMark* reapMark;
+  int reapArmed;
   void* stage[2]; /* send, recv staging (cudaMalloc; never freed before destroy) */
   size_t stageBytes[2];
   void* retired[64];
@@ -115,9 +121,21 @@ struct mscclppCollGpuMapOps {
   void* ctx;
 };
 
+/* Mappings of peers' allocations that newer allocations at the same
+ * addresses replaced. The service never closes one itself: closing a CUDA
+ * IPC mapping waits for every kernel of the process, and one of this
+ * rank's kernels may be waiting for the very peer whose request the
+ * service serves. The application thread takes them and closes them once
+ * this rank's kernels are done. Retired: how many wait (a hint, read
+ * without the lock). TakeRetired moves them to *list (the caller frees
+ * it), Close closes one with the service's operations. */
+int mscclppCollGpuServiceRetired(struct mscclppCollGpuService* s);
+mscclppResult_t mscclppCollGpuServiceTakeRetired(struct mscclppCollGpuService* s, void*** list, int* n);
+mscclppResult_t mscclppCollGpuServiceClose(struct mscclppCollGpuService* s, void* base);
+
 /* This rank's export service: a thread, and the bootstrap handler that
  * feeds it. Stop removes the handler, joins the thread and closes every
- * mapping it made (NULL: nothing). */
+ * mapping it made, retired ones too (NULL: nothing). */
 mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, const struct mscclppCollGpuMapOps* ops,
                                            struct mscclppCollGpuService** out);
 void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s);

@@ -31,6 +31,9 @@
  *   reducescatter  each rank sends block r to rank r, which reduces
  *   reduce         every rank sends to the root, which reduces
  *   allgather, broadcast, alltoall   direct sends
+ *   alltoallv      the counts first (one 8-byte message per peer), then
+ *                  direct sends; a receive past the capacity is consumed
+ *                  and dropped (xfer.keep)
  * Headers carry (kind, call number, message size, offset) and every chunk is
  * checked: ranks that call different collectives or sizes get an error
  * naming both instead of wrong data.
@@ -279,6 +282,7 @@ struct xfer {
   uint8_t* buf;
   size_t bytes;
   size_t done;
+  size_t keep; /* a receive: bytes stored in buf; the rest arrives and is dropped (alltoallv past its capacity) */
 };
 
 struct chain {
@@ -462,7 +466,7 @@ static mscclppResult_t tryRecv(struct engine* e, struct xfer* t, int* moved) {
   MSCCLPP_RETURN_ON_ERROR(arrivedChunk(e, t, &src));
   if (src == NULL) return mscclppSuccess;
   size_t c = chunkOf(e->h, t->bytes, t->done);
-  memcpy(t->buf + t->done, src, c);
+  if (t->done < t->keep) memcpy(t->buf + t->done, src, t->keep - t->done < c ? t->keep - t->done : c);
   MSCCLPP_RETURN_ON_ERROR(releaseChunk(e, t, c));
   *moved = 1;
   return mscclppSuccess;
@@ -580,6 +584,7 @@ static void addXfer(struct engine* e, int peer, int isSend, const void* buf, siz
   t->buf = (uint8_t*)(uintptr_t)buf;
   t->bytes = bytes;
   t->done = 0;
+  t->keep = bytes;
   e->nx++;
 }
 
@@ -621,6 +626,86 @@ static void copyLocal(void* dst, const void* src, size_t bytes) {
 static void blockOf(size_t count, int nranks, int b, size_t* lo, size_t* hi) {
   *lo = (size_t)((unsigned __int128)count * (unsigned)b / (unsigned)nranks);
   *hi = (size_t)((unsigned __int128)count * (unsigned)(b + 1) / (unsigned)nranks);
+}
+
+/* a + b, staying at SIZE_MAX past it (a total past any capacity). */
+static size_t addSat(size_t a, size_t b) { return a + b < a ? SIZE_MAX : a + b; }
+
+/* All-to-all-v (coll.h, mscclppAllToAllv). The count of every block goes
+ * to its receiver first (one 8-byte message per peer; a block outside
+ * sendbuff goes as 0), then the blocks. Each rank stores what it receives
+ * packed in rank order up to its capacity and drops the rest as it
+ * arrives, so every rank's call completes and the pairs' chunk streams stay
+ * in step. What was found wrong is raised as the communicator's error once
+ * the call is complete, as the GPU kernel does after its last barrier. */
+static mscclppResult_t hostAllToAllv(struct engine* e, const struct mscclppCollArgs* a) {
+  struct mscclppCollHost* h = e->h;
+  const struct mscclppCollCounts* v = a->v;
+  const int me = h->rank, n = h->nranks;
+  const size_t ts = a->typeSize, cap = v->recvCapacity;
+  const uint8_t* send = (const uint8_t*)a->send;
+  uint8_t* recv = (uint8_t*)a->recv;
+  uint64_t out[MAX_RANKS], in[MAX_RANKS]; /* elements to / from each rank */
+  size_t sdisp[MAX_RANKS], rdisp[MAX_RANKS];
+  int badRank = -1;
+  size_t badEnd = 0;
+  for (int d = 0; d < n; d++) {
+    size_t c = v->sendcounts[d], s = c > 0 ? v->sdispls[d] : 0; /* a zero count's displacement is not read */
+    if (c > v->sendCapacity || s > v->sendCapacity - c) {
+      if (badRank < 0) {
+        badRank = d;
+        badEnd = addSat(s, c);
+      }
+      c = 0;
+      s = 0;
+    }
+    out[d] = c;
+    sdisp[d] = s;
+  }
+  for (int r = 0; r < n; r++) {
+    if (r == me) continue;
+    addXfer(e, r, 1, &out[r], sizeof(out[r]));
+    addXfer(e, r, 0, &in[r], sizeof(in[r]));
+  }
+  in[me] = out[me];
+  MSCCLPP_RETURN_ON_ERROR(engineRun(e));
+  size_t total = 0;
+  for (int r = 0; r < n; r++) {
+    rdisp[r] = total;
+    total = addSat(total, in[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    v->recvcounts[r] = in[r];
+    v->rdispls[r] = rdisp[r];
+  }
+  e->nx = 0;
+  e->chain = NULL;
+  for (int r = 0; r < n; r++) {
+    /* elements of r's block that fit: rdisp[r] < cap bounds every offset below */
+    size_t keep = rdisp[r] >= cap ? 0 : in[r] < cap - rdisp[r] ? in[r] : cap - rdisp[r];
+    uint8_t* dst = keep > 0 ? recv + rdisp[r] * ts : NULL;
+    if (r == me) {
+      if (keep > 0) copyLocal(dst, send + sdisp[me] * ts, keep * ts);
+      continue;
+    }
+    if (out[r] > 0) addXfer(e, r, 1, send + sdisp[r] * ts, out[r] * ts);
+    if (in[r] > 0) {
+      addXfer(e, r, 0, dst, in[r] * ts);
+      e->x[e->nx - 1].keep = keep * ts;
+    }
+  }
+  MSCCLPP_RETURN_ON_ERROR(engineRun(e));
+  if (total > cap)
+    return mscclppAbortRaisef(h->abort, mscclppInvalidUsage,
+                              "mscclppAllToAllv on rank %d: %zu elements arrived, more than recvcapacity %zu; those "
+                              "past it were dropped (recvcounts says what each rank sent)",
+                              me, total, cap);
+  if (badRank >= 0)
+    return mscclppAbortRaisef(h->abort, mscclppInvalidArgument,
+                              "mscclppAllToAllv on rank %d: the block for rank %d ends at element %zu, past "
+                              "sendcapacity %zu (sdispls[%d] + sendcounts[%d]); it was sent as empty",
+                              me, badRank, badEnd, v->sendCapacity, badRank, badRank);
+  return mscclppSuccess;
 }
 
 mscclppResult_t mscclppCollHostRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
@@ -716,6 +801,8 @@ mscclppResult_t mscclppCollHostRun(struct mscclppComm* comm, const struct mscclp
       free(copy);
       return res;
     }
+    case MSCCLPP_COLL_ALLTOALLV:
+      return hostAllToAllv(&e, a);
     default:
       return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "host collectives: unknown collective %d",
                         (int)a->kind);

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "gpu/gpu_ipc.h"
 
 #ifndef MSCCLPP_HAVE_CUDA
@@ -238,6 +239,7 @@ mscclppResult_t mscclppCollPortRun(struct mscclppComm* comm, const struct mscclp
   L.count = copyOnly ? a->count * a->typeSize : a->count;
   L.send = (const uint8_t*)a->send;
   L.recv = (uint8_t*)a->recv;
+  if (mscclppTraceOn()) mscclppCollTraceKernel(comm, p->device, 1, mscclppCollKindName(a->kind), a->stream, &L.trace);
   const char* why = NULL;
   res = mscclppCollPortEnqueue(&L, NULL, a->stream, &why);
   if (res != mscclppSuccess)
@@ -318,6 +320,7 @@ mscclppResult_t mscclppCollPortP2p(struct mscclppComm* comm, const struct mscclp
     memset(&L, 0, sizeof(L));
     fillCommon(p, &L);
     L.kind = MSCCLPP_COLL_SENDRECV;
+    if (mscclppTraceOn()) mscclppCollTraceKernel(comm, p->device, 1, "sendrecv", stream, &L.trace);
     const char* why = NULL;
     res = mscclppCollPortEnqueue(&L, &P, (void*)stream, &why);
     if (res != mscclppSuccess)

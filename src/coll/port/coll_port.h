@@ -52,6 +52,7 @@
 
 #include <stdint.h>
 
+#include "coll/coll_trace.h"
 #include "mscclpp/core.h"
 #include "mscclpp/port_channel_device.h"
 
@@ -92,6 +93,7 @@ struct mscclppCollPortLaunch {
   uint64_t slotBytes; /* a multiple of 64, the same on every rank */
   const struct mscclppCollPortPeer* peers;
   struct mscclppCollPortDevState* state;
+  struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
 
 struct mscclppCollPortP2p {

@@ -225,6 +225,7 @@ static __device__ __forceinline__ int anyFailed(mscclppResult_t r) {
 
 template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_PORT_THREADS) portCollKernel(const __grid_constant__ PortLaunch L) {
+  mscclppCollTraceBlock traceBlock(L.trace);
   __shared__ Streams s;
   const int k = L.nranks, me = L.rank;
   const uint64_t ts = sizeof(T);
@@ -374,6 +375,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_PORT_THREADS) portCollKernel(cons
  * cut into slots. */
 __global__ void __launch_bounds__(MSCCLPP_COLL_PORT_THREADS)
     portP2pKernel(const __grid_constant__ PortLaunch L, const __grid_constant__ PortP2pList P) {
+  mscclppCollTraceBlock traceBlock(L.trace);
   __shared__ Streams s;
   __shared__ uint32_t opOf[MAXP];  /* the lane's current op (P.nops: done) */
   __shared__ uint64_t offOf[MAXP]; /* bytes of it already moved */

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/util.h"
 #include "transport/net/ofi_loader.h"
 
@@ -181,7 +182,9 @@ static int postLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
   msg.rma_iov = rma;
   msg.rma_iov_count = (size_t)o->nRma;
   msg.context = o->fiContext;
+  uint64_t t0 = mscclppTraceBegin();
   int rc = (int)ofi_writemsg(net->ep, &msg, flags);
+  if (rc == 0) o->traceNs = t0;
   if (rc == 0 && o->hooks != NULL && o->hooks->posted != NULL) o->hooks->posted(o);
   return rc;
 }
@@ -268,8 +271,14 @@ mscclppResult_t mscclppNetSubmit(struct mscclppNet* net, struct mscclppNetOp* o)
 
 /* ---- the completion queue ------------------------------------------------------- */
 
-static void opDoneLocked(struct mscclppNet* net, struct mscclppNetOp* o) {
+/* An operation left the completion queue, done (mscclppSuccess) or failed:
+ * it is traced as one span, from its posting to here. */
+static void opDoneLocked(struct mscclppNet* net, struct mscclppNetOp* o, mscclppResult_t status) {
   struct mscclppNetConn* nc = o->nc;
+  if (o->traceNs != 0 && mscclppTraceOn())
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_NET_WRITE, o->traceNs, mscclppTraceNow(), MSCCLPP_TRACE_S(o->what),
+                       MSCCLPP_TRACE_I(nc != NULL ? nc->peerRank : -1), (uint64_t)opBytes(o), o->seq,
+                       MSCCLPP_TRACE_I(status));
   net->inflight--;
   if (nc != NULL && !nc->removed) {
     if (o->side) nc->sideInFlight--;
@@ -293,6 +302,8 @@ static void remoteLocked(struct mscclppNet* net, uint32_t d) {
                  nc->peerRank);
     return;
   }
+  if (mscclppTraceOn())
+    MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_NET_REMOTE, mscclppTraceNow(), 0, MSCCLPP_TRACE_I(nc->peerRank), (uint64_t)tag);
   net->remote[tag](nc, d & MSCCLPP_NET_CQ_PAYLOAD_MASK);
 }
 
@@ -317,7 +328,7 @@ static void readCqLocked(struct mscclppNet* net) {
                                    "peer is unreachable or gone",
                                    o->what, opBytes(o), nc->rank, nc->peerRank, net->desc, lib->strerror(err.err),
                                    prov);
-        opDoneLocked(net, o);
+        opDoneLocked(net, o, mscclppRemoteError);
       } else {
         MSCCLPP_WARN(MSCCLPP_LOG_NET, "rank %d: network completion error without an operation: %s (provider: %s)",
                      net->rank, lib->strerror(err.err), prov);
@@ -330,7 +341,7 @@ static void readCqLocked(struct mscclppNet* net) {
     }
     for (ssize_t i = 0; i < n; i++) {
       if (e[i].flags & OFI_REMOTE_CQ_DATA) remoteLocked(net, (uint32_t)e[i].data);
-      else if (e[i].op_context != NULL) opDoneLocked(net, e[i].op_context);
+      else if (e[i].op_context != NULL) opDoneLocked(net, e[i].op_context, mscclppSuccess);
     }
     if (n < 16) return;
   }

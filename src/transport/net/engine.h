@@ -114,6 +114,7 @@ struct mscclppNetOp {
     size_t len;
   } rma[2];
   uint32_t proto; /* the protocol's own state */
+  uint64_t traceNs; /* when it was posted, while tracing (0: not traced) */
   /* bytes the operation carries itself (injected payloads, a staging
    * header); not cleared by mscclppNetOpGet */
   uint64_t data[8];
