@@ -106,6 +106,88 @@ MSCCLPP_API mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localN
  * *asyncError. */
 MSCCLPP_API mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* asyncError);
 
+/* ---- after a failure: revoke and shrink --------------------------------------- */
+
+#define MSCCLPP_REVOKE_DEFAULT 0
+
+/* Stop everything in flight on comm, on this rank only (no peer takes
+ * part): the communicator's abort flag goes up, so that every wait of its
+ * collectives, kernels, proxy and channels returns mscclppAborted, and
+ * bootstrap operations in progress on any thread (mscclppBootstrap*,
+ * and those collectives make) fail with mscclppAborted. From then on every
+ * collective, send/recv and channel operation on comm fails with the
+ * communicator's first error (mscclppAborted when the revoke came first);
+ * mscclppCommGetAsyncError reports it. What remains possible is what
+ * needs no in-flight work: mscclppCommShrink, new bootstrap operations
+ * (which fail as usual if a peer was lost) and mscclppCommDestroy.
+ * Returns mscclppInProgress while a call on comm is still running on
+ * another thread, and mscclppSuccess once none is (quiescent); call it
+ * again to ask. On a GPU the kernels already enqueued end at their next
+ * poll of the flag; revoke does not wait for the device.
+ * flags must be MSCCLPP_REVOKE_DEFAULT. Errors: mscclppInvalidArgument
+ * (NULL, unknown flags), those of making the abort object (its first use). */
+MSCCLPP_API mscclppResult_t mscclppCommRevoke(mscclppComm_t comm, int flags);
+
+#define MSCCLPP_SHRINK_DEFAULT 0 /* a healthy communicator (or a revoked one) */
+#define MSCCLPP_SHRINK_ABORT 1   /* after a failure: revoke the communicator first */
+
+/* A new communicator of comm's ranks other than excludeRanks[0..
+ * excludeCount) (any order, repeats allowed), numbered in comm's rank
+ * order: the rank that was r is r minus the excluded ranks below it. Every
+ * member (every rank not excluded) calls it with the same list; excluded
+ * ranks do not. It needs no new unique id and nothing from the excluded
+ * ranks, and it works when they are dead, rank 0 included: the members
+ * agree over comm's connections among themselves and build a new bootstrap
+ * led by the lowest member. The new communicator shares nothing with comm
+ * (its own bootstrap, error domain, memory, channels, proxy and collective
+ * state, built afresh) and inherits comm's parameters (MSCCLPP_TIMEOUT,
+ * ...); comm stays until mscclppCommDestroy, which every rank calls, and
+ * keeps working after a DEFAULT shrink (shrink it again as often as
+ * needed).
+ * flags: MSCCLPP_SHRINK_DEFAULT on a healthy (or revoked) communicator;
+ * MSCCLPP_SHRINK_ABORT after a failure (a peer lost, a timeout): comm is
+ * revoked first (mscclppCommRevoke) and its calls on other threads have
+ * returned before the members agree.
+ * Every wait is bounded by MSCCLPP_TIMEOUT. Errors: mscclppInvalidArgument
+ * (NULL, bad flags, a rank out of range or this rank excluded),
+ * mscclppInvalidUsage (DEFAULT on a failed communicator that is not
+ * revoked; a member that comm knows lost or gone; members passing
+ * different lists, or an excluded rank calling, reported to every rank
+ * concerned while they call together, the message naming both lists; an
+ * excluded rank that calls after the members are done waits until they
+ * destroy comm), mscclppRemoteError (a member
+ * was lost during the shrink, or gave it up: shrink comm again without it;
+ * a member that got further may hold a new communicator to destroy, so
+ * members should agree, e.g. through a store, that all succeeded before
+ * they go on), mscclppAborted, mscclppTimeout. *newcomm is written only on
+ * success. */
+MSCCLPP_API mscclppResult_t mscclppCommShrink(mscclppComm_t comm, const int* excludeRanks, int excludeCount,
+                                              mscclppComm_t* newcomm, int flags);
+
+/* ---- growing: new processes join a communicator's ranks ------------------------ */
+
+/* An id for growing comm: every rank of comm calls it (rank 0 makes the id
+ * and starts its rendezvous in its own process, as mscclppGetUniqueId does,
+ * and the others get it over comm's bootstrap). Hand it to the new
+ * processes; rank 0's process must stay alive until they have joined.
+ * Treat it as a secret. Errors: mscclppInvalidArgument (NULL), those of
+ * mscclppGetUniqueId (on rank 0; mscclppRemoteError on the others) and of
+ * the bootstrap. */
+MSCCLPP_API mscclppResult_t mscclppCommGrowId(mscclppComm_t comm, mscclppUniqueId* id);
+
+/* A new communicator of nranks ranks: comm's ranks, which keep their
+ * numbers (they pass comm; `rank` is ignored), and new processes, which
+ * pass comm = NULL and their rank, from comm's size up. Everyone passes the
+ * id of mscclppCommGrowId and the same nranks, and waits until all have
+ * joined (MSCCLPP_TIMEOUT). The new communicator shares nothing with comm,
+ * which stays until it is destroyed; members inherit comm's parameters, new
+ * ranks read theirs from the environment. Errors: mscclppInvalidArgument
+ * (NULL, nranks not above comm's size, a rank out of range), those of
+ * mscclppCommInitRankFromId, and mscclppInvalidUsage on every rank when a
+ * new rank took an old rank's number or the members are not all there. */
+MSCCLPP_API mscclppResult_t mscclppCommGrow(mscclppComm_t comm, int nranks, const mscclppUniqueId* id, int rank,
+                                            mscclppComm_t* newcomm);
+
 /* ---- bootstrap operations (host, blocking, bounded by MSCCLPP_TIMEOUT) ----
  * All return mscclppInvalidArgument for a NULL comm or bad arguments,
  * mscclppRemoteError once any rank was lost (naming it) or when the peer an

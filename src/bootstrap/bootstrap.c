@@ -147,27 +147,18 @@ static mscclppResult_t chooseListenAddress(const struct mscclppBootstrapJob* job
   return mscclppSocketLocalAddrToward(&job->root, addr);
 }
 
-static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
-                              struct mscclppBootstrap** out) {
-  if (job == NULL || params == NULL || out == NULL)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootstrapCreate: NULL argument");
-  if (job->nranks <= 0 || job->nranks > MSCCLPP_BS_MAX_RANKS || job->rank < 0 || job->rank >= job->nranks)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "rank %d of nranks %d is out of range", job->rank,
-                      job->nranks);
-  if (!(params->bootstrapHandshakeTimeout > 0))
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP,
-                      "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT=%g must be > 0 seconds", params->bootstrapHandshakeTimeout);
-  mscclppDeadline deadline = mscclppDeadlineIn(params->timeout);
-  int n = job->nranks;
+mscclppResult_t mscclppBsAlloc(int rank, int nranks, const struct mscclppParams* params,
+                               const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], struct mscclppBootstrap** out) {
+  int n = nranks;
   struct mscclppBootstrap* bs = (struct mscclppBootstrap*)calloc(1, sizeof(*bs));
   if (bs == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for the bootstrap");
-  bs->rank = job->rank;
+  bs->rank = rank;
   bs->nranks = n;
   bs->timeout = params->timeout;
   bs->handshakeTimeout = params->bootstrapHandshakeTimeout;
   if (bs->handshakeTimeout > bs->timeout) bs->handshakeTimeout = bs->timeout;
-  memcpy(bs->secret, job->secret, sizeof(bs->secret));
-  snprintf(bs->where, sizeof(bs->where), "rank %d", job->rank);
+  memcpy(bs->secret, secret, sizeof(bs->secret));
+  snprintf(bs->where, sizeof(bs->where), "rank %d", rank);
   bs->listenFd = -1;
   bs->wakeFd = -1;
   bs->epfd = -1;
@@ -176,6 +167,7 @@ static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struc
   bs->lostRank = -1;
   bs->maxPiece = MSCCLPP_BS_MAX_MSG_BYTES;
   atomic_init(&bs->stop, 0);
+  atomic_init(&bs->interrupts, 0);
   pthread_mutex_init(&bs->lock, NULL);
   pthread_mutex_init(&bs->noticeLock, NULL);
   pthread_condattr_t ca;
@@ -189,43 +181,90 @@ static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struc
   bs->queues = (struct mscclppBsQueue*)calloc((size_t)n, sizeof(*bs->queues));
   bs->peerState = (int*)calloc((size_t)n, sizeof(*bs->peerState));
   bs->sendLocks = (pthread_mutex_t*)calloc((size_t)n, sizeof(*bs->sendLocks));
-  mscclppResult_t res = mscclppSuccess;
-  struct mscclppBootstrapRoot* root = NULL;
   if (!bs->peers || !bs->in || !bs->out || !bs->queues || !bs->peerState || !bs->sendLocks) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for %d ranks", n);
-    goto fail_destroy;
+    mscclppBootstrapDestroy(bs);
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "out of memory for %d ranks", n);
   }
   for (int i = 0; i < n; i++) pthread_mutex_init(&bs->sendLocks[i], NULL);
+  *out = bs;
+  return mscclppSuccess;
+}
 
+mscclppResult_t mscclppBsStart(struct mscclppBootstrap* bs, const union mscclppSocketAddr* addr) {
+  bs->listenAddr = *addr;
+  MSCCLPP_RETURN_ON_ERROR(mscclppSocketListen(&bs->listenAddr, 0, &bs->listenFd));
+  bs->wakeFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  bs->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (bs->wakeFd < 0 || bs->epfd < 0 || mscclppBsEpollAdd(bs, bs->wakeFd, &bs->wakeKind) != 0 ||
+      mscclppBsEpollAdd(bs, bs->listenFd, &bs->listenKind) != 0)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "eventfd/epoll setup failed: %s", strerror(errno));
+  int rc = pthread_create(&bs->progress, NULL, mscclppBsProgressMain, bs);
+  if (rc != 0)
+    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "cannot start the bootstrap thread: %s", strerror(rc));
+  bs->progressStarted = 1;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppBsFinishJoin(struct mscclppBootstrap* bs, mscclppDeadline deadline, int envLocalRank) {
+  uint64_t mine = bs->peers[bs->rank].hostHash;
+  bs->localRank = 0;
+  bs->localNranks = 0;
+  for (int i = 0; i < bs->nranks; i++) {
+    if (bs->peers[i].hostHash != mine) continue;
+    if (i < bs->rank) bs->localRank++;
+    bs->localNranks++;
+  }
+  if (envLocalRank >= 0 && envLocalRank != bs->localRank)
+    MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP,
+                 "rank %d: the launcher says local rank %d, the host identities say %d of %d (MSCCLPP_HOSTID "
+                 "overrides the identity)",
+                 bs->rank, envLocalRank, bs->localRank, bs->localNranks);
+  /* The monitor: every rank keeps a connection to rank 0. */
+  if (bs->rank != 0) {
+    pthread_mutex_lock(&bs->sendLocks[0]);
+    struct mscclppBsConn* c;
+    struct mscclppBsOp o = mscclppBsOpOf(bs, "connecting to rank 0", deadline);
+    mscclppResult_t res = mscclppBsConnectPeer(bs, 0, &o, &c);
+    pthread_mutex_unlock(&bs->sendLocks[0]);
+    MSCCLPP_RETURN_ON_ERROR(res);
+  }
+  /* Everyone is up and connected to rank 0 before anyone returns. */
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapBarrierWait(bs));
+  MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: bootstrap ready (local rank %d of %d)", bs->rank, bs->nranks,
+               bs->localRank, bs->localNranks);
+  return mscclppSuccess;
+}
+
+static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struct mscclppParams* params,
+                              struct mscclppBootstrap** out) {
+  if (job == NULL || params == NULL || out == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootstrapCreate: NULL argument");
+  if (job->nranks <= 0 || job->nranks > MSCCLPP_BS_MAX_RANKS || job->rank < 0 || job->rank >= job->nranks)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "rank %d of nranks %d is out of range", job->rank,
+                      job->nranks);
+  if (!(params->bootstrapHandshakeTimeout > 0))
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP,
+                      "MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT=%g must be > 0 seconds", params->bootstrapHandshakeTimeout);
+  mscclppDeadline deadline = mscclppDeadlineIn(params->timeout);
+  struct mscclppBootstrap* bs = NULL;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBsAlloc(job->rank, job->nranks, params, job->secret, &bs));
+  struct mscclppBootstrapRoot* root = NULL;
   struct mscclppBsRankInfo me;
   memset(&me, 0, sizeof(me));
   me.rank = job->rank;
   me.pid = (uint32_t)getpid();
   char hostId[MSCCLPP_PARAM_STR_MAX + 96];
   mscclppBootstrapHostIdentity(params, hostId, sizeof(hostId), &me.hostHash);
-  res = chooseListenAddress(job, params, &bs->listenAddr);
-  if (res != mscclppSuccess) goto fail_destroy;
-  res = mscclppSocketListen(&bs->listenAddr, 0, &bs->listenFd);
+  union mscclppSocketAddr listenAddr;
+  mscclppResult_t res = chooseListenAddress(job, params, &listenAddr);
+  if (res == mscclppSuccess) res = mscclppBsStart(bs, &listenAddr);
   if (res != mscclppSuccess) goto fail_destroy;
   mscclppSocketAddrToWire(&bs->listenAddr, &me.addr);
-  bs->wakeFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  bs->epfd = epoll_create1(EPOLL_CLOEXEC);
-  if (bs->wakeFd < 0 || bs->epfd < 0 || mscclppBsEpollAdd(bs, bs->wakeFd, &bs->wakeKind) != 0 ||
-      mscclppBsEpollAdd(bs, bs->listenFd, &bs->listenKind) != 0) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "eventfd/epoll setup failed: %s", strerror(errno));
-    goto fail_destroy;
-  }
-  int rc = pthread_create(&bs->progress, NULL, mscclppBsProgressMain, bs);
-  if (rc != 0) {
-    res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "cannot start the bootstrap thread: %s", strerror(rc));
-    goto fail_destroy;
-  }
-  bs->progressStarted = 1;
   {
     char listenText[MSCCLPP_SOCKET_ADDR_TEXT];
     mscclppSocketAddrToText(&bs->listenAddr, listenText, sizeof(listenText));
     MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: joining through %s (%s); listening on %s; host %s", job->rank,
-                 n, job->rootText, job->source, listenText, hostId);
+                 job->nranks, job->rootText, job->source, listenText, hostId);
   }
 
   if (job->startRoot) {
@@ -237,40 +276,17 @@ static mscclppResult_t create(const struct mscclppBootstrapJob* job, const struc
   res = rendezvous(bs, job, &me, deadline);
   if (t0 != 0)
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_RENDEZVOUS, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(job->rank),
-                       MSCCLPP_TRACE_I(n), MSCCLPP_TRACE_I(res));
+                       MSCCLPP_TRACE_I(job->nranks), MSCCLPP_TRACE_I(res));
   mscclppBootstrapRootStop(root); /* done: it has sent every table, or it is cancelled */
   root = NULL;
+  if (res == mscclppSuccess) res = mscclppBsFinishJoin(bs, deadline, job->envLocalRank);
   if (res != mscclppSuccess) goto fail_destroy;
-
-  for (int i = 0; i < n; i++) {
-    if (bs->peers[i].hostHash != me.hostHash) continue;
-    if (i < bs->rank) bs->localRank++;
-    bs->localNranks++;
-  }
-  if (job->envLocalRank >= 0 && job->envLocalRank != bs->localRank)
-    MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP,
-                 "rank %d: the launcher says local rank %d, the host identities say %d of %d (MSCCLPP_HOSTID "
-                 "overrides the identity)",
-                 bs->rank, job->envLocalRank, bs->localRank, bs->localNranks);
-
-  /* The monitor: every rank keeps a connection to rank 0. */
-  if (bs->rank != 0) {
-    pthread_mutex_lock(&bs->sendLocks[0]);
-    struct mscclppBsConn* c;
-    res = mscclppBsConnectPeer(bs, 0, deadline, "connecting to rank 0", &c);
-    pthread_mutex_unlock(&bs->sendLocks[0]);
-    if (res != mscclppSuccess) goto fail_destroy;
-  }
-  /* Everyone is up and connected to rank 0 before anyone returns. */
-  res = mscclppBootstrapBarrierWait(bs);
-  if (res != mscclppSuccess) goto fail_destroy;
-  MSCCLPP_INFO(MSCCLPP_LOG_BOOTSTRAP, "rank %d of %d: bootstrap ready (local rank %d of %d)", bs->rank, n,
-               bs->localRank, bs->localNranks);
   *out = bs;
   return mscclppSuccess;
 
 fail_destroy:
   mscclppBootstrapRootStop(root);
+  bs->creationFailed = 1;
   mscclppBootstrapDestroy(bs);
   return res;
 }
@@ -303,13 +319,19 @@ void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {
    * not turn into a reset. */
   /* A rank that leaves after a loss repeats the loss first, so that a peer
    * waiting for it learns the cause, not only that it left. */
-  uint8_t bye[2 * MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES];
+  /* A rank whose creation failed reports itself lost: its peers still in
+   * the creation's barrier fail now rather than at the timeout (a rank
+   * that finished creating and left at once is only "left", and its
+   * messages are still delivered). */
+  uint8_t bye[3 * MSCCLPP_BS_HEADER_BYTES + 2 * MSCCLPP_BS_PEER_STATUS_BYTES];
   size_t byeLen = 0;
-  if (bs->lostRank >= 0) {
+  int notices[2] = {bs->lostRank, bs->creationFailed ? bs->rank : -1};
+  for (int k = 0; k < 2; k++) {
+    if (notices[k] < 0) continue;
     struct mscclppBsHeader ps = {MSCCLPP_BS_MSG_PEER_STATUS, 0, 0, MSCCLPP_BS_PEER_STATUS_BYTES};
-    mscclppBootstrapEncodeHeader(&ps, bye);
-    mscclppBootstrapEncodePeerStatus(bs->lostRank, MSCCLPP_BS_PEER_LOST, bye + MSCCLPP_BS_HEADER_BYTES);
-    byeLen = MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES;
+    mscclppBootstrapEncodeHeader(&ps, bye + byeLen);
+    mscclppBootstrapEncodePeerStatus(notices[k], MSCCLPP_BS_PEER_LOST, bye + byeLen + MSCCLPP_BS_HEADER_BYTES);
+    byeLen += MSCCLPP_BS_HEADER_BYTES + MSCCLPP_BS_PEER_STATUS_BYTES;
   }
   struct mscclppBsHeader h = {MSCCLPP_BS_MSG_GOODBYE, 0, 0, 0};
   mscclppBootstrapEncodeHeader(&h, bye + byeLen);
@@ -366,6 +388,11 @@ void mscclppBootstrapDestroy(struct mscclppBootstrap* bs) {
 /* ---- operations -------------------------------------------------------------------- */
 
 
+void mscclppBootstrapIdentity(const struct mscclppBootstrap* bs, int* rank, int* nranks) {
+  *rank = bs->rank;
+  *nranks = bs->nranks;
+}
+
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks) {
   if (localRank) *localRank = bs->localRank;
   if (localNranks) *localNranks = bs->localNranks;
@@ -373,6 +400,14 @@ void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank
 
 uint64_t mscclppBootstrapHostHashOf(const struct mscclppBootstrap* bs, int rank) {
   return rank >= 0 && rank < bs->nranks ? bs->peers[rank].hostHash : 0;
+}
+
+void mscclppBootstrapInterrupt(struct mscclppBootstrap* bs, const char* why) {
+  pthread_mutex_lock(&bs->lock);
+  snprintf(bs->interruptWhy, sizeof(bs->interruptWhy), "%s", why);
+  atomic_fetch_add(&bs->interrupts, 1);
+  pthread_cond_broadcast(&bs->cond); /* waiters on the condition look again at once */
+  pthread_mutex_unlock(&bs->lock);
 }
 
 mscclppResult_t mscclppBootstrapGetLostStatus(struct mscclppBootstrap* bs) {

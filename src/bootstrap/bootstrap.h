@@ -27,11 +27,17 @@
  *    it. Destroy sends GOODBYE on every connection, so a rank that finishes
  *    early is "left", not lost: operations that need it fail, others go on.
  *    A rank that leaves after seeing a loss repeats the loss before its
- *    GOODBYE, so its peers fail naming the lost rank, not the one that left.
+ *    GOODBYE, so its peers fail naming the lost rank, not the one that left;
+ *    a rank whose creation failed (it could not reach a peer that died
+ *    before anyone noticed) reports itself lost, so that the others fail
+ *    their creation too instead of waiting for the timeout.
  *    (After rank 0 has left, losses are seen only by the ranks connected to
  *    the lost rank, or as timeouts.)
  *  - Every wait is bounded by the timeout of the params snapshot and polls in
  *    short slices, so a lost peer is noticed within about 0.1 s.
+ *  - Shrink (shrink.c): the ranks that outlived a loss agree, over their
+ *    connections of this bootstrap, on a new bootstrap of themselves; no
+ *    root and no rank 0 are needed.
  * Collectives (allgather, barrier) must be called by all ranks in the same
  * order, from one thread at a time per rank; point-to-point calls may come
  * from several threads.
@@ -116,6 +122,8 @@ mscclppResult_t mscclppBootstrapCreate(const struct mscclppBootstrapJob* job, co
 /* Say goodbye to every peer and free everything. Works after failures. */
 void mscclppBootstrapDestroy(struct mscclppBootstrap* bs);
 
+/* This rank and the number of ranks. */
+void mscclppBootstrapIdentity(const struct mscclppBootstrap* bs, int* rank, int* nranks);
 /* This rank among the ranks of its host, and their number. */
 void mscclppBootstrapLocalInfo(const struct mscclppBootstrap* bs, int* localRank, int* localNranks);
 /* The host identity (mscclppBootstrapHostIdentity's hash) of `rank`, from the
@@ -170,6 +178,32 @@ uint64_t mscclppBootstrapJobHash(const struct mscclppBootstrap* bs);
 /* The job secret, for other layers whose connections must prove it too
  * (e.g. with mscclppSipHash over both sides' nonces, as the bootstrap does). */
 void mscclppBootstrapGetSecret(const struct mscclppBootstrap* bs, uint8_t secret[MSCCLPP_BS_SECRET_BYTES]);
+
+/* Make every operation in progress now (send, recv, allgather, barrier, on
+ * any thread) fail with mscclppAborted, saying "interrupted (why)", within
+ * one wait slice; operations begun later are not affected. A revoked
+ * communicator's calls use it, so that none waits for a peer that has
+ * stopped too. */
+void mscclppBootstrapInterrupt(struct mscclppBootstrap* bs, const char* why);
+
+/* ---- shrinking (shrink.c) ---------------------------------------------------- */
+
+/* A new bootstrap of parent's ranks other than excluded[0..nexcluded)
+ * (ascending, without this rank), numbered in parent-rank order, made by
+ * those ranks together over the parent's connections: no root, no unique
+ * id, nothing from the excluded ranks; it works after losses (a rank 0
+ * lost included) as long as the members reach each other. Every member
+ * calls it with the same list; members that pass different lists fail
+ * with mscclppInvalidUsage naming both, as does an excluded rank that
+ * calls it while the members do (shrink.c says when it waits instead). A
+ * member lost meanwhile fails it with mscclppRemoteError on the others,
+ * who then shrink the same parent again without it. Bounded by
+ * params->timeout (the child's parameters); *cancel (may be NULL) nonzero
+ * ends its waits with mscclppAborted. One shrink of a parent at a time per
+ * process; the parent stays usable (and must be destroyed by the caller). */
+mscclppResult_t mscclppBootstrapShrink(struct mscclppBootstrap* parent, const int* excluded, int nexcluded,
+                                       const struct mscclppParams* params, const int* cancel,
+                                       struct mscclppBootstrap** out);
 
 /* mscclppRemoteError (the reason becomes the caller's last error) when a rank
  * was lost, mscclppSuccess otherwise. */

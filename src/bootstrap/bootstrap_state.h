@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of a rank's bootstrap, shared by its three files:
+ * The state of a rank's bootstrap, shared by its files:
  *   bootstrap.c  create (rendezvous, monitor, first barrier), destroy, queries
  *   progress.c   connections: the epoll set, reading, peer states, the
  *                progress thread (accepting peers, reading idle connections)
  *   messages.c   sending, receiving, allgather, barrier
+ *   shrink.c     a new bootstrap of some ranks, agreed over this one
  * bootstrap.h describes the design; this header says who owns what.
  *
  * Threads and ownership:
@@ -26,7 +27,8 @@
  *  - whoever notices a loss on rank 0 writes PEER_STATUS notices on the
  *    incoming connections (each rank's connection to rank 0), under
  *    bs->noticeLock. Destroy repeats a known loss to every peer before its
- *    GOODBYE.
+ *    GOODBYE; after a failed creation it reports itself lost, so that peers
+ *    still creating fail at once instead of waiting for it.
  *  - bs->lock guards the connection list, in/out tables, queues, peer states
  *    and each connection's reader/goodbye/eof flags.
  *  - Destroy stops the progress thread first; nothing else may run then.
@@ -121,9 +123,14 @@ struct mscclppBootstrap {
   int listenKind; /* EV_LISTEN: the epoll tag of listenFd */
   pthread_t progress;
   int progressStarted;
+  int creationFailed; /* destroyed by a failed creation: it says so as it leaves */
   atomic_int stop;
   size_t maxPiece;
   uint32_t collSeq; /* collectives issued; their tag */
+  /* mscclppBootstrapInterrupt: operations that began before the count
+   * changed fail (why: interruptWhy, under lock) */
+  atomic_uint interrupts;
+  char interruptWhy[REASON_BYTES];
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -158,6 +165,37 @@ struct mscclppBootstrap {
   int pendingCap;
 };
 
+/* How one operation waits (messages.c). It ends at `deadline`; it fails
+ * when the bootstrap is interrupted after it began (`interrupts` is the
+ * count then), when *cancel (if not NULL) becomes nonzero, and when a rank
+ * is lost: any rank, or with `survivors` only the peer it needs, so that
+ * the ranks that outlived a loss can still talk (a shrink among them). */
+struct mscclppBsOp {
+  const char* name; /* for errors: "allgather round 2 (...)" */
+  mscclppDeadline deadline;
+  int survivors;
+  unsigned interrupts;
+  const int* cancel; /* __atomic */
+  int quietTimeout;  /* the deadline is the caller's to explain: mscclppTimeout without a log line */
+};
+
+/* An operation of `name` until `deadline`, failing on any loss. */
+struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline);
+
+/* ---- bootstrap.c: the steps of a creation, shared with shrink.c ---- */
+
+/* A bootstrap of `rank` of `nranks` with `secret`: state only, nothing
+ * started (mscclppBootstrapDestroy frees it at any step). */
+mscclppResult_t mscclppBsAlloc(int rank, int nranks, const struct mscclppParams* params,
+                               const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], struct mscclppBootstrap** out);
+/* Listen on *addr (port 0: any free one; bs->listenAddr gets the bound
+ * address) and start the progress thread. */
+mscclppResult_t mscclppBsStart(struct mscclppBootstrap* bs, const union mscclppSocketAddr* addr);
+/* Once bs->peers and the session are set: the local rank and size, the
+ * monitor connection to rank 0, a first barrier of every rank.
+ * envLocalRank: the launcher's idea of the local rank (-1: none). */
+mscclppResult_t mscclppBsFinishJoin(struct mscclppBootstrap* bs, mscclppDeadline deadline, int envLocalRank);
+
 /* ---- progress.c ----------------------------------------------------------------- */
 
 /* Wake the progress thread (it re-reads its state). */
@@ -189,13 +227,27 @@ void mscclppBsHandOverLocked(struct mscclppBootstrap* bs, mscclppBootstrapHandle
 
 /* The connection to `peer`, made (connect + handshake) if needed; the caller
  * holds bs->sendLocks[peer]. */
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
                                      struct mscclppBsConn** out);
 /* One message in tag space `flags & MSCCLPP_BS_FLAG_COLL`, cut into pieces
- * of at most bs->maxPiece. `op` names the operation in errors. */
+ * of at most bs->maxPiece, waiting as `o` says. */
 mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t flags, int tag, const void* data,
-                                 size_t size, mscclppDeadline deadline, const char* op);
+                                 size_t size, const struct mscclppBsOp* o);
 mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                                 mscclppDeadline deadline, const char* op);
+                                 const struct mscclppBsOp* o);
+
+/* Take the next message from `peer` in tag space `coll` with `tag` if one
+ * has arrived (read by the progress thread): 1 and its bytes in data when
+ * it is one piece of `size` bytes (other messages of that tag are dropped),
+ * 0 when none is queued. Never waits, never reads a socket. */
+int mscclppBsTakeQueued(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size);
+
+/* The next message in tag space `coll` with `tag` from any rank (one
+ * piece of `size` bytes, else mscclppRemoteError), its sender in *from.
+ * It waits as `o` says and also fails when a rank p with mustLive[p]
+ * ([nranks]) is lost or gone with nothing of that tag queued. It takes
+ * what the progress thread has read (never reads a socket itself). */
+mscclppResult_t mscclppBsRecvAny(struct mscclppBootstrap* bs, uint8_t coll, int tag, const uint8_t* mustLive,
+                                 void* data, size_t size, const struct mscclppBsOp* o, int* from);
 
 #endif /* MSCCLPP_SRC_BOOTSTRAP_BOOTSTRAP_STATE_H_ */

@@ -39,21 +39,39 @@ static int sliceMs(mscclppDeadline d) {
 
 /* ---- writing (application threads) ------------------------------------------------ */
 
-/* Before and while sending to `peer`: fail if a rank was lost or peer left. */
-static mscclppResult_t peerCheck(struct mscclppBootstrap* bs, int peer, const char* op) {
+struct mscclppBsOp mscclppBsOpOf(struct mscclppBootstrap* bs, const char* name, mscclppDeadline deadline) {
+  struct mscclppBsOp o = {.name = name, .deadline = deadline, .interrupts = atomic_load(&bs->interrupts)};
+  return o;
+}
+
+/* Why `o` must stop now, before or while it waits for `peer` (-1: no one):
+ * an interrupt or a cancel, a lost rank (any, or the peer only with
+ * o->survivors), or the peer left. mscclppSuccess when it may go on. */
+static mscclppResult_t opCheck(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o) {
+  if (atomic_load(&bs->interrupts) != o->interrupts) {
+    char why[REASON_BYTES];
+    pthread_mutex_lock(&bs->lock);
+    snprintf(why, sizeof(why), "%s", bs->interruptWhy);
+    pthread_mutex_unlock(&bs->lock);
+    return mscclppErr(mscclppAborted, MSCCLPP_LOG_BOOTSTRAP, "%s failed: interrupted (%s)", o->name, why);
+  }
+  if (o->cancel != NULL && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE))
+    return mscclppErr(mscclppAborted, MSCCLPP_LOG_BOOTSTRAP, "%s failed: cancelled", o->name);
   pthread_mutex_lock(&bs->lock);
   int lost = bs->lostRank >= 0;
-  int gone = bs->peerState[peer] != PEER_ALIVE;
+  int state = peer >= 0 ? bs->peerState[peer] : PEER_ALIVE;
   pthread_mutex_unlock(&bs->lock);
-  if (lost) return mscclppBsLostError(bs, op);
-  if (gone)
+  if (lost && !o->survivors) return mscclppBsLostError(bs, o->name);
+  if (state == PEER_LOST)
+    return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: rank %d was lost", o->name, peer);
+  if (state != PEER_ALIVE)
     return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
-                      "%s failed: rank %d has left (destroyed its communicator)", op, peer);
+                      "%s failed: rank %d has left (destroyed its communicator)", o->name, peer);
   return mscclppSuccess;
 }
 
 static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsConn* c, struct iovec* iov, int iovcnt,
-                                mscclppDeadline deadline, const char* op) {
+                                const struct mscclppBsOp* o) {
   while (iovcnt > 0) {
     struct msghdr mh;
     memset(&mh, 0, sizeof(mh));
@@ -79,23 +97,23 @@ static mscclppResult_t writeIov(struct mscclppBootstrap* bs, struct mscclppBsCon
       /* Give the progress thread a moment to learn why (goodbye or loss). */
       struct timespec ts = {0, 20000000L};
       nanosleep(&ts, NULL);
-      MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, c->peer, op));
-      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: connection to rank %d (%s): %s", op,
-                        c->peer, c->peerText, strerror(e));
+      MSCCLPP_RETURN_ON_ERROR(opCheck(bs, c->peer, o));
+      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: connection to rank %d (%s): %s",
+                        o->name, c->peer, c->peerText, strerror(e));
     }
-    MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, c->peer, op));
-    if (mscclppDeadlinePassed(deadline))
+    MSCCLPP_RETURN_ON_ERROR(opCheck(bs, c->peer, o));
+    if (mscclppDeadlinePassed(o->deadline))
       return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
-                        "%s timed out after %g s (MSCCLPP_TIMEOUT): rank %d does not read its messages", op,
+                        "%s timed out after %g s (MSCCLPP_TIMEOUT): rank %d does not read its messages", o->name,
                         bs->timeout, c->peer);
     struct pollfd p = {c->fd, POLLOUT, 0};
-    poll(&p, 1, sliceMs(deadline));
+    poll(&p, 1, sliceMs(o->deadline));
   }
   return mscclppSuccess;
 }
 
 /* The connection to `peer`, made if needed; caller holds sendLocks[peer]. */
-static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
                                   struct mscclppBsConn** out) {
   struct mscclppBsConn* c = NULL;
   union mscclppSocketAddr addr;
@@ -103,11 +121,11 @@ static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, mscclpp
   char text[MSCCLPP_SOCKET_ADDR_TEXT];
   mscclppSocketAddrToText(&addr, text, sizeof(text));
   int fd = -1;
-  mscclppResult_t res = mscclppSocketConnect(&addr, deadline, 0, 1, &fd);
+  mscclppResult_t res = mscclppSocketConnect(&addr, o->deadline, 0, 1, &fd);
   if (res != mscclppSuccess) {
-    MSCCLPP_RETURN_ON_ERROR(peerCheck(bs, peer, op));
+    MSCCLPP_RETURN_ON_ERROR(opCheck(bs, peer, o));
     return mscclppErr(res == mscclppTimeout ? mscclppTimeout : mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
-                      "%s failed: cannot connect to rank %d at %s: %s", op, peer, text, mscclppGetLastError());
+                      "%s failed: cannot connect to rank %d at %s: %s", o->name, peer, text, mscclppGetLastError());
   }
   struct mscclppBsHello hello;
   memset(&hello, 0, sizeof(hello));
@@ -121,10 +139,10 @@ static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, mscclpp
   snprintf(who, sizeof(who), "rank %d (%s)", peer, text);
   int32_t status = MSCCLPP_BS_ACK_OK;
   res = mscclppBootstrapHandshakeClient(
-      fd, bs->secret, &hello, mscclppDeadlineMin(deadline, mscclppDeadlineIn(bs->handshakeTimeout)), who, &status);
+      fd, bs->secret, &hello, mscclppDeadlineMin(o->deadline, mscclppDeadlineIn(bs->handshakeTimeout)), who, &status);
   if (res == mscclppSuccess && status != MSCCLPP_BS_ACK_OK)
-    res = mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: %s refused the connection: %s", op, who,
-                     mscclppBootstrapAckText(status));
+    res = mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: %s refused the connection: %s", o->name,
+                     who, mscclppBootstrapAckText(status));
   if (res != mscclppSuccess) goto fail_close_fd;
   c = mscclppBsConnNew(fd, peer, 1, text);
   pthread_mutex_lock(&bs->lock);
@@ -144,7 +162,7 @@ fail_close_fd:
   return res;
 }
 
-mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscclppDeadline deadline, const char* op,
+mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, const struct mscclppBsOp* o,
                                      struct mscclppBsConn** out) {
   pthread_mutex_lock(&bs->lock);
   struct mscclppBsConn* c = bs->out[peer];
@@ -154,7 +172,7 @@ mscclppResult_t mscclppBsConnectPeer(struct mscclppBootstrap* bs, int peer, mscc
     return mscclppSuccess;
   }
   uint64_t t0 = mscclppTraceBegin();
-  mscclppResult_t res = connectNew(bs, peer, deadline, op, out);
+  mscclppResult_t res = connectNew(bs, peer, o, out);
   if (t0 != 0)
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_BS_CONNECT, t0, mscclppTraceNow(), MSCCLPP_TRACE_I(peer), MSCCLPP_TRACE_I(res));
   return res;
@@ -178,13 +196,15 @@ static mscclppResult_t enqueueSelf(struct mscclppBootstrap* bs, uint8_t flags, i
 }
 
 mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t flags, int tag, const void* data,
-                                 size_t size, mscclppDeadline deadline, const char* op) {
-  if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, op);
-  if (peer == bs->rank) return enqueueSelf(bs, flags, tag, data, size);
+                                 size_t size, const struct mscclppBsOp* o) {
+  if (peer == bs->rank) {
+    MSCCLPP_RETURN_ON_ERROR(opCheck(bs, -1, o));
+    return enqueueSelf(bs, flags, tag, data, size);
+  }
   pthread_mutex_lock(&bs->sendLocks[peer]);
   struct mscclppBsConn* c = NULL;
-  mscclppResult_t res = peerCheck(bs, peer, op);
-  if (res == mscclppSuccess) res = mscclppBsConnectPeer(bs, peer, deadline, op, &c);
+  mscclppResult_t res = opCheck(bs, peer, o);
+  if (res == mscclppSuccess) res = mscclppBsConnectPeer(bs, peer, o, &c);
   const uint8_t* p = (const uint8_t*)data;
   size_t left = size;
   while (res == mscclppSuccess) {
@@ -194,7 +214,7 @@ mscclppResult_t mscclppBsSendMsg(struct mscclppBootstrap* bs, int peer, uint8_t 
     uint8_t hdr[MSCCLPP_BS_HEADER_BYTES];
     mscclppBootstrapEncodeHeader(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void*)p, piece}};
-    res = writeIov(bs, c, iov, piece > 0 ? 2 : 1, deadline, op);
+    res = writeIov(bs, c, iov, piece > 0 ? 2 : 1, o);
     p += piece;
     left -= piece;
     if (left == 0) break;
@@ -223,17 +243,109 @@ static struct mscclppBsMsg* takeLocked(struct mscclppBootstrap* bs, int peer, ui
   return NULL;
 }
 
+int mscclppBsTakeQueued(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size) {
+  for (;;) {
+    pthread_mutex_lock(&bs->lock);
+    struct mscclppBsMsg* m = takeLocked(bs, peer, coll, tag);
+    pthread_mutex_unlock(&bs->lock);
+    if (m == NULL) return 0;
+    int whole = m->size == size && !(m->flags & MSCCLPP_BS_FLAG_MORE);
+    if (whole) memcpy(data, m->data, size);
+    free(m);
+    if (whole) return 1;
+  }
+}
+
+mscclppResult_t mscclppBsRecvAny(struct mscclppBootstrap* bs, uint8_t coll, int tag, const uint8_t* mustLive,
+                                 void* data, size_t size, const struct mscclppBsOp* o, int* from) {
+  enum { GOT, LOST, GONE, STOPPED, TIMEOUT } why;
+  int n = bs->nranks, start = 0, gone = -1, goneState = PEER_ALIVE;
+  struct mscclppBsMsg* m = NULL;
+  pthread_mutex_lock(&bs->lock);
+  for (;;) {
+    if (atomic_load(&bs->interrupts) != o->interrupts ||
+        (o->cancel != NULL && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE))) {
+      why = STOPPED;
+      break;
+    }
+    if (bs->lostRank >= 0 && !o->survivors) {
+      why = LOST;
+      break;
+    }
+    /* round robin from where the last look stopped: no sender starves */
+    for (int k = 0; k < n && m == NULL; k++) {
+      int p = (start + k) % n;
+      if (p == bs->rank || (m = takeLocked(bs, p, coll, tag)) == NULL) continue;
+      *from = p;
+      start = p + 1;
+    }
+    if (m != NULL) {
+      why = GOT;
+      break;
+    }
+    for (int p = 0; p < n && gone < 0; p++) {
+      struct mscclppBsConn* c = bs->in[p];
+      if (mustLive[p] && bs->peerState[p] != PEER_ALIVE && (c == NULL || c->eof)) {
+        gone = p;
+        goneState = bs->peerState[p];
+      }
+    }
+    if (gone >= 0) {
+      why = GONE;
+      break;
+    }
+    if (mscclppDeadlinePassed(o->deadline)) {
+      why = TIMEOUT;
+      break;
+    }
+    /* the progress thread reads the connections and signals each message */
+    struct timespec ts = monotonicIn(sliceMs(o->deadline));
+    pthread_cond_timedwait(&bs->cond, &bs->lock, &ts);
+  }
+  pthread_mutex_unlock(&bs->lock);
+  switch (why) {
+    case GOT: {
+      int whole = m->size == size && !(m->flags & MSCCLPP_BS_FLAG_MORE);
+      size_t got = m->size;
+      if (whole) memcpy(data, m->data, size);
+      free(m);
+      if (!whole)
+        return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                          "%s: rank %d sent a message of %zu bytes where one of %zu was expected", o->name, *from, got,
+                          size);
+      return mscclppSuccess;
+    }
+    case LOST:
+      return mscclppBsLostError(bs, o->name);
+    case STOPPED:
+      return opCheck(bs, -1, o);
+    case GONE:
+      return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP, "%s failed: rank %d %s", o->name, gone,
+                        goneState == PEER_LOST ? "was lost" : "has left (destroyed its communicator)");
+    default:
+      if (o->quietTimeout) return mscclppErrAgain(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP, "%s: deadline", o->name);
+      return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP, "%s timed out after %g s (MSCCLPP_TIMEOUT)", o->name,
+                        bs->timeout);
+  }
+}
+
 /* Wait for the next message from `peer` in tag space `coll` with `tag`.
  * While waiting, read the connection from peer ourselves when nobody else
  * is reading it (see the top of this file). */
-static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, mscclppDeadline deadline,
-                               const char* op, int quietTimeout, struct mscclppBsMsg** out) {
-  enum { GOT, LOST, GONE, TIMEOUT } why;
+static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag,
+                               const struct mscclppBsOp* o, struct mscclppBsMsg** out) {
+  enum { GOT, LOST, GONE, STOPPED, TIMEOUT } why;
   struct mscclppBsConn* owned = NULL;
   int ownedWatched = 0; /* owned's fd is still in the progress thread's epoll set */
+  int goneState = PEER_ALIVE;
   pthread_mutex_lock(&bs->lock);
   for (;;) {
-    if (bs->lostRank >= 0) {
+    if (atomic_load(&bs->interrupts) != o->interrupts ||
+        (o->cancel != NULL && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE))) {
+      why = STOPPED;
+      break;
+    }
+    if (bs->lostRank >= 0 && !o->survivors) {
       why = LOST;
       break;
     }
@@ -246,9 +358,10 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
     /* A peer that left may still have messages in flight on its connection. */
     if (bs->peerState[peer] != PEER_ALIVE && (c == NULL || c->eof)) {
       why = GONE;
+      goneState = bs->peerState[peer];
       break;
     }
-    if (mscclppDeadlinePassed(deadline)) {
+    if (mscclppDeadlinePassed(o->deadline)) {
       why = TIMEOUT;
       break;
     }
@@ -273,12 +386,12 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
       int fd = owned->fd; /* only its reader (us) closes it */
       pthread_mutex_unlock(&bs->lock);
       struct pollfd p = {fd, POLLIN, 0};
-      if (poll(&p, 1, sliceMs(deadline)) > 0) mscclppBsConnRead(bs, owned, 1);
+      if (poll(&p, 1, sliceMs(o->deadline)) > 0) mscclppBsConnRead(bs, owned, 1);
       pthread_mutex_lock(&bs->lock);
       continue;
     }
     /* Someone else reads it (or nobody has connected yet): wait for them. */
-    struct timespec ts = monotonicIn(sliceMs(deadline));
+    struct timespec ts = monotonicIn(sliceMs(o->deadline));
     pthread_cond_timedwait(&bs->cond, &bs->lock, &ts);
   }
   if (owned != NULL) {
@@ -293,26 +406,31 @@ static mscclppResult_t waitMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
     case GOT:
       return mscclppSuccess;
     case LOST:
-      return mscclppBsLostError(bs, op);
+      return mscclppBsLostError(bs, o->name);
+    case STOPPED:
+      return opCheck(bs, -1, o);
     case GONE:
+      if (goneState == PEER_LOST) /* only with o->survivors: else the loss came first */
+        return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
+                          "%s failed: rank %d was lost before it sent the message this rank waits for", o->name, peer);
       return mscclppErr(mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
                         "%s failed: rank %d has left (destroyed its communicator) without sending the message this "
                         "rank waits for",
-                        op, peer);
+                        o->name, peer);
     default:
-      if (quietTimeout) return mscclppTimeout; /* the caller says what it means */
+      if (o->quietTimeout) return mscclppTimeout; /* the caller says what it means */
       return mscclppErr(mscclppTimeout, MSCCLPP_LOG_BOOTSTRAP,
-                        "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", op, bs->timeout, peer);
+                        "%s timed out after %g s (MSCCLPP_TIMEOUT) waiting for rank %d", o->name, bs->timeout, peer);
   }
 }
 
-static mscclppResult_t recvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                               mscclppDeadline deadline, const char* op, int quietTimeout) {
+mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
+                                 const struct mscclppBsOp* o) {
   size_t got = 0;
   size_t total = 0; /* bytes the sender sent, pieces included */
   for (;;) {
     struct mscclppBsMsg* m = NULL;
-    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, deadline, op, quietTimeout, &m));
+    MSCCLPP_RETURN_ON_ERROR(waitMsg(bs, peer, coll, tag, o, &m));
     total += m->size;
     if (got + m->size <= size) {
       if (m->size > 0) memcpy((uint8_t*)data + got, m->data, m->size);
@@ -326,14 +444,9 @@ static mscclppResult_t recvMsg(struct mscclppBootstrap* bs, int peer, uint8_t co
   }
   if (got != size)
     return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_BOOTSTRAP,
-                      "%s: rank %d sent %zu bytes but the receive expects %zu (the message was consumed)", op, peer,
-                      total, size);
+                      "%s: rank %d sent %zu bytes but the receive expects %zu (the message was consumed)", o->name,
+                      peer, total, size);
   return mscclppSuccess;
-}
-
-mscclppResult_t mscclppBsRecvMsg(struct mscclppBootstrap* bs, int peer, uint8_t coll, int tag, void* data, size_t size,
-                                 mscclppDeadline deadline, const char* op) {
-  return recvMsg(bs, peer, coll, tag, data, size, deadline, op, 0);
 }
 
 /* ---- operations -------------------------------------------------------------------- */
@@ -351,7 +464,8 @@ mscclppResult_t mscclppBootstrapSendTo(struct mscclppBootstrap* bs, int peer, in
   MSCCLPP_RETURN_ON_ERROR(checkPeer(bs, peer, op));
   if (data == NULL && size > 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "%s: data is NULL", op);
-  return mscclppBsSendMsg(bs, peer, 0, tag, data, size, mscclppDeadlineIn(bs->timeout), op);
+  struct mscclppBsOp o = mscclppBsOpOf(bs, op, mscclppDeadlineIn(bs->timeout));
+  return mscclppBsSendMsg(bs, peer, 0, tag, data, size, &o);
 }
 
 mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, int tag, void* data, size_t size) {
@@ -360,7 +474,8 @@ mscclppResult_t mscclppBootstrapRecvFrom(struct mscclppBootstrap* bs, int peer, 
   MSCCLPP_RETURN_ON_ERROR(checkPeer(bs, peer, op));
   if (data == NULL && size > 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "%s: data is NULL", op);
-  return mscclppBsRecvMsg(bs, peer, 0, tag, data, size, mscclppDeadlineIn(bs->timeout), op);
+  struct mscclppBsOp o = mscclppBsOpOf(bs, op, mscclppDeadlineIn(bs->timeout));
+  return mscclppBsRecvMsg(bs, peer, 0, tag, data, size, &o);
 }
 
 /* Bruck's allgather: ceil(log2(n)) rounds; in round k (1, 2, 4, ...) a rank
@@ -379,6 +494,7 @@ static mscclppResult_t allGather(struct mscclppBootstrap* bs, void* data, size_t
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
   if (n == 1 || bytesPerRank == 0) return mscclppSuccess;
   mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  unsigned interrupts = atomic_load(&bs->interrupts); /* as the whole collective began */
   uint8_t* tmp = (uint8_t*)malloc((size_t)n * bytesPerRank);
   if (tmp == NULL)
     return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "allgather: out of memory for %zu bytes",
@@ -392,10 +508,12 @@ static mscclppResult_t allGather(struct mscclppBootstrap* bs, void* data, size_t
     int dst = (r - k + n) % n, src = (r + k) % n;
     char op[96];
     snprintf(op, sizeof(op), "allgather round %d (send to rank %d, recv from rank %d)", k, dst, src);
-    res = mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, tmp, (size_t)cnt * bytesPerRank, deadline, op);
+    struct mscclppBsOp o = mscclppBsOpOf(bs, op, deadline);
+    o.interrupts = interrupts;
+    res = mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, tmp, (size_t)cnt * bytesPerRank, &o);
     if (res == mscclppSuccess)
       res = mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, tmp + (size_t)have * bytesPerRank,
-                             (size_t)cnt * bytesPerRank, deadline, op);
+                             (size_t)cnt * bytesPerRank, &o);
     have += cnt;
   }
   if (res == mscclppSuccess)
@@ -420,12 +538,15 @@ static mscclppResult_t barrier(struct mscclppBootstrap* bs) {
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "barrier");
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
   mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  unsigned interrupts = atomic_load(&bs->interrupts);
   for (int k = 1; k < n; k <<= 1) {
     int dst = (r - k + n) % n, src = (r + k) % n;
     char op[96];
     snprintf(op, sizeof(op), "barrier round %d (send to rank %d, recv from rank %d)", k, dst, src);
-    MSCCLPP_RETURN_ON_ERROR(mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
-    MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, deadline, op));
+    struct mscclppBsOp o = mscclppBsOpOf(bs, op, deadline);
+    o.interrupts = interrupts;
+    MSCCLPP_RETURN_ON_ERROR(mscclppBsSendMsg(bs, dst, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, &o));
+    MSCCLPP_RETURN_ON_ERROR(mscclppBsRecvMsg(bs, src, MSCCLPP_BS_FLAG_COLL, tag, NULL, 0, &o));
   }
   return mscclppSuccess;
 }
@@ -449,25 +570,25 @@ mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int round
   int n = bs->nranks, r = bs->rank;
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "clock sync");
   int tag = (int)(bs->collSeq++ & 0x7fffffff);
-  mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
+  struct mscclppBsOp o = mscclppBsOpOf(bs, "clock sync", mscclppDeadlineIn(bs->timeout));
   mscclppResult_t res = mscclppSuccess;
   int64_t best = INT64_MAX, offset = 0;
   if (r == 0) {
     for (int peer = 1; peer < n && res == mscclppSuccess; peer++)
       for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
         uint64_t t;
-        res = mscclppBsRecvMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+        res = mscclppBsRecvMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), &o);
         t = mscclppTimeNs();
         if (res == mscclppSuccess)
-          res = mscclppBsSendMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), deadline, "clock sync");
+          res = mscclppBsSendMsg(bs, peer, MSCCLPP_BS_FLAG_COLL, tag, &t, sizeof(t), &o);
       }
     best = 0;
   } else {
     for (int i = 0; i < rounds && res == mscclppSuccess; i++) {
       uint64_t t0 = mscclppTimeNs(), t1 = 0;
-      res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t0, sizeof(t0), deadline, "clock sync");
+      res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t0, sizeof(t0), &o);
       if (res == mscclppSuccess)
-        res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t1, sizeof(t1), deadline, "clock sync");
+        res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, &t1, sizeof(t1), &o);
       uint64_t t2 = mscclppTimeNs();
       if (res == mscclppSuccess && (int64_t)(t2 - t0) < best) {
         best = (int64_t)(t2 - t0);
@@ -499,25 +620,29 @@ mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const v
   if (buf == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "call check: out of memory");
   mscclppResult_t res = mscclppSuccess;
   if (r == 0) {
-    mscclppDeadline deadline = mscclppDeadlineIn(waitSec);
+    struct mscclppBsOp gather = mscclppBsOpOf(bs, "call check", mscclppDeadlineIn(waitSec));
+    gather.quietTimeout = 1; /* a rank that does not answer in time is absent, not an error */
     memcpy(buf, mine, bytes);
     uint8_t* got = buf + (size_t)n * bytes;
     got[0] = 1;
     for (int p = 1; p < n && res == mscclppSuccess; p++) {
-      res = recvMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf + (size_t)p * bytes, bytes, deadline, "call check", 1);
+      res = mscclppBsRecvMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf + (size_t)p * bytes, bytes, &gather);
       got[p] = res == mscclppSuccess;
       if (res == mscclppTimeout) res = mscclppSuccess;
     }
-    mscclppDeadline sendBy = mscclppDeadlineIn(bs->timeout);
+    struct mscclppBsOp send = mscclppBsOpOf(bs, "call check", mscclppDeadlineIn(bs->timeout));
+    send.interrupts = gather.interrupts;
     for (int p = 1; p < n && res == mscclppSuccess; p++) {
-      mscclppResult_t s = mscclppBsSendMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, sendBy, "call check");
+      mscclppResult_t s = mscclppBsSendMsg(bs, p, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, &send);
       if (s != mscclppSuccess && got[p]) res = s; /* an absent rank may be gone */
     }
   } else {
     mscclppDeadline deadline = mscclppDeadlineIn(bs->timeout);
-    res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, mine, bytes, deadline, "call check");
-    if (res == mscclppSuccess)
-      res = recvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, deadline, "call check (rank 0's verdict)", 0);
+    struct mscclppBsOp send = mscclppBsOpOf(bs, "call check", deadline);
+    struct mscclppBsOp verdictOp = mscclppBsOpOf(bs, "call check (rank 0's verdict)", deadline);
+    verdictOp.interrupts = send.interrupts;
+    res = mscclppBsSendMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, mine, bytes, &send);
+    if (res == mscclppSuccess) res = mscclppBsRecvMsg(bs, 0, MSCCLPP_BS_FLAG_COLL, tag, buf, verdict, &verdictOp);
   }
   if (res == mscclppSuccess) {
     memcpy(table, buf, (size_t)n * bytes);

@@ -234,7 +234,9 @@ static void connDeliver(struct mscclppBootstrap* bs, struct mscclppBsConn* c) {
     }
     if (subject == bs->rank) return; /* someone thinks we left: nothing to do */
     char reason[96];
-    if (status == MSCCLPP_BS_PEER_LOST && c->peer == 0)
+    if (status == MSCCLPP_BS_PEER_LOST && subject == c->peer)
+      snprintf(reason, sizeof(reason), "its creation of the communicator failed and it gave up");
+    else if (status == MSCCLPP_BS_PEER_LOST && c->peer == 0)
       snprintf(reason, sizeof(reason), "its connection to rank 0 closed without a goodbye (reported by rank 0)");
     else if (status == MSCCLPP_BS_PEER_LOST)
       snprintf(reason, sizeof(reason), "reported by rank %d as it left", c->peer);

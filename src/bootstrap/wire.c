@@ -399,3 +399,96 @@ mscclppResult_t mscclppBootstrapParseErrorText(const uint8_t* buf, size_t len, c
   out[n] = '\0';
   return mscclppSuccess;
 }
+
+/* ---- shrink records ------------------------------------------------------------ */
+
+uint64_t mscclppBootstrapExcludedHash(const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], const int32_t* excluded, int n) {
+  /* "mscclpp-exclude" | count | ranks, hashed in pieces of at most 64 ranks
+   * chained through the running value */
+  uint8_t buf[16 + 8 + 4 * 64];
+  memcpy(buf, "mscclpp-exclude", 16);
+  uint64_t h = (uint64_t)(uint32_t)n;
+  int i = 0;
+  do {
+    int k = n - i < 64 ? n - i : 64;
+    mscclppPutLE64(buf + 16, h);
+    for (int j = 0; j < k; j++) mscclppPutLE32(buf + 24 + 4 * j, (uint32_t)excluded[i + j]);
+    h = mscclppSipHash(secret, buf, 24 + 4 * (size_t)k);
+    i += k;
+  } while (i < n);
+  return h;
+}
+
+void mscclppBootstrapEncodeShrink(const struct mscclppBsShrink* rec, uint8_t out[MSCCLPP_BS_SHRINK_BYTES]) {
+  memset(out, 0, MSCCLPP_BS_SHRINK_BYTES);
+  putRecordHead(out, MSCCLPP_BS_KIND_SHRINK);
+  mscclppPutLE32(out + 8, rec->what);
+  mscclppPutLE32(out + 12, rec->nexcluded);
+  mscclppPutLE64(out + 16, rec->from);
+  mscclppPutLE64(out + 24, rec->echo);
+  mscclppPutLE64(out + 32, rec->excludedHash);
+  mscclppPutLE32(out + 40, (uint32_t)rec->parentNranks);
+  for (int i = 0; i < MSCCLPP_BS_SHRINK_SHOWN; i++) mscclppPutLE32(out + 48 + 4 * i, (uint32_t)rec->shown[i]);
+  if (rec->what == MSCCLPP_BS_SHRINK_RESP) mscclppBootstrapEncodeRankInfo(&rec->info, out + 80);
+  size_t n = strnlen(rec->text, MSCCLPP_BS_SHRINK_TEXT);
+  mscclppPutLE16(out + 120, (uint16_t)n);
+  memcpy(out + 128, rec->text, n);
+}
+
+mscclppResult_t mscclppBootstrapParseShrink(const uint8_t* buf, size_t len, struct mscclppBsShrink* out,
+                                            mscclppBsWhy* why) {
+  if (buf == NULL || out == NULL) return refuse(why, "NULL argument");
+  MSCCLPP_RETURN_ON_ERROR(checkLen("shrink record", len, MSCCLPP_BS_SHRINK_BYTES, why));
+  MSCCLPP_RETURN_ON_ERROR(checkRecordHead("shrink record", buf, MSCCLPP_BS_KIND_SHRINK, why));
+  struct mscclppBsShrink r;
+  memset(&r, 0, sizeof(r));
+  r.what = mscclppGetLE32(buf + 8);
+  if (r.what < MSCCLPP_BS_SHRINK_REQ || r.what > MSCCLPP_BS_SHRINK_WHAT_MAX)
+    return refuse(why, "shrink record says %u, not one of 1..%d", r.what, MSCCLPP_BS_SHRINK_WHAT_MAX);
+  r.nexcluded = mscclppGetLE32(buf + 12);
+  r.from = mscclppGetLE64(buf + 16);
+  r.echo = mscclppGetLE64(buf + 24);
+  if (r.from == 0) return refuse(why, "shrink record has call id 0");
+  if ((r.echo == 0) != (r.what == MSCCLPP_BS_SHRINK_REQ))
+    return refuse(why, "shrink record of kind %u %s", r.what, r.echo == 0 ? "answers no call" : "answers a call");
+  if (r.echo == MSCCLPP_BS_SHRINK_ANY && r.what != MSCCLPP_BS_SHRINK_ABORT)
+    return refuse(why, "shrink record of kind %u answers any call", r.what);
+  r.excludedHash = mscclppGetLE64(buf + 32);
+  uint32_t n = mscclppGetLE32(buf + 40);
+  if (n == 0 || n > MSCCLPP_BS_MAX_RANKS)
+    return refuse(why, "shrink record's parent has %u ranks, outside [1, %d]", n, MSCCLPP_BS_MAX_RANKS);
+  r.parentNranks = (int32_t)n;
+  if (r.nexcluded >= n)
+    return refuse(why, "shrink record excludes %u of %u ranks: none would be left", r.nexcluded, n);
+  if (!allZero(buf + 44, 4)) return refuse(why, "shrink record has non-zero reserved bytes");
+  int32_t prev = -1;
+  for (int i = 0; i < MSCCLPP_BS_SHRINK_SHOWN; i++) {
+    int32_t x = (int32_t)mscclppGetLE32(buf + 48 + 4 * i);
+    if ((uint32_t)i < r.nexcluded) {
+      if (x <= prev || x >= r.parentNranks)
+        return refuse(why, "shrink record's excluded rank %d (at %d) is not ascending inside [0, %d)", x, i,
+                      r.parentNranks);
+      prev = x;
+    } else if (x != -1) {
+      return refuse(why, "shrink record shows rank %d after its %u excluded ranks", x, r.nexcluded);
+    }
+    r.shown[i] = x;
+  }
+  if (r.what == MSCCLPP_BS_SHRINK_RESP) {
+    MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapParseRankInfo(buf + 80, MSCCLPP_BS_RANK_INFO_BYTES, &r.info, why));
+  } else if (!allZero(buf + 80, MSCCLPP_BS_RANK_INFO_BYTES)) {
+    return refuse(why, "shrink record of kind %u carries a rank info", r.what);
+  }
+  size_t tl = mscclppGetLE16(buf + 120);
+  if (tl > MSCCLPP_BS_SHRINK_TEXT) return refuse(why, "shrink record's text of %zu bytes is too long", tl);
+  if (!allZero(buf + 122, 6) || !allZero(buf + 128 + tl, MSCCLPP_BS_SHRINK_TEXT - tl))
+    return refuse(why, "shrink record has non-zero reserved bytes or padding");
+  for (size_t i = 0; i < tl; i++) {
+    uint8_t c = buf[128 + i];
+    if (c < 0x20 || c > 0x7e) return refuse(why, "shrink record's text has byte 0x%02x at %zu", c, i);
+    r.text[i] = (char)c;
+  }
+  r.text[tl] = '\0';
+  *out = r;
+  return mscclppSuccess;
+}

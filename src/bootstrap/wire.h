@@ -94,7 +94,7 @@ mscclppResult_t mscclppBootstrapParseRankInfo(const uint8_t* buf, size_t len, st
                                               mscclppBsWhy* why);
 
 /* ---- handshake ------------------------------------------------------------ */
-enum { MSCCLPP_BS_KIND_CHALLENGE = 1, MSCCLPP_BS_KIND_HELLO = 2, MSCCLPP_BS_KIND_ACK = 3 };
+enum { MSCCLPP_BS_KIND_CHALLENGE = 1, MSCCLPP_BS_KIND_HELLO = 2, MSCCLPP_BS_KIND_ACK = 3, MSCCLPP_BS_KIND_SHRINK = 4 };
 /* Why a client connects: to join at the root, or as a rank to a rank. */
 enum { MSCCLPP_BS_PURPOSE_JOIN = 1, MSCCLPP_BS_PURPOSE_PEER = 2 };
 
@@ -189,6 +189,55 @@ void mscclppBootstrapEncodeTable(uint64_t session, const struct mscclppBsRankInf
  * for nranks records. */
 mscclppResult_t mscclppBootstrapParseTable(const uint8_t* buf, size_t len, int nranks, uint64_t* session,
                                            struct mscclppBsRankInfo* infos, mscclppBsWhy* why);
+
+/* ---- shrink records ---------------------------------------------------------
+ * What the ranks of a shrink (shrink.c) send each other as DATA messages on
+ * the parent's connections, one fixed-size record each:
+ *   0 magic u32 | 4 version u16 | 6 kind u16 (SHRINK) | 8 what u32 |
+ *   12 nexcluded u32 | 16 from u64 | 24 echo u64 | 32 excludedHash u64 |
+ *   40 parent nranks u32 | 44 zero u32 | 48 the first 8 excluded ranks
+ *   (ascending, -1 after the last) | 80 rank info (40; RESP only, else
+ *   zeros) | 120 text length u16 | 122 zeros (6) | 128 text (256, zero
+ *   padded)
+ * `from` is the sender's call id (random, not 0), `echo` the call id of the
+ * request a RESP, EXCLUDED or ABORT answers (0 in a REQ; an ABORT may say
+ * MSCCLPP_BS_SHRINK_ANY: "my call failed before I read your request").
+ * excludedHash is
+ * mscclppBootstrapExcludedHash of the sender's whole list: two records
+ * name the same exclusion list when counts and hashes are equal. */
+#define MSCCLPP_BS_SHRINK_BYTES 384
+#define MSCCLPP_BS_SHRINK_SHOWN 8 /* excluded ranks a record spells out, for messages */
+#define MSCCLPP_BS_SHRINK_TEXT 256
+#define MSCCLPP_BS_SHRINK_ANY UINT64_MAX
+enum {
+  MSCCLPP_BS_SHRINK_REQ = 1,      /* a member asks another for its RESP */
+  MSCCLPP_BS_SHRINK_RESP = 2,     /* the answer: the sender's list, new listener; its call id is its nonce */
+  MSCCLPP_BS_SHRINK_ABORT = 3,    /* the sender gave the shrink up; text says why */
+  MSCCLPP_BS_SHRINK_EXCLUDED = 4, /* the sender excludes the receiver, which asked */
+  MSCCLPP_BS_SHRINK_WHAT_MAX = 4
+};
+struct mscclppBsShrink {
+  uint32_t what;
+  uint32_t nexcluded;
+  uint64_t from;
+  uint64_t echo;
+  uint64_t excludedHash;
+  int32_t parentNranks;
+  int32_t shown[MSCCLPP_BS_SHRINK_SHOWN];
+  struct mscclppBsRankInfo info;
+  char text[MSCCLPP_BS_SHRINK_TEXT + 1]; /* terminated */
+};
+/* The keyed hash of an exclusion list (ascending ranks). */
+uint64_t mscclppBootstrapExcludedHash(const uint8_t secret[MSCCLPP_BS_SECRET_BYTES], const int32_t* excluded, int n);
+/* rec->text is cut to MSCCLPP_BS_SHRINK_TEXT bytes. */
+void mscclppBootstrapEncodeShrink(const struct mscclppBsShrink* rec, uint8_t out[MSCCLPP_BS_SHRINK_BYTES]);
+/* Checks the layout: head, what, from != 0, echo 0 exactly in a REQ and
+ * MSCCLPP_BS_SHRINK_ANY only in an ABORT,
+ * 0 <= nexcluded < parent nranks <= MSCCLPP_BS_MAX_RANKS, the shown ranks
+ * ascending inside [0, parent nranks) then -1, zero reserved bytes and
+ * padding, a valid rank info in a RESP (zeros otherwise), printable text. */
+mscclppResult_t mscclppBootstrapParseShrink(const uint8_t* buf, size_t len, struct mscclppBsShrink* out,
+                                            mscclppBsWhy* why);
 
 /* ERROR body: text bytes, no terminator. `out` (outLen >= 2) gets a
  * terminated copy, cut to fit, with bytes outside printable ASCII as '?'. */

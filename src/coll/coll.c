@@ -133,9 +133,8 @@ static mscclppResult_t p2pDispatch(struct mscclppComm* comm, const struct mscclp
   }
 }
 
-static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
-                              mscclppStream_t stream) {
-  if (nops == 0) return mscclppSuccess;
+static mscclppResult_t runP2pTraced(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                                    mscclppStream_t stream) {
   uint64_t t0 = mscclppTraceBegin();
   const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0;
   mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
@@ -150,6 +149,17 @@ static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppColl
                        sent > received ? sent : received, MSCCLPP_TRACE_S(mscclppCollBackendName(backend)),
                        MSCCLPP_TRACE_I(comm->nranks), comm->id, seq, MSCCLPP_TRACE_I(res));
   }
+  return res;
+}
+
+/* Every call is counted while it runs: a revoked communicator is quiescent
+ * once none is left (mscclppCommRevoke). */
+static mscclppResult_t runP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
+                              mscclppStream_t stream) {
+  if (nops == 0) return mscclppSuccess;
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = runP2pTraced(comm, ops, nops, stream);
+  mscclppCommCallEnd(comm);
   return res;
 }
 
@@ -261,10 +271,18 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
-  /* after the checks of this rank's own arguments, which fail before any communication */
-  if (comm->params.checkCalls != 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollCheckCall(comm, a));
-  if (a->count == 0) return mscclppSuccess;
-  return mscclppCollDispatch(comm, a);
+  /* Counted from the call check on (it waits on the bootstrap, and a
+   * revoke interrupts it). The check comes after the checks of this rank's
+   * own arguments, which fail before any communication; a revoked
+   * communicator skips it, so that its calls fail at once with its first
+   * error instead of waiting on peers that have stopped. */
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppSuccess;
+  if (comm->params.checkCalls != 0 && !__atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE))
+    res = mscclppCollCheckCall(comm, a);
+  if (res == mscclppSuccess && a->count > 0) res = mscclppCollDispatch(comm, a);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \
@@ -382,5 +400,8 @@ mscclppResult_t mscclppAllToAllv(const void* sendbuff, size_t sendcapacity, cons
   a.v = &v;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a.kind, &a.algo));
   /* no shortcut for zero capacities: every rank takes part and the counts are written */
-  return mscclppCollDispatch(comm, &a);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppCollDispatch(comm, &a);
+  mscclppCommCallEnd(comm);
+  return res;
 }

@@ -57,52 +57,79 @@ static mscclppResult_t traceStart(struct mscclppComm* comm) {
   return mscclppSuccess;
 }
 
-static void traceCreated(const struct mscclppComm* comm, const struct mscclppBootstrapJob* job, uint64_t t0,
-                         mscclppResult_t res) {
+static void traceCreated(const struct mscclppComm* comm, int rank, int nranks, uint64_t t0, mscclppResult_t res) {
   MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_INIT, t0, mscclppTraceNow(), comm != NULL ? comm->id : 0,
-                     MSCCLPP_TRACE_I(job->rank), MSCCLPP_TRACE_I(job->nranks),
+                     MSCCLPP_TRACE_I(rank), MSCCLPP_TRACE_I(nranks),
                      MSCCLPP_TRACE_I(comm != NULL ? comm->localRank : -1),
                      MSCCLPP_TRACE_I(comm != NULL ? comm->localNranks : 0), MSCCLPP_TRACE_I(res));
+}
+
+/* mscclppCommFromBootstrap once the trace session is held (traced) and the
+ * creation's span has begun (t0, 0 when not tracing): both are the
+ * communicator's from here, given back on failure. */
+static mscclppResult_t fromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                     const char* source, int prepare, int traced, uint64_t t0, mscclppComm_t* out) {
+  struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
+  if (comm == NULL) {
+    int rank = -1, nranks = 0;
+    mscclppBootstrapIdentity(bs, &rank, &nranks);
+    mscclppBootstrapDestroy(bs);
+    mscclppResult_t res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
+    if (t0 != 0) traceCreated(NULL, rank, nranks, t0, res);
+    if (traced) mscclppTraceRelease();
+    return res;
+  }
+  comm->params = *params;
+  comm->device = -1;
+  pthread_mutex_init(&comm->lazyLock, NULL);
+  comm->bootstrap = bs;
+  mscclppBootstrapIdentity(bs, &comm->rank, &comm->nranks);
+  mscclppLogSetRank(comm->rank);
+  comm->id = mscclppBootstrapJobHash(bs);
+  comm->traced = traced;
+  mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
+  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
+               comm->nranks, comm->localRank, comm->localNranks, source);
+  mscclppResult_t res = mscclppSuccess;
+  if (traced) res = traceStart(comm);
+  if (res == mscclppSuccess && prepare) res = mscclppCommPrepare(comm); /* the hook logs why it fails */
+  if (t0 != 0) traceCreated(comm, comm->rank, comm->nranks, t0, res);
+  if (res != mscclppSuccess) {
+    (void)mscclppCommDestroy(comm); /* leaves the trace session too */
+    return res;
+  }
+  *out = comm;
+  return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                         const char* source, int prepare, mscclppComm_t* out) {
+  const int traced = params->trace[0] != '\0';
+  if (traced) {
+    mscclppResult_t res = mscclppTraceAcquire(params->trace, params->traceEvents);
+    if (res != mscclppSuccess) {
+      mscclppBootstrapDestroy(bs);
+      return res;
+    }
+  }
+  return fromBootstrap(params, bs, source, prepare, traced, mscclppTraceBegin(), out);
 }
 
 static mscclppResult_t commCreate(const struct mscclppParams* params, const struct mscclppBootstrapJob* job,
                                   int prepare, mscclppComm_t* out) {
   mscclppLogSetRank(job->rank);
+  /* the session is held before the bootstrap, so that its phases are traced */
   const int traced = params->trace[0] != '\0';
   if (traced) MSCCLPP_RETURN_ON_ERROR(mscclppTraceAcquire(params->trace, params->traceEvents));
   uint64_t t0 = mscclppTraceBegin();
-  struct mscclppComm* comm = (struct mscclppComm*)calloc(1, sizeof(*comm));
-  if (comm == NULL) {
-    if (traced) mscclppTraceRelease();
-    return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "out of memory for a communicator");
-  }
-  comm->params = *params;
-  comm->device = -1;
-  pthread_mutex_init(&comm->lazyLock, NULL);
-  mscclppResult_t res = mscclppBootstrapCreate(job, &comm->params, &comm->bootstrap);
+  struct mscclppBootstrap* bs = NULL;
+  mscclppResult_t res = mscclppBootstrapCreate(job, params, &bs);
   if (res != mscclppSuccess) {
-    pthread_mutex_destroy(&comm->lazyLock);
-    free(comm);
-    if (t0 != 0) traceCreated(NULL, job, t0, res);
+    if (t0 != 0) traceCreated(NULL, job->rank, job->nranks, t0, res);
     if (traced) mscclppTraceRelease();
     return res;
   }
-  comm->rank = job->rank;
-  comm->nranks = job->nranks;
-  comm->id = mscclppBootstrapJobHash(comm->bootstrap);
-  comm->traced = traced;
-  mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
-  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
-               comm->nranks, comm->localRank, comm->localNranks, job->source);
-  if (traced) res = traceStart(comm);
-  if (res == mscclppSuccess && prepare) res = mscclppCommPrepare(comm); /* the hook logs why it fails */
-  if (t0 != 0) traceCreated(comm, job, t0, res);
-  if (res != mscclppSuccess) {
-    (void)mscclppCommDestroy(comm);
-    return res;
-  }
-  *out = comm;
-  return mscclppSuccess;
+  return fromBootstrap(params, bs, job->source, prepare, traced, t0, out);
 }
 
 mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {
@@ -216,7 +243,10 @@ mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* as
 
 mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void* data, size_t bytesPerRank) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapAllGather"));
-  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, bytesPerRank);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapAllGatherBytes(comm->bootstrap, data, bytesPerRank);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int bytesPerRank) {
@@ -224,20 +254,29 @@ mscclppResult_t mscclppBootStrapAllGather(mscclppComm_t comm, void* data, int by
   if (bytesPerRank < 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_BOOTSTRAP, "mscclppBootStrapAllGather: bytesPerRank=%d < 0",
                       bytesPerRank);
-  return mscclppBootstrapAllGatherBytes(comm->bootstrap, data, (size_t)bytesPerRank);
+  return mscclppBootstrapAllGather(comm, data, (size_t)bytesPerRank);
 }
 
 mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapBarrier"));
-  return mscclppBootstrapBarrierWait(comm->bootstrap);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapBarrierWait(comm->bootstrap);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapSend(mscclppComm_t comm, int peer, int tag, const void* data, size_t size) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapSend"));
-  return mscclppBootstrapSendTo(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapSendTo(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallEnd(comm);
+  return res;
 }
 
 mscclppResult_t mscclppBootstrapRecv(mscclppComm_t comm, int peer, int tag, void* data, size_t size) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppBootstrapRecv"));
-  return mscclppBootstrapRecvFrom(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallBegin(comm);
+  mscclppResult_t res = mscclppBootstrapRecvFrom(comm->bootstrap, peer, tag, data, size);
+  mscclppCommCallEnd(comm);
+  return res;
 }

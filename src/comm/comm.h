@@ -53,7 +53,21 @@ struct mscclppComm {
    * every rank's blocks stay resident together (mscclppCommGpuShare). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
+  /* mscclppCommRevoke (comm_abort.c): threads inside a call of the
+   * collective or bootstrap API on this communicator, and whether it was
+   * revoked; __atomic both */
+  int activeCalls;
+  int revoked;
 };
+
+/* A call of the collective or bootstrap API on comm begins / ends (the API
+ * brackets it): a revoked communicator is quiescent once none is left. */
+static inline void mscclppCommCallBegin(struct mscclppComm* comm) {
+  __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+}
+static inline void mscclppCommCallEnd(struct mscclppComm* comm) {
+  __atomic_sub_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+}
 
 /* A rank's GPU, as gpu_share.c gathers it. */
 struct mscclppGpuIdent {
@@ -89,6 +103,17 @@ void mscclppCommSetPrepareHook(mscclppCommPrepareFn fn);
  * maker sets it up (deviceShare, a borrowed abort object) and then calls
  * mscclppCommPrepare. */
 mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank);
+/* A communicator on bootstrap `bs` (made by the caller; owned by the
+ * communicator from now on, destroyed on failure too), with parameters
+ * `params`; `source` names how it was made in the INFO line; prepare: run
+ * the hook. *out only on success. */
+mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, struct mscclppBootstrap* bs,
+                                         const char* source, int prepare, mscclppComm_t* out);
+/* comm/comm_shrink.c. mscclppCommShrink without the hook (the NCCL layer
+ * sets the new communicator up first, as for its other children), whose
+ * waits also end when *cancel (may be NULL) becomes nonzero. */
+mscclppResult_t mscclppCommShrinkUnprepared(mscclppComm_t comm, const int* excludeRanks, int excludeCount, int flags,
+                                            const int* cancel, mscclppComm_t* newcomm);
 /* Run the hook on comm (every rank must call; a no-op when
  * MSCCLPP_COLL_PREPARE is 0 or no hook is set). */
 mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm);

@@ -7,9 +7,12 @@
  *  - a watcher thread that turns a peer lost by the bootstrap into an abort,
  *    so that kernels and proxy waits on the surviving ranks return within
  *    about WATCH_PERIOD_NS instead of running into the timeout;
- *  - the asynchronous error the application reads.
+ *  - the asynchronous error the application reads;
+ *  - revoke: the abort raised and the bootstrap interrupted by the
+ *    application, and whether calls are still running.
  * See comm.h for the fields. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -116,4 +119,25 @@ mscclppResult_t mscclppCommAsyncError(struct mscclppComm* comm, mscclppResult_t*
   if (e == mscclppSuccess) e = mscclppBootstrapGetLostStatus(comm->bootstrap);
   *error = e;
   return mscclppSuccess;
+}
+
+mscclppResult_t mscclppCommRevoke(mscclppComm_t comm, int flags) {
+  if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommRevoke: comm is NULL");
+  if (flags != MSCCLPP_REVOKE_DEFAULT)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT,
+                      "mscclppCommRevoke: flags 0x%x: only MSCCLPP_REVOKE_DEFAULT (0) is defined", (unsigned)flags);
+  if (!__atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE)) {
+    struct mscclppAbort* abort = NULL;
+    MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &abort));
+    if (!__atomic_exchange_n(&comm->revoked, 1, __ATOMIC_ACQ_REL)) {
+      /* the application asked for it: INFO, and the text every failed
+       * call will return (unless an error came first) */
+      char text[96];
+      snprintf(text, sizeof(text), "rank %d: the communicator was revoked (mscclppCommRevoke)", comm->rank);
+      MSCCLPP_INFO(MSCCLPP_LOG_INIT, "%s", text);
+      mscclppAbortRecord(abort, mscclppAborted, text);
+      mscclppBootstrapInterrupt(comm->bootstrap, "the communicator was revoked");
+    }
+  }
+  return __atomic_load_n(&comm->activeCalls, __ATOMIC_ACQUIRE) > 0 ? mscclppInProgress : mscclppSuccess;
 }

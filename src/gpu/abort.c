@@ -97,6 +97,10 @@ static void record(struct mscclppAbort* abort, mscclppResult_t code, const char*
   __atomic_store_n(abort->flagHost, 1u, __ATOMIC_RELEASE);
 }
 
+void mscclppAbortRecord(struct mscclppAbort* abort, mscclppResult_t code, const char* text) {
+  record(abort, code, text);
+}
+
 mscclppResult_t mscclppAbortRaisef(struct mscclppAbort* abort, mscclppResult_t code, const char* fmt, ...) {
   char text[1024];
   va_list ap;

@@ -52,6 +52,11 @@ mscclppResult_t mscclppAbortRaisef(struct mscclppAbort* abort, mscclppResult_t c
  * Returns code. */
 mscclppResult_t mscclppAbortRaiseLogged(struct mscclppAbort* abort, mscclppResult_t code);
 
+/* Record (code, text) as mscclppAbortRaisef does (first wins, flag raised)
+ * without logging it or touching the caller's last error: for an abort the
+ * application asked for, which its caller logs as it sees fit. */
+void mscclppAbortRecord(struct mscclppAbort* abort, mscclppResult_t code, const char* text);
+
 /* 1 when the flag is up. One load; fine on hot paths. */
 static inline int mscclppAbortIsRaised(const struct mscclppAbort* abort) {
   return __atomic_load_n(abort->flagHost, __ATOMIC_ACQUIRE) != 0;

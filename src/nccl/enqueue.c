@@ -180,6 +180,7 @@ static ncclResult_t joinStreams(const struct mscclppNcclOp* ops, int nops, cudaS
 ncclResult_t mscclppNcclOpsRun(const struct mscclppNcclOp* ops, int nops) {
   struct ncclComm* comm = ops[0].comm;
   ncclResult_t res = mscclppNcclCommReady(comm, mscclppNcclOpNames[ops[0].kind]);
+  if (res == ncclSuccess) res = mscclppNcclCommNotRevoked(comm, mscclppNcclOpNames[ops[0].kind]);
   if (res != ncclSuccess) return res;
   if (nops == 1 && !isP2p(ops[0].kind)) return forced(&ops[0]) ? mscclppNcclFallbackRun(&ops[0]) : runColl(&ops[0]);
 

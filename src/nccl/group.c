@@ -55,6 +55,7 @@ ncclResult_t mscclppNcclGroupAddJoin(struct ncclComm* comm) {
 
 ncclResult_t mscclppNcclOpSubmit(const struct mscclppNcclOp* op, const char* fn) {
   ncclResult_t res = mscclppNcclCommCheck(op->comm, fn);
+  if (res == ncclSuccess) res = mscclppNcclCommNotRevoked(op->comm, fn);
   if (res == ncclSuccess && depth > 0) res = grow((void**)&ops, &capOps, nops + 1, sizeof(*ops));
   if (res != ncclSuccess) {
     if (depth > 0 && groupError == ncclSuccess) groupError = res;

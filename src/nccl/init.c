@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/util.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 #include "mscclpp/port_channel.h"
@@ -30,7 +31,6 @@
  * of a pair with one tag arrive in order, and a leader sends only to ranks
  * that take part (and receive), so consecutive splits never mix. */
 #define TAG_SPLIT 0x6e430001
-#define TAG_SHRINK 0x6e430002
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -176,6 +176,16 @@ ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
+ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn) {
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (revoked)
+    return mscclppNcclErr(ncclInvalidUsage,
+                          "%s: the communicator was revoked; shrink it (ncclCommShrink) or destroy it", fn);
+  return ncclSuccess;
+}
+
 static ncclResult_t commNew(int nranks, int rank, int device, int blocking, const char* name,
                             struct ncclComm** out) {
   struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof(*c));
@@ -201,6 +211,7 @@ static void commFree(struct ncclComm* c) {
     free(r);
     r = next;
   }
+  free(c->shrinkExclude);
   c->magic = 0;
   pthread_cond_destroy(&c->cond);
   pthread_mutex_destroy(&c->lock);
@@ -245,10 +256,16 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
     mscclppResult_t r = mscclppGpuSetDevice(comm->device);
     if (r != mscclppSuccess) return fromM(r);
   }
-  mscclppUniqueId id;
-  memcpy(id.internal, comm->id.internal, sizeof(id.internal));
   mscclppComm_t mc = NULL;
-  mscclppResult_t r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
+  mscclppResult_t r;
+  if (comm->joinKind == MSCCLPP_NCCL_JOIN_SHRINK) {
+    r = mscclppCommShrinkUnprepared(comm->shrinkParent->mc, comm->shrinkExclude, comm->shrinkCount, comm->shrinkFlags,
+                                    &comm->cancel, &mc);
+  } else {
+    mscclppUniqueId id;
+    memcpy(id.internal, comm->id.internal, sizeof(id.internal));
+    r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
+  }
   if (r != mscclppSuccess) return fromM(r);
   /* a split's ranks may share their GPU with the parent's others, whose
    * kernels run beside theirs: the GPU collectives size their grids so */
@@ -284,6 +301,18 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   return ncclSuccess;
 }
 
+/* A shrink's join has ended (or will not start): the parent may be
+ * destroyed. */
+static void releaseParent(struct ncclComm* c) {
+  struct ncclComm* parent = c->shrinkParent;
+  if (parent == NULL) return;
+  c->shrinkParent = NULL;
+  pthread_mutex_lock(&parent->lock);
+  parent->pendingShrinks--;
+  pthread_cond_broadcast(&parent->cond);
+  pthread_mutex_unlock(&parent->lock);
+}
+
 /* Join threads of communicators aborted while they joined, still cleaning
  * up. A process that exits right after such an abort gives them a moment
  * (at most ABANDONED_WAIT_MS) to release their threads and sockets rather
@@ -300,6 +329,7 @@ __attribute__((destructor)) static void waitAbandonedJoins(void) {
 /* Record the join's result; free everything if the communicator was
  * abandoned meanwhile. */
 static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc) {
+  releaseParent(comm);
   pthread_mutex_lock(&comm->lock);
   if (res != ncclSuccess) snprintf(comm->initError, sizeof(comm->initError), "%s", mscclppGetLastError());
   comm->mc = mc;
@@ -349,6 +379,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
     c->joining = 1; /* started by ncclGroupEnd */
     ncclResult_t res = mscclppNcclGroupAddJoin(c);
     if (res != ncclSuccess) {
+      releaseParent(c);
       commFree(c);
       return res;
     }
@@ -358,6 +389,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
   if (c->blocking) {
     mscclppComm_t mc = NULL;
     ncclResult_t res = joinRun(c, &mc);
+    releaseParent(c);
     if (res != ncclSuccess) {
       commFree(c);
       return res;
@@ -569,6 +601,8 @@ done:
 }
 NCCL_PROFILING_ALIAS(ncclCommSplit);
 
+/* The survivors make the new communicator themselves (mscclppCommShrink:
+ * no new id, nothing from the excluded ranks, rank 0 among them or not). */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
   static const char fn[] = "ncclCommShrink";
@@ -581,13 +615,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     return mscclppNcclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
                           (void*)excludeRanksList);
   int n = comm->nranks;
-  int* members = (int*)calloc((size_t)n, sizeof(int));
   char* excluded = (char*)calloc((size_t)n, 1);
-  if (members == NULL || excluded == NULL) {
-    free(members);
-    free(excluded);
-    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
-  }
+  if (excluded == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
     int x = excludeRanksList[i];
     if (x < 0 || x >= n)
@@ -598,30 +627,52 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     else
       excluded[x] = 1;
   }
-  if (res == ncclSuccess) {
-    mscclppResult_t lost = mscclppSuccess;
-    (void)mscclppCommGetAsyncError(comm->mc, &lost);
-    if (lost != mscclppSuccess)
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (res == ncclSuccess && shrinkFlags == NCCL_SHRINK_DEFAULT && !revoked) {
+    /* said here, not by a background join */
+    mscclppResult_t failed = mscclppSuccess;
+    (void)mscclppCommGetAsyncError(comm->mc, &failed);
+    if (failed != mscclppSuccess)
       res = mscclppNcclErr(ncclInvalidUsage,
-                           "%s: the parent communicator has failed (%s); mscclpp cannot shrink a failed communicator: "
-                           "create a new one with ncclGetUniqueId and ncclCommInitRank",
+                           "%s: the parent communicator has failed (%s); shrink it with NCCL_SHRINK_ABORT (or revoke "
+                           "it first)",
                            fn, mscclppGetLastError());
   }
-  if (res == ncclSuccess) {
-    int m = 0, me = -1;
-    for (int i = 0; i < n; i++) {
-      if (excluded[i]) continue;
-      if (i == comm->rank) me = m;
-      members[m++] = i;
-    }
-    ncclUniqueId id;
-    res = shareId(comm, members, m, me, TAG_SHRINK, &id, fn);
-    /* the excluded ranks take no part here: the parent's own hint is passed on */
-    if (res == ncclSuccess) res = childJoin(comm, &id, m, me, comm->mc->deviceShare, config, newcomm, fn);
+  int m = 0, me = 0;
+  for (int i = 0; i < n; i++) {
+    if (excluded[i]) continue;
+    if (i == comm->rank) me = m;
+    m++;
   }
-  free(members);
   free(excluded);
-  return res;
+  int blocking;
+  const char* name;
+  if (res == ncclSuccess) res = readConfig(config, fn, comm->blocking, &blocking, &name);
+  struct ncclComm* c = NULL;
+  if (res == ncclSuccess) res = commNew(m, me, comm->device, blocking, name, &c);
+  if (res != ncclSuccess) return res;
+  c->joinKind = MSCCLPP_NCCL_JOIN_SHRINK;
+  c->deviceShare = comm->mc->deviceShare; /* the excluded ranks take no part: the parent's own hint is passed on */
+  c->shrinkFlags = shrinkFlags == NCCL_SHRINK_ABORT ? MSCCLPP_SHRINK_ABORT : MSCCLPP_SHRINK_DEFAULT;
+  c->shrinkCount = excludeRanksCount;
+  c->shrinkExclude = (int*)malloc((size_t)(excludeRanksCount > 0 ? excludeRanksCount : 1) * sizeof(int));
+  if (c->shrinkExclude == NULL) {
+    commFree(c);
+    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
+  }
+  if (excludeRanksCount > 0) memcpy(c->shrinkExclude, excludeRanksList, (size_t)excludeRanksCount * sizeof(int));
+  if (shrinkFlags == NCCL_SHRINK_ABORT) { /* NCCL: the parent's operations end; it is revoked */
+    pthread_mutex_lock(&comm->lock);
+    comm->revoked = 1;
+    pthread_mutex_unlock(&comm->lock);
+  }
+  pthread_mutex_lock(&comm->lock);
+  comm->pendingShrinks++; /* the parent outlives the join (destroy waits) */
+  pthread_mutex_unlock(&comm->lock);
+  c->shrinkParent = comm;
+  return joinDispatch(c, newcomm);
 }
 NCCL_PROFILING_ALIAS(ncclCommShrink);
 
@@ -631,8 +682,11 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t res = mscclppNcclCommReady(comm, "ncclCommFinalize");
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
-  comm->finalized = 1;
+  int revoked = comm->revoked;
+  if (!revoked) comm->finalized = 1;
   pthread_mutex_unlock(&comm->lock);
+  if (revoked) /* NCCL's header: finalize after revoke is invalid */
+    return mscclppNcclErr(ncclInvalidArgument, "ncclCommFinalize: the communicator was revoked; destroy it instead");
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommFinalize);
@@ -644,7 +698,9 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
   int notStarted = comm->joining && !comm->joinThreadStarted;
   int joining = comm->joining;
   if (abort && joining && !notStarted) {
-    /* let the join thread free everything when it ends */
+    /* let the join thread free everything when it ends (a shrink's waits
+     * end at once) */
+    __atomic_store_n(&comm->cancel, 1, __ATOMIC_RELEASE);
     comm->abandoned = 1;
     __atomic_add_fetch(&abandonedJoins, 1, __ATOMIC_RELAXED);
     comm->joinThreadStarted = 0;
@@ -658,6 +714,11 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
     return mscclppNcclErr(ncclInvalidUsage,
                           "%s: the communicator is created by the enclosing group; call it after ncclGroupEnd", fn);
   waitJoined(comm);
+  pthread_mutex_lock(&comm->lock);
+  if (abort && comm->pendingShrinks > 0) /* their waits on it end */
+    (void)mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+  while (comm->pendingShrinks > 0) pthread_cond_wait(&comm->cond, &comm->lock); /* they use comm->mc */
+  pthread_mutex_unlock(&comm->lock);
   if (comm->mc != NULL) {
     if (abort) (void)mscclppCommAbort(comm->mc, "ncclCommAbort");
     mscclppNcclFallbackCommDestroy(comm, abort);
@@ -678,13 +739,47 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 NCCL_PROFILING_ALIAS(ncclCommAbort);
 
+/* Revoke comm->mc; a blocking communicator waits (MSCCLPP_TIMEOUT at most)
+ * until it is quiescent. ncclInProgress when it is not yet (nonblocking). */
+static ncclResult_t revokeMc(struct ncclComm* comm, const char* fn) {
+  mscclppResult_t r = mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+  if (r == mscclppInProgress && comm->blocking) {
+    mscclppDeadline d = mscclppDeadlineIn(comm->mc->params.timeout);
+    while (r == mscclppInProgress && !mscclppDeadlinePassed(d)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+      r = mscclppCommRevoke(comm->mc, MSCCLPP_REVOKE_DEFAULT);
+    }
+    if (r == mscclppInProgress)
+      return mscclppNcclErr(ncclInternalError,
+                            "%s: a call on the communicator did not return within %g s (MSCCLPP_TIMEOUT) after it was "
+                            "revoked",
+                            fn, comm->mc->params.timeout);
+  }
+  if (r == mscclppInProgress) return ncclInProgress;
+  return r == mscclppSuccess ? ncclSuccess : mscclppNcclErrWrap(r, "%s", fn);
+}
+
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommRevoke");
+  static const char fn[] = "ncclCommRevoke";
+  if (comm == NULL) return ncclSuccess; /* as ncclCommDestroy */
+  ncclResult_t res = mscclppNcclCommReady(comm, fn);
   if (res != ncclSuccess) return res;
-  return mscclppNcclErr(
-      ncclInvalidUsage,
-      "ncclCommRevoke (flags 0x%x) is not supported by mscclpp: use ncclCommAbort, then a new communicator",
-      revokeFlags);
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return mscclppNcclErr(ncclInvalidArgument, "%s: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)", fn,
+                          (unsigned)revokeFlags);
+  pthread_mutex_lock(&comm->lock);
+  int again = comm->revoked;
+  comm->revoked = 1;
+  pthread_mutex_unlock(&comm->lock);
+  if (again) return mscclppNcclErr(ncclInvalidArgument, "%s: the communicator is revoked already", fn);
+  res = revokeMc(comm, fn);
+  if (comm->real != NULL) {
+    /* the fallback's work in flight stops too, where its NCCL can */
+    ncclResult_t (*realRevoke)(void*, int) = (ncclResult_t(*)(void*, int))mscclppNcclFallbackSymbol(fn);
+    if (realRevoke != NULL) (void)realRevoke(comm->real, revokeFlags);
+  }
+  return res;
 }
 NCCL_PROFILING_ALIAS(ncclCommRevoke);
 
@@ -701,6 +796,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   pthread_mutex_unlock(&comm->lock);
   if (state != ncclSuccess) {
     *asyncError = state;
+    return ncclSuccess;
+  }
+  pthread_mutex_lock(&comm->lock);
+  int revoked = comm->revoked;
+  pthread_mutex_unlock(&comm->lock);
+  if (revoked) { /* NCCL: in progress until quiescent, then success */
+    *asyncError = mscclppCommRevoke(mc, MSCCLPP_REVOKE_DEFAULT) == mscclppInProgress ? ncclInProgress : ncclSuccess;
     return ncclSuccess;
   }
   mscclppResult_t e = mscclppSuccess;

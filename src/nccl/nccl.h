@@ -236,7 +236,14 @@ MSCCLPP_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm);
  * init frees its result when it ends). */
 MSCCLPP_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm);
 
-/* Not supported: ncclInvalidUsage (or the fallback NCCL, see README). */
+/* Stop every operation in flight on comm, on this rank (mscclppCommRevoke):
+ * a blocking communicator returns once nothing runs on it, a nonblocking
+ * one may return ncclInProgress and ncclCommGetAsyncError then says
+ * ncclInProgress until it is quiescent, then ncclSuccess. Afterwards its
+ * collectives and send/recv return ncclInvalidUsage; shrink, split and
+ * destroy work; finalize is ncclInvalidArgument. NULL is ncclSuccess;
+ * revokeFlags other than NCCL_REVOKE_DEFAULT, or a second revoke, are
+ * ncclInvalidArgument. */
 MSCCLPP_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* Split by color (NCCL_SPLIT_NOCOLOR: *newcomm = NULL), ordered by key then
@@ -247,9 +254,16 @@ MSCCLPP_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 MSCCLPP_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                             ncclConfig_t* config);
 
-/* A communicator of the ranks not in excludeRanksList (in parent order).
- * Only those ranks call it. NCCL_SHRINK_ABORT after a peer failure is not
- * supported (the parent's bootstrap is gone): ncclInvalidUsage. */
+/* A communicator of the ranks not in excludeRanksList (in parent order),
+ * made by those ranks alone (mscclppCommShrink: no new id, nothing from the
+ * excluded ranks, rank 0 among them or not). Only those ranks call it, with
+ * the same list. NCCL_SHRINK_ABORT: after a failure; the parent is revoked
+ * first. NCCL_SHRINK_DEFAULT: a healthy or revoked parent (a failed one is
+ * ncclInvalidUsage, pointing to NCCL_SHRINK_ABORT). config NULL inherits
+ * the parent's blocking mode; nonblocking returns ncclInProgress. Errors:
+ * ncclInvalidArgument (a bad list or flags), ncclInvalidUsage (lists that
+ * differ between ranks, named), ncclRemoteError (a member lost during the
+ * shrink: shrink the parent again without it). */
 MSCCLPP_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
 

@@ -81,11 +81,21 @@ struct ncclComm {
   int blocking;
   char name[64];   /* config->commName, for logs */
   int deviceShare; /* ncclCommSplit: how many of the parent's ranks share this rank's GPU (0: not a split) */
+  /* ncclCommShrink: the parent (kept alive by its pendingShrinks) and what
+   * to pass to mscclppCommShrink; cancel (__atomic) ends its waits when
+   * the new communicator is aborted while it joins */
+  struct ncclComm* shrinkParent;
+  int* shrinkExclude;
+  int shrinkCount;
+  int shrinkFlags;
+  int cancel;
+  int pendingShrinks; /* shrinks of this communicator still joining; under lock (destroy waits for them) */
   /* the communicator, once joined */
   mscclppComm_t mc;
   int rank;
   int nranks;
   int finalized;
+  int revoked; /* ncclCommRevoke (or a shrink with NCCL_SHRINK_ABORT) was called; under lock */
   /* fallback: the real NCCL's communicator of the same ranks, or NULL */
   void* real;
   unsigned fallbackOps; /* MSCCLPP_NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
@@ -103,6 +113,9 @@ ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn);
 /* Check, then wait (bounded) for a background join; its failure is
  * returned. */
 ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn);
+/* ncclInvalidUsage naming `fn` when comm was revoked (its collectives and
+ * send/recv are refused, as NCCL's are), else ncclSuccess. */
+ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn);
 /* Start the join of a communicator recorded in a group (group.c). */
 ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm);
 /* Fail with `res`, recording the text as the thread's last error. The WARN

@@ -261,6 +261,64 @@ static void testTable(void) {
   free(buf);
 }
 
+static void testShrinkRecord(void) {
+  static const uint8_t secret[16] = {1, 2, 3};
+  int32_t ex[10] = {0, 2, 3, 5, 8, 9, 11, 12, 13, 20};
+  struct mscclppBsShrink r;
+  memset(&r, 0, sizeof(r));
+  r.what = MSCCLPP_BS_SHRINK_RESP;
+  r.nexcluded = 10;
+  r.from = 0x1122334455667788ull;
+  r.echo = 42;
+  r.excludedHash = mscclppBootstrapExcludedHash(secret, ex, 10);
+  r.parentNranks = 32;
+  for (int i = 0; i < MSCCLPP_BS_SHRINK_SHOWN; i++) r.shown[i] = ex[i];
+  r.info = (struct mscclppBsRankInfo){3, 77, 9, addr4(0x7f000001, 4000)};
+  snprintf(r.text, sizeof(r.text), "fine");
+  uint8_t buf[MSCCLPP_BS_SHRINK_BYTES];
+  mscclppBootstrapEncodeShrink(&r, buf);
+  struct mscclppBsShrink back;
+  mscclppBsWhy why;
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppSuccess);
+  CHECK(back.what == r.what && back.nexcluded == 10 && back.from == r.from && back.echo == 42);
+  CHECK(back.excludedHash == r.excludedHash && back.parentNranks == 32 && back.info.rank == 3);
+  CHECK(back.shown[7] == 12 && strcmp(back.text, "fine") == 0);
+  /* the hash tells lists apart, past the shown ranks too */
+  int32_t other[10];
+  memcpy(other, ex, sizeof(other));
+  other[9] = 21;
+  CHECK(mscclppBootstrapExcludedHash(secret, other, 10) != r.excludedHash);
+  CHECK(mscclppBootstrapExcludedHash(secret, ex, 9) != r.excludedHash);
+  /* refused: wrong length, unsorted, too many excluded, echo rules, text */
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf) - 1, &back, &why), mscclppInvalidArgument);
+  struct mscclppBsShrink bad = r;
+  bad.shown[3] = 1;
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppInvalidArgument);
+  CHECK(strstr(why.text, "ascending") != NULL);
+  bad = r;
+  bad.nexcluded = 32;
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppInvalidArgument);
+  bad = r;
+  bad.what = MSCCLPP_BS_SHRINK_REQ; /* a REQ answers nothing */
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppInvalidArgument);
+  bad.echo = 0;
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppSuccess);
+  CHECK(back.info.rank == 0); /* a REQ carries no rank info */
+  bad = r;
+  bad.echo = MSCCLPP_BS_SHRINK_ANY; /* only an ABORT answers any call */
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppInvalidArgument);
+  bad.what = MSCCLPP_BS_SHRINK_ABORT;
+  mscclppBootstrapEncodeShrink(&bad, buf);
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppSuccess);
+  buf[128] = 0x07; /* not printable */
+  CHECK_RES(mscclppBootstrapParseShrink(buf, sizeof(buf), &back, &why), mscclppInvalidArgument);
+}
+
 static void testHostPort(void) {
   char host[64];
   uint16_t port = 0;
@@ -606,6 +664,7 @@ int main(void) {
   RUN(testHandshakeRecords);
   RUN(testHeaders);
   RUN(testTable);
+  RUN(testShrinkRecord);
   RUN(testHostPort);
   RUN(testIfname);
   RUN(testListenErrors);

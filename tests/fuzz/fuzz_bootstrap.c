@@ -131,6 +131,15 @@ static void fuzzId(const uint8_t* d, size_t n) {
   REQUIRE(n == sizeof(out) && memcmp(out, d, n) == 0);
 }
 
+static void fuzzShrink(const uint8_t* d, size_t n) {
+  struct mscclppBsShrink r;
+  if (mscclppBootstrapParseShrink(d, n, &r, NULL) != mscclppSuccess) return;
+  REQUIRE(r.nexcluded < (uint32_t)r.parentNranks && r.from != 0 && strlen(r.text) <= MSCCLPP_BS_SHRINK_TEXT);
+  uint8_t out[MSCCLPP_BS_SHRINK_BYTES];
+  mscclppBootstrapEncodeShrink(&r, out);
+  REQUIRE(n == sizeof(out) && memcmp(out, d, n) == 0);
+}
+
 static void fuzzHostPort(const uint8_t* d, size_t n) {
   char* text = (char*)malloc(n + 1);
   memcpy(text, d, n);
@@ -175,10 +184,10 @@ static void fuzzIfname(const uint8_t* d, size_t n) {
  * the checks after the magic and the length without a seed corpus. */
 static void fuzzMutatedValid(const uint8_t* d, size_t n) {
   if (n < 4) return;
-  uint8_t which = d[0] % 5, pos = d[1], val = d[2];
+  uint8_t which = d[0] % 6, pos = d[1], val = d[2];
   d += 3;
   n -= 3;
-  uint8_t buf[MSCCLPP_BS_ID_BYTES];
+  uint8_t buf[MSCCLPP_BS_SHRINK_BYTES]; /* the largest record */
   memset(buf, 0, sizeof(buf));
   size_t len = 0;
   struct mscclppBsRankInfo info = {0, 1, 2, {4, 80, 0, {127, 0, 0, 1}}};
@@ -212,6 +221,21 @@ static void fuzzMutatedValid(const uint8_t* d, size_t n) {
       mscclppBootstrapEncodeTable(5, &info, 1, buf);
       len = mscclppBootstrapTableBytes(1);
       break;
+    case 4: {
+      struct mscclppBsShrink r;
+      memset(&r, 0, sizeof(r));
+      r.what = MSCCLPP_BS_SHRINK_RESP;
+      r.from = 9;
+      r.echo = 7;
+      r.parentNranks = 8;
+      r.nexcluded = 1;
+      r.shown[0] = 3;
+      for (int i = 1; i < MSCCLPP_BS_SHRINK_SHOWN; i++) r.shown[i] = -1;
+      r.info = info;
+      mscclppBootstrapEncodeShrink(&r, buf);
+      len = MSCCLPP_BS_SHRINK_BYTES;
+      break;
+    }
     default:
       mscclppBootstrapEncodeAck(n ? d[0] % 6 : 0, key, key, key, buf);
       len = MSCCLPP_BS_ACK_BYTES;
@@ -226,13 +250,14 @@ static void fuzzMutatedValid(const uint8_t* d, size_t n) {
   memcpy(tb + 1, buf, len);
   fuzzTable(tb, len + 1);
   fuzzAck(buf, len);
+  fuzzShrink(buf, len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t* d = data + 1;
   size_t n = size - 1;
-  switch (data[0] % 12) {
+  switch (data[0] % 13) {
     case 0:
       fuzzHeader(d, n);
       break;
@@ -265,6 +290,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 10:
       fuzzIfname(d, n);
+      break;
+    case 11:
+      fuzzShrink(d, n);
       break;
     default:
       fuzzMutatedValid(d, n);

@@ -10,6 +10,12 @@
  *                         an error within 10 s, a later allreduce must fail
  *                         (not hang), and ncclCommAbort must return; prints
  *                         SURVIVOR_OK (tests/bootstrap/test_kill.sh checks)
+ *   nccl_worker shrink V  rank V SIGKILLs itself after a first allreduce; each
+ *                         survivor sees ncclRemoteError, NCCL_SHRINK_DEFAULT
+ *                         is refused, NCCL_SHRINK_ABORT without V gives a
+ *                         communicator whose collectives are checked (blocking,
+ *                         then a nonblocking shrink of it with nobody
+ *                         excluded); prints SURVIVOR_OK
  *   nccl_worker exit-live nccl-tests' parallel init: every rank exits with its
  *                         communicator alive, at its own moment; exit 0 each
  *   nccl_worker fallback  MSCCLPP_NCCL_FALLBACK errors (one process)
@@ -473,8 +479,8 @@ static void testErrors(ncclComm_t comm) {
   NCHECK(ncclGetVersion(NULL), ncclInvalidArgument);
   /* the failure was returned by the call itself; the group only has to end */
   (void)ncclGroupEnd();
-  NCHECK(ncclCommRevoke(comm, 0), ncclInvalidUsage);
-  CHECK(strstr(ncclGetLastError(NULL), "not supported") != NULL);
+  NCHECK(ncclCommRevoke(comm, 1), ncclInvalidArgument); /* flags must be NCCL_REVOKE_DEFAULT */
+  OK(ncclCommRevoke(NULL, 0));
   OK(ncclGroupStart());
   NCHECK(ncclGroupSimulateEnd(NULL), ncclInvalidUsage);
   NCHECK(ncclGroupEnd(), ncclInvalidUsage); /* the group was ended */
@@ -674,6 +680,77 @@ static void testAbort(ncclComm_t world) {
   CHECK(now() - t0 < 1.0);
 }
 
+/* NCCL 2.28's revoke: local, then quiescent; collectives refused, finalize
+ * and a second revoke invalid, destroy fine; a nonblocking communicator
+ * reports its state through ncclCommGetAsyncError. */
+static void testRevoke(ncclComm_t world) {
+  section("revoke (blocking, nonblocking)");
+  ncclComm_t c = NULL;
+  OK(ncclCommSplit(world, 0, rank, &c, NULL));
+  float x = 1, y = 0;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL));
+  OK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT)); /* blocking: quiescent on return */
+  ncclResult_t st = ncclInternalError;
+  OK(ncclCommGetAsyncError(c, &st));
+  CHECK(st == ncclSuccess);
+  NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, c, NULL), ncclInvalidUsage);
+  CHECK(strstr(ncclGetLastError(NULL), "revoked") != NULL);
+  NCHECK(ncclSend(&x, 1, ncclFloat32, 0, c, NULL), ncclInvalidUsage);
+  OK(ncclGroupStart());
+  NCHECK(ncclBroadcast(&x, &y, 1, ncclFloat32, 0, c, NULL), ncclInvalidUsage);
+  NCHECK(ncclGroupEnd(), ncclInvalidUsage);
+  NCHECK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclInvalidArgument); /* twice */
+  NCHECK(ncclCommFinalize(c), ncclInvalidArgument);
+  /* a revoked communicator still shrinks (here without its last rank) */
+  if (rank != nranks - 1) {
+    int last = nranks - 1, cnt = 0;
+    ncclComm_t sh = NULL;
+    OK(ncclCommShrink(c, &last, 1, &sh, NULL, NCCL_SHRINK_DEFAULT));
+    OK(ncclCommCount(sh, &cnt));
+    CHECK(cnt == nranks - 1);
+    x = (float)rank;
+    OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclMax, sh, NULL));
+    CHECK(y == (float)(nranks - 2));
+    OK(ncclCommDestroy(sh));
+  }
+  OK(ncclCommDestroy(c));
+  /* nonblocking: ncclSuccess or ncclInProgress, then the state settles */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb = NULL;
+  ncclResult_t res = ncclCommSplit(world, 0, rank, &nb, &cfg);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(nb), ncclSuccess);
+  res = ncclCommRevoke(nb, NCCL_REVOKE_DEFAULT);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(nb), ncclSuccess);
+  NCHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, nb, NULL), ncclInvalidUsage);
+  /* a revoked communicator still splits */
+  ncclComm_t sp = NULL;
+  ncclConfig_t bcfg = NCCL_CONFIG_INITIALIZER;
+  bcfg.blocking = 1;
+  OK(ncclCommSplit(nb, 0, rank, &sp, &bcfg));
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, sp, NULL));
+  OK(ncclCommDestroy(sp));
+  OK(ncclCommDestroy(nb));
+  /* a nonblocking shrink that cannot complete (rank 0 stays out): aborting
+   * it returns at once, and the world (its parent) goes on */
+  if (rank != 0) {
+    ncclComm_t never = NULL;
+    NCHECK(ncclCommShrink(world, NULL, 0, &never, &cfg, NCCL_SHRINK_DEFAULT), ncclInProgress);
+    usleep(100000);
+    ncclResult_t st = ncclSuccess;
+    OK(ncclCommGetAsyncError(never, &st));
+    CHECK(st == ncclInProgress);
+    double t0 = now();
+    OK(ncclCommAbort(never));
+    CHECK(now() - t0 < 1.0);
+  }
+  x = 1;
+  OK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, world, NULL));
+  CHECK(y == (float)nranks);
+}
+
 static int runApi(void) {
   ncclUniqueId id;
   if (shareFirstId(&id) != 0) {
@@ -695,6 +772,7 @@ static int runApi(void) {
   testErrors(world);
   testInitModes(world);
   testSplit(world);
+  testRevoke(world);
   if (rank == 0) testInitAll();
   testAbort(world);
   OK(ncclAllReduce(&one, &sum, 1, ncclFloat32, ncclSum, world, NULL));
@@ -740,6 +818,63 @@ static int runKill(int victim) {
   double t2 = now();
   OK(ncclCommAbort(comm));
   CHECK(now() - t2 < 5);
+  if (failures == 0) printf("SURVIVOR_OK rank %d\n", rank);
+  fflush(stdout);
+  return failures ? 1 : 0;
+}
+
+/* The recovery a PyTorch job makes after a rank dies: shrink with ABORT. */
+static int runShrink(int victim) {
+  ncclUniqueId id;
+  if (shareFirstId(&id) != 0) return 1;
+  ncclComm_t comm = NULL;
+  OK(ncclCommInitRank(&comm, nranks, id, rank));
+  if (comm == NULL) return 1;
+  float x[256], y[256];
+  for (int i = 0; i < 256; i++) x[i] = 1;
+  OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL));
+  if (rank == 0) removeFirstId();
+  if (failures) return 1;
+  if (rank == victim) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  double t0 = now();
+  ncclResult_t st = ncclSuccess;
+  while (now() - t0 < 10) {
+    OK(ncclCommGetAsyncError(comm, &st));
+    if (st != ncclSuccess) break;
+    usleep(1000);
+  }
+  CHECK(st == ncclRemoteError);
+  ncclComm_t sh = NULL;
+  NCHECK(ncclCommShrink(comm, &victim, 1, &sh, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+  CHECK(strstr(ncclGetLastError(NULL), "NCCL_SHRINK_ABORT") != NULL);
+  OK(ncclCommShrink(comm, &victim, 1, &sh, NULL, NCCL_SHRINK_ABORT));
+  double took = now() - t0;
+  int c = 0, r = -1;
+  OK(ncclCommCount(sh, &c));
+  OK(ncclCommUserRank(sh, &r));
+  CHECK(c == nranks - 1 && r == (rank < victim ? rank : rank - 1));
+  for (int i = 0; i < 256; i++) x[i] = (float)rank;
+  OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, sh, NULL));
+  float want = (float)(nranks * (nranks - 1) / 2 - victim);
+  for (int i = 0; i < 256; i++) CHECK(y[i] == want);
+  /* the parent refuses collectives (revoked) and can be aborted */
+  NCHECK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
+  OK(ncclCommAbort(comm));
+  /* a nonblocking shrink of the new one, nobody excluded */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t again = NULL;
+  ncclResult_t res = ncclCommShrink(sh, NULL, 0, &again, &cfg, NCCL_SHRINK_DEFAULT);
+  CHECK(res == ncclSuccess || res == ncclInProgress);
+  NCHECK(waitInit(again), ncclSuccess);
+  OK(ncclBroadcast(x, y, 256, ncclFloat32, 0, again, NULL));
+  for (int i = 0; i < 256; i++) CHECK(y[i] == (victim == 0 ? 1.0f : 0.0f));
+  OK(ncclCommDestroy(again));
+  OK(ncclCommDestroy(sh));
+  printf("rank %d: recovered %.3f s after the failure was seen\n", rank, took);
   if (failures == 0) printf("SURVIVOR_OK rank %d\n", rank);
   fflush(stdout);
   return failures ? 1 : 0;
@@ -858,7 +993,8 @@ int main(int argc, char** argv) {
   nranks = atoi(n);
   if (strcmp(mode, "api") == 0) return runApi();
   if (strcmp(mode, "kill") == 0 && argc > 2) return runKill(atoi(argv[2]));
+  if (strcmp(mode, "shrink") == 0 && argc > 2) return runShrink(atoi(argv[2]));
   if (strcmp(mode, "exit-live") == 0) return runExitLive();
-  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | exit-live | fallback SELF [REAL]\n");
+  fprintf(stderr, "usage: nccl_worker api | kill VICTIM | shrink VICTIM | exit-live | fallback SELF [REAL]\n");
   return 2;
 }
