@@ -144,6 +144,7 @@ class ProcessGroupMscclpp(dist.ProcessGroup):
         self._size = size
         self._comm: Optional[Communicator] = Communicator.from_store(store, rank, size)
         self._pending: List[Tuple[str, Any, int]] = []  # queued ("send"|"recv", tensor, peer)
+        self._mscclpp_group_name: Optional[str] = None
 
     # -- plumbing
 
@@ -158,7 +159,11 @@ class ProcessGroupMscclpp(dist.ProcessGroup):
         try:
             return str(super().group_name)
         except RuntimeError:
-            name = getattr(dist.distributed_c10d, "_world").pg_names.get(self)
+            # the creator's name (destroy_process_group drops torch's own
+            # table entry before it reads the name), else torch's table
+            name = getattr(self, "_mscclpp_group_name", None)
+            if name is None:
+                name = getattr(dist.distributed_c10d, "_world").pg_names.get(self)
             if name is None:
                 raise
             return str(name)
@@ -388,8 +393,10 @@ def _create(opts: Any, backend_options: Any = None) -> ProcessGroupMscclpp:
     # then leave the name unset (destroy_process_group fails on it).
     pg = ProcessGroupMscclpp(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     name = getattr(opts, "group_id", None)
-    if name and hasattr(pg, "_set_group_name"):
-        pg._set_group_name(name)
+    if name:
+        pg._mscclpp_group_name = str(name)
+        if hasattr(pg, "_set_group_name"):
+            pg._set_group_name(name)
     return pg
 
 
