@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/trace.h"
 #include "memory/memory.h"
 #include "mscclpp/seed.h"
@@ -91,6 +92,7 @@ static mscclppResult_t commCreate(const struct mscclppParams* params, const stru
   comm->nranks = job->nranks;
   comm->id = mscclppBootstrapJobHash(comm->bootstrap);
   comm->traced = traced;
+  comm->report = mscclppReportOpen(&comm->params, comm->rank, comm->nranks, comm->id);
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, job->source);
@@ -170,6 +172,7 @@ mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   if (t0 != 0)
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_DESTROY, t0, mscclppTraceNow(), comm->id, MSCCLPP_TRACE_I(comm->rank));
   if (comm->traced) mscclppTraceRelease(); /* the last one out writes the file */
+  mscclppReportClose(comm->report);
   pthread_mutex_destroy(&comm->lazyLock);
   free(comm);
   return mscclppSuccess;

@@ -18,6 +18,7 @@ struct mscclppAbort;
 struct mscclppChannelContext;
 struct mscclppSeedState;
 struct mscclppCollState;
+struct mscclppReportRecord;
 
 struct mscclppComm {
   int rank;
@@ -53,6 +54,7 @@ struct mscclppComm {
    * every rank's blocks stay resident together (mscclppCommGpuShare). */
   int deviceShare;
   void (*collRelease)(struct mscclppComm* comm);
+  struct mscclppReportRecord* report; /* the hang report's record (core/report.h); NULL when the pool was empty */
 };
 
 /* A rank's GPU, as gpu_share.c gathers it. */
