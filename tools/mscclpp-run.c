@@ -23,6 +23,14 @@
  * SIGHUP sent to the launcher are forwarded to every rank (a second one sends
  * SIGKILL); the launcher then exits with 128 + that signal. --timeout ends the
  * run with status 124. All waits of the launcher itself are bounded.
+ *
+ * --report: the ranks get MSCCLPP_REPORT=1 (src/core/report.h) and the
+ * launcher reads their hang reports from their output (tools/run/). When a
+ * rank reports a failed wait, when a rank fails, at --timeout, and when the
+ * launcher gets SIGUSR1, it sends SIGUSR1 to every running rank that catches
+ * it (a rank that does not, by /proc/PID/status, would die of it), waits up
+ * to REPORT_WAIT_SECONDS for their reports (stopping ranks only after that)
+ * and prints one diagnosis; and once more at the end if reports came after.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +51,7 @@
 
 #include "core/util.h"
 #include "gpu/gpu.h"
+#include "run/report.h"
 
 #define PROG "mscclpp-run"
 #define MAX_RANKS 1024
@@ -55,6 +64,8 @@
  * kernel (uninterruptible I/O, a wedged driver) is given this long. */
 #define KILL_WAIT_SECONDS 10.0
 #define MPS_WAIT_SECONDS 20.0
+/* --report: how long the ranks asked for a report have to answer */
+#define REPORT_WAIT_SECONDS 1.5
 
 extern char** environ;
 
@@ -65,6 +76,7 @@ struct options {
   double timeout; /* 0: none */
   double grace;
   int mps;
+  int report;
   const char* commId; /* NULL: 127.0.0.1:<free port> */
   char** command;
 };
@@ -87,6 +99,9 @@ enum stopReason { STOP_NONE = 0, STOP_FAILURE, STOP_TIMEOUT, STOP_SIGNAL };
 
 static int signalPipe[2] = {-1, -1};
 static int outputBroken[3]; /* a write to fd 1 or 2 failed with EPIPE: drop further output */
+static struct runReports* reports; /* --report: what the ranks reported; NULL without it */
+static int reportWanted;           /* ask every rank (a failed wait, a failure, --timeout, SIGUSR1) */
+static int reportAsked;            /* the ranks were asked at least once */
 
 static void usage(FILE* f) {
   fprintf(f,
@@ -100,6 +115,10 @@ static void usage(FILE* f) {
           "                   the first failure's status\n"
           "  --timeout S      stop all ranks after S seconds and exit with status 124\n"
           "  --grace S        seconds between SIGTERM and SIGKILL when stopping ranks (default 3)\n"
+          "  --report         hang reports: the ranks get MSCCLPP_REPORT=1; when a rank's wait\n"
+          "                   fails, a rank fails, at --timeout, or when the launcher gets\n"
+          "                   SIGUSR1, every rank is asked (SIGUSR1) for its state and one\n"
+          "                   diagnosis is printed (which rank is not in which call)\n"
           "  --comm-id A      root address ip:port given to the ranks (default 127.0.0.1 and a\n"
           "                   free port)\n"
           "  --mps            start the CUDA MPS control daemon for the run unless one is\n"
@@ -453,6 +472,8 @@ static int parseOptions(int argc, char** argv, struct options* o) {
       o->keepGoing = 1;
     } else if (strcmp(a, "--mps") == 0) {
       o->mps = 1;
+    } else if (strcmp(a, "--report") == 0) {
+      o->report = 1;
     } else if (isOption(a, "--timeout")) {
       const char* v = optionValue(argc, argv, &i, 9);
       if (parseSeconds("--timeout", v, 0, &o->timeout) != 0) return EXIT_USAGE;
@@ -474,6 +495,10 @@ static int parseOptions(int argc, char** argv, struct options* o) {
   }
   if (i >= argc) {
     fprintf(stderr, PROG ": no command given (see " PROG " --help)\n");
+    return EXIT_USAGE;
+  }
+  if (o->report && !o->prefix) {
+    fprintf(stderr, PROG ": --report reads the ranks' output, which --no-prefix does not pass through the launcher\n");
     return EXIT_USAGE;
   }
   o->command = argv + i;
@@ -553,9 +578,39 @@ static void signalRank(struct rank* r, int sig) {
   kill(r->pid, sig);
 }
 
+/* 1 when the process catches `sig` (its SigCgt mask in /proc): a rank
+ * without the report's handler would die of SIGUSR1. */
+static int catchesSignal(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0;
+  int caught = 0;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "SigCgt:", 7) == 0) {
+      unsigned long long mask = strtoull(line + 7, NULL, 16);
+      caught = (mask >> (sig - 1)) & 1u;
+      break;
+    }
+  fclose(f);
+  return caught;
+}
+
+/* --report: ask every running rank that catches SIGUSR1 for its report. */
+static void askReports(struct rank* ranks, int nranks) {
+  runReportsAsk(reports);
+  for (int r = 0; r < nranks; r++) {
+    if (!ranks[r].running || !catchesSignal(ranks[r].pid, SIGUSR1)) continue;
+    runReportsExpect(reports, r);
+    kill(ranks[r].pid, SIGUSR1);
+  }
+}
+
 /* ---- output forwarding ------------------------------------------------------- */
 
 static void emit(struct stream* s, int rank, const char* line, size_t len, int addNewline) {
+  /* a failed wait asks every rank once; later ones are in the final diagnosis */
+  if (reports != NULL && runReportsLine(reports, rank, line, len) == 2 && !reportAsked) reportWanted = 1;
   char head[24];
   int hl = snprintf(head, sizeof(head), "[%d] ", rank);
   /* One write per line keeps lines of different ranks apart. */
@@ -713,6 +768,15 @@ int main(int argc, char** argv) {
   sa.sa_flags = SA_RESTART;
   const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
   for (size_t i = 0; i < sizeof(caught) / sizeof(caught[0]); i++) sigaction(caught[i], &sa, NULL);
+  if (o.report) {
+    reports = runReportsCreate(o.nranks);
+    if (reports == NULL) {
+      fprintf(stderr, PROG ": out of memory\n");
+      return 1;
+    }
+    sigaction(SIGUSR1, &sa, NULL);
+    setenv("MSCCLPP_REPORT", "1", 1);
+  }
   signal(SIGPIPE, SIG_IGN);
 
   char mpsControl[PATH_MAX];
@@ -756,6 +820,10 @@ int main(int argc, char** argv) {
   mscclppDeadline giveUpAt = {UINT64_MAX};
   int killed = 0;
   int running = 0;
+  /* --report: a round of reports asked for, and a stop that waits for it */
+  int asking = 0;
+  mscclppDeadline askUntil = {UINT64_MAX};
+  enum stopReason delayedStop = STOP_NONE;
 
   /* ---- start ---- */
   for (int r = 0; r < o.nranks; r++) {
@@ -822,6 +890,10 @@ int main(int argc, char** argv) {
       int t = mscclppDeadlineRemainingMs(killAt);
       if (t < waitMs) waitMs = t;
     }
+    if (asking) {
+      int t = mscclppDeadlineRemainingMs(askUntil);
+      if (t < waitMs) waitMs = t;
+    }
     int n = poll(pfds, (nfds_t)np, waitMs);
     if (n < 0 && errno != EINTR) {
       fprintf(stderr, PROG ": poll: %s\n", strerror(errno));
@@ -835,6 +907,10 @@ int main(int argc, char** argv) {
       for (ssize_t i = 0; i < ns; i++) {
         int sig = sigs[i];
         if (sig == SIGCHLD) continue;
+        if (sig == SIGUSR1) { /* --report only: asked for a report now */
+          reportWanted = 1;
+          continue;
+        }
         if (stop == STOP_NONE) {
           fprintf(stderr, PROG ": received %s; forwarding it to the ranks\n", signalName(sig));
           stop = STOP_SIGNAL;
@@ -877,7 +953,11 @@ int main(int argc, char** argv) {
       }
       if (o.keepGoing) {
         fprintf(stderr, PROG ": rank %d %s\n", r, what);
-      } else {
+      } else if (reports != NULL && delayedStop == STOP_NONE) {
+        fprintf(stderr, PROG ": rank %d %s; asking the ranks for their reports, then stopping them\n", r, what);
+        delayedStop = STOP_FAILURE;
+        if (!asking) reportWanted = 1;
+      } else if (reports == NULL) {
         fprintf(stderr, PROG ": rank %d %s; stopping the other ranks\n", r, what);
         stop = STOP_FAILURE;
         for (int q = 0; q < o.nranks; q++) signalRank(&ranks[q], SIGTERM);
@@ -885,8 +965,35 @@ int main(int argc, char** argv) {
       }
     }
 
+    /* --report: ask, then diagnose when every rank asked has answered. */
+    if (reports != NULL && reportWanted && !asking && stop == STOP_NONE) {
+      reportWanted = 0;
+      askReports(ranks, o.nranks);
+      reportAsked = 1;
+      asking = 1;
+      askUntil = mscclppDeadlineIn(REPORT_WAIT_SECONDS);
+    }
+    if (asking && (runReportsAnswered(reports) || mscclppDeadlinePassed(askUntil))) {
+      asking = 0;
+      runReportsDiagnose(reports, stderr, PROG ": ");
+    }
+    if (delayedStop != STOP_NONE && !asking && stop == STOP_NONE) {
+      stop = delayedStop;
+      if (running > 0) fprintf(stderr, PROG ": stopping the other ranks\n");
+      for (int q = 0; q < o.nranks; q++) signalRank(&ranks[q], SIGTERM);
+      killAt = mscclppDeadlineIn(o.grace);
+    }
+
     /* Deadlines. */
-    if (stop == STOP_NONE && o.timeout > 0 && running > 0 && mscclppDeadlinePassed(timeoutAt)) {
+    if (stop == STOP_NONE && delayedStop == STOP_NONE && o.timeout > 0 && running > 0 &&
+        mscclppDeadlinePassed(timeoutAt)) {
+      if (reports != NULL) {
+        fprintf(stderr, PROG ": timeout: %d rank%s still running after %g s; asking for their reports, then "
+                "stopping them\n", running, running == 1 ? "" : "s", o.timeout);
+        delayedStop = STOP_TIMEOUT;
+        if (!asking) reportWanted = 1;
+        continue;
+      }
       fprintf(stderr, PROG ": timeout: %d rank%s still running after %g s; stopping them\n", running,
               running == 1 ? "" : "s", o.timeout);
       stop = STOP_TIMEOUT;
@@ -919,6 +1026,9 @@ int main(int argc, char** argv) {
     free(ranks[r].out.buf);
     free(ranks[r].err.buf);
   }
+  if (reports != NULL && runReportsFresh(reports)) runReportsDiagnose(reports, stderr, PROG ": ");
+  runReportsDestroy(reports);
+  reports = NULL;
   if (mpsStarted) mpsStop(mpsControl);
 
   if (stop == STOP_SIGNAL) exitCode = 128 + stopSignal;

@@ -12,6 +12,7 @@
 #include "coll/hier/coll_hier.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/trace.h"
 #include "gpu/gpu_ipc.h"
 
@@ -98,11 +99,14 @@ static uint64_t callSize(const struct mscclppComm* comm, const struct mscclppCol
 }
 
 mscclppResult_t mscclppCollDispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a) {
+  /* the hang report's record: relaxed stores, nothing else (core/report.h) */
+  const uint64_t issued = mscclppReportIssue(comm->report, mscclppCollKindName(a->kind));
   uint64_t t0 = mscclppTraceBegin();
   const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0; /* before the launch, whose kernel events name it */
   mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
   mscclppCollAlgo algo = MSCCLPP_COLL_ALGO_AUTO;
   mscclppResult_t res = dispatch(comm, a, &backend, &algo);
+  mscclppReportDone(comm->report, issued, res == mscclppSuccess);
   if (t0 != 0)
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COLL, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(mscclppCollKindName(a->kind)),
                        (uint64_t)a->count, callSize(comm, a), MSCCLPP_TRACE_S(mscclppDataTypeName(a->type)),
@@ -135,10 +139,12 @@ static mscclppResult_t p2pDispatch(struct mscclppComm* comm, const struct mscclp
 
 static mscclppResult_t runP2pTraced(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                     mscclppStream_t stream) {
+  const uint64_t issued = mscclppReportIssue(comm->report, mscclppCollKindName(MSCCLPP_COLL_SENDRECV));
   uint64_t t0 = mscclppTraceBegin();
   const uint64_t seq = t0 != 0 ? traceSeq(comm) : 0;
   mscclppCollBackend backend = MSCCLPP_COLL_BACKEND_HOST;
   mscclppResult_t res = p2pDispatch(comm, ops, nops, stream, &backend);
+  mscclppReportDone(comm->report, issued, res == mscclppSuccess);
   if (t0 != 0) {
     uint64_t sends = 0, sent = 0, received = 0;
     for (int i = 0; i < nops; i++) {

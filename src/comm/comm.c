@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/trace.h"
 #include "memory/memory.h"
 #include "mscclpp/seed.h"
@@ -87,6 +88,7 @@ static mscclppResult_t fromBootstrap(const struct mscclppParams* params, struct 
   mscclppLogSetRank(comm->rank);
   comm->id = mscclppBootstrapJobHash(bs);
   comm->traced = traced;
+  comm->report = mscclppReportOpen(&comm->params, comm->rank, comm->nranks, comm->id);
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, source);
@@ -197,6 +199,7 @@ mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   if (t0 != 0)
     MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_COMM_DESTROY, t0, mscclppTraceNow(), comm->id, MSCCLPP_TRACE_I(comm->rank));
   if (comm->traced) mscclppTraceRelease(); /* the last one out writes the file */
+  mscclppReportClose(comm->report);
   pthread_mutex_destroy(&comm->lazyLock);
   free(comm);
   return mscclppSuccess;

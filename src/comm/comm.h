@@ -18,6 +18,7 @@ struct mscclppAbort;
 struct mscclppChannelContext;
 struct mscclppSeedState;
 struct mscclppCollState;
+struct mscclppReportRecord;
 
 struct mscclppComm {
   int rank;
@@ -58,6 +59,7 @@ struct mscclppComm {
    * revoked; __atomic both */
   int activeCalls;
   int revoked;
+  struct mscclppReportRecord* report; /* the hang report's record (core/report.h); NULL when the pool was empty */
 };
 
 /* A call of the collective or bootstrap API on comm begins / ends (the API

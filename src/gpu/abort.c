@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/util.h"
 #include "gpu/gpu.h"
 #include "mscclpp/trigger.h"
@@ -88,13 +89,18 @@ void mscclppAbortRelease(struct mscclppAbort* abort) { __atomic_fetch_sub(&abort
 
 /* Record (code, text) if first; raise the flag either way. */
 static void record(struct mscclppAbort* abort, mscclppResult_t code, const char* text) {
+  int first = 0;
   pthread_mutex_lock(&abort->mu);
   if (__atomic_load_n(&abort->firstError, __ATOMIC_RELAXED) == mscclppSuccess) {
     snprintf(abort->text, sizeof(abort->text), "%s", text);
     __atomic_store_n(&abort->firstError, (int)code, __ATOMIC_RELEASE);
+    first = 1;
   }
   pthread_mutex_unlock(&abort->mu);
   __atomic_store_n(abort->flagHost, 1u, __ATOMIC_RELEASE);
+  /* the hang report of every communicator of the process, while the wait
+   * that failed is still published in its record (core/report.h) */
+  if (first) mscclppReportOnAbort(code, text);
 }
 
 void mscclppAbortRecord(struct mscclppAbort* abort, mscclppResult_t code, const char* text) {

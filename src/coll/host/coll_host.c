@@ -73,6 +73,7 @@
 #include "coll/host/coll_host_reduce.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/util.h"
 #include "gpu/abort.h"
 #include "mscclpp/connection.h"
@@ -505,7 +506,43 @@ static mscclppResult_t chainStep(struct engine* e, struct chain* ch, int* moved)
   return mscclppSuccess;
 }
 
-static mscclppResult_t engineRun(struct engine* e) {
+/* The peer this rank waits for when nothing moves: the first unfinished
+ * transfer's (a receive waits for the peer's data signal, a send for its
+ * credit), else a finished send's last credits. -1 when none. */
+static int waitedPeer(const struct engine* e, int* isSend) {
+  const struct mscclppCollHost* h = e->h;
+  for (int i = 0; i < e->nx; i++)
+    if (e->x[i].done < e->x[i].bytes) {
+      *isSend = e->x[i].isSend;
+      return e->x[i].peer;
+    }
+  for (int i = 0; i < e->nx; i++) { /* draining: the credits of the last chunks */
+    const struct hostPeer* p = &h->peer[e->x[i].peer];
+    if (e->x[i].isSend && p->credits != p->sent) {
+      *isSend = 1;
+      return e->x[i].peer;
+    }
+  }
+  *isSend = 0;
+  return -1;
+}
+
+/* Publish the wait in the hang report's record (core/report.h): which peer,
+ * which semaphore, which signal number. */
+static void publishWait(const struct engine* e, uint64_t idleSince) {
+  int isSend = 0;
+  int peer = waitedPeer(e, &isSend);
+  uint64_t expect = 0;
+  if (peer >= 0) expect = isSend ? e->h->peer[peer].credits + 1 : e->h->peer[peer].arrived + 1;
+  mscclppReportWaitBegin(e->comm->report, isSend ? "send" : "receive", isSend ? "credit" : "data", peer, expect,
+                         idleSince, (uint64_t)(e->h->timeout * 1e3));
+}
+
+/* Idle this long before the wait is published in the report's record: a
+ * hang lasts far longer, and the calls that wait less pay nothing. */
+#define REPORT_WAIT_AFTER_NS 1000000u
+
+static mscclppResult_t engineLoop(struct engine* e, int* published) {
   struct mscclppCollHost* h = e->h;
   uint64_t idleSince = 0;
   for (;;) {
@@ -542,20 +579,22 @@ static mscclppResult_t engineRun(struct engine* e) {
     if (!left && !draining) return mscclppSuccess;
     if (moved) {
       idleSince = 0;
+      if (*published) {
+        mscclppReportWaitEnd(e->comm->report);
+        *published = 0;
+      }
       continue;
     }
     if (mscclppAbortIsRaised(h->abort)) return failAborted(e->comm, e->name);
     uint64_t now = mscclppHostClockNs();
     if (idleSince == 0) idleSince = now;
+    if (!*published && now - idleSince > REPORT_WAIT_AFTER_NS) {
+      publishWait(e, idleSince);
+      *published = 1;
+    }
     if ((double)(now - idleSince) > h->timeout * 1e9) {
-      /* name a peer this rank waits for */
-      int waitPeer = -1, waitSend = 0;
-      for (int i = 0; i < e->nx && waitPeer < 0; i++)
-        if (e->x[i].done < e->x[i].bytes) waitPeer = e->x[i].peer, waitSend = e->x[i].isSend;
-      for (int i = 0; i < e->nx && waitPeer < 0; i++) { /* draining: the credits of the last chunks */
-        const struct hostPeer* p = &h->peer[e->x[i].peer];
-        if (e->x[i].isSend && p->credits != p->sent) waitPeer = e->x[i].peer, waitSend = 1;
-      }
+      int waitSend = 0;
+      int waitPeer = waitedPeer(e, &waitSend);
       char why[256];
       snprintf(why, sizeof(why),
                "%s on rank %d: no progress for MSCCLPP_TIMEOUT (%.1f s) while %s rank %d (did every rank make the "
@@ -565,6 +604,16 @@ static mscclppResult_t engineRun(struct engine* e) {
     }
     mscclppHostWaitBackoff(now - idleSince);
   }
+}
+
+/* Run the engine until the call is done or fails. A failure (timeout, a
+ * peer's mismatched call, the abort) raises the abort, which writes the
+ * report while the wait is still published; the wait is withdrawn after. */
+static mscclppResult_t engineRun(struct engine* e) {
+  int published = 0;
+  mscclppResult_t res = engineLoop(e, &published);
+  if (published) mscclppReportWaitEnd(e->comm->report);
+  return res;
 }
 
 /* ---- collectives ------------------------------------------------------------------- */

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hang report (report.h): the pool of records, the SIGUSR1 handler and
+ * the writer. The writer runs in a signal handler, so it formats into stack
+ * buffers by hand and calls nothing but write(2) and clock_gettime(2), both
+ * async-signal-safe; it takes no lock (a handler that interrupts a thread
+ * holding one would deadlock).
+ */
+#include "core/report.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+/* Process-global, as the trace flag is: a signal handler has no other way to
+ * find the communicators, and the slots must outlive them (report.h). */
+static struct mscclppReportRecord pool[MSCCLPP_REPORT_RECORDS];
+static int reportAllErrors;    /* __atomic: some communicator was made with MSCCLPP_REPORT=1 */
+static int handlerState;       /* __atomic: 0 not tried, 1 installed, 2 refused (another handler) */
+
+/* ---- formatting into a line, by hand ---- */
+
+struct line {
+  char buf[512];
+  size_t len;
+};
+
+static void put(struct line* l, const char* s) {
+  if (s == NULL) s = "?";
+  for (; *s != '\0' && l->len < sizeof(l->buf) - 1; s++) l->buf[l->len++] = (*s == '\n' || *s == '\r') ? ' ' : *s;
+}
+
+static void putU(struct line* l, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0 && l->len < sizeof(l->buf) - 1) l->buf[l->len++] = tmp[--n];
+}
+
+static void putI(struct line* l, int64_t v) {
+  if (v < 0) {
+    put(l, "-");
+    putU(l, (uint64_t)0 - (uint64_t)v);
+  } else {
+    putU(l, (uint64_t)v);
+  }
+}
+
+static void putHex(struct line* l, uint64_t v) {
+  static const char digits[] = "0123456789abcdef";
+  put(l, "0x");
+  for (int i = 15; i >= 0 && l->len < sizeof(l->buf) - 1; i--) l->buf[l->len++] = digits[(v >> (4 * i)) & 15];
+}
+
+/* The line's prefix: "mscclpp-report: pid=P ". */
+static void start(struct line* l, int64_t pid) {
+  l->len = 0;
+  put(l, MSCCLPP_REPORT_PREFIX "pid=");
+  putI(l, pid);
+}
+
+static void emit(struct line* l) {
+  l->buf[l->len++] = '\n'; /* put() leaves room for it */
+  size_t off = 0;
+  while (off < l->len) {
+    ssize_t n = write(2, l->buf + off, l->len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += (size_t)n;
+  }
+}
+
+static uint64_t nowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void mscclppReportWrite(const char* why, const char* detail) {
+  int saved = errno;
+  const int64_t pid = (int64_t)getpid();
+  struct line l;
+  int n = 0;
+  for (int i = 0; i < MSCCLPP_REPORT_RECORDS; i++) n += __atomic_load_n(&pool[i].used, __ATOMIC_ACQUIRE) == 1;
+  start(&l, pid);
+  put(&l, " why=");
+  put(&l, why);
+  put(&l, " records=");
+  putI(&l, n);
+  if (detail != NULL) {
+    put(&l, " detail=");
+    put(&l, detail);
+  }
+  emit(&l);
+  for (int i = 0; i < MSCCLPP_REPORT_RECORDS; i++) {
+    const struct mscclppReportRecord* r = &pool[i];
+    if (__atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1) continue; /* free, or being filled */
+    const uint64_t commId = __atomic_load_n(&r->commId, __ATOMIC_RELAXED);
+    const int rank = __atomic_load_n(&r->rank, __ATOMIC_RELAXED);
+    const uint64_t issued = __atomic_load_n(&r->issuedSeq, __ATOMIC_RELAXED);
+    const uint64_t completed = __atomic_load_n(&r->completedSeq, __ATOMIC_RELAXED);
+    const uint64_t failed = __atomic_load_n(&r->failedSeq, __ATOMIC_RELAXED);
+    const char* kind = __atomic_load_n(&r->issuedKind, __ATOMIC_RELAXED);
+    start(&l, pid);
+    put(&l, " comm=");
+    putHex(&l, commId);
+    put(&l, " rank=");
+    putI(&l, rank);
+    put(&l, " nranks=");
+    putI(&l, __atomic_load_n(&r->nranks, __ATOMIC_RELAXED));
+    put(&l, " issued=");
+    put(&l, issued == 0 || kind == NULL ? "none" : kind);
+    put(&l, "#");
+    putU(&l, issued);
+    put(&l, " completed=");
+    putU(&l, completed);
+    put(&l, " state=");
+    put(&l, issued == completed ? "idle" : issued == failed ? "failed" : "in-call");
+    emit(&l);
+    if (__atomic_load_n(&r->waiting, __ATOMIC_RELAXED) == 0) continue;
+    const uint64_t since = __atomic_load_n(&r->waitSinceNs, __ATOMIC_RELAXED);
+    const uint64_t now = nowNs();
+    start(&l, pid);
+    put(&l, " comm=");
+    putHex(&l, commId);
+    put(&l, " rank=");
+    putI(&l, rank);
+    put(&l, " wait=");
+    put(&l, __atomic_load_n(&r->waitWhat, __ATOMIC_RELAXED));
+    put(&l, " peer=");
+    putI(&l, __atomic_load_n(&r->waitPeer, __ATOMIC_RELAXED));
+    put(&l, " sem=");
+    put(&l, __atomic_load_n(&r->waitSem, __ATOMIC_RELAXED));
+    put(&l, " expect=");
+    putU(&l, __atomic_load_n(&r->waitExpect, __ATOMIC_RELAXED));
+    put(&l, " call=");
+    put(&l, issued == 0 || kind == NULL ? "none" : kind);
+    put(&l, "#");
+    putU(&l, issued);
+    put(&l, " waited_ms=");
+    putU(&l, now > since ? (now - since) / 1000000u : 0);
+    put(&l, " timeout_ms=");
+    putU(&l, __atomic_load_n(&r->waitTimeoutMs, __ATOMIC_RELAXED));
+    emit(&l);
+  }
+  start(&l, pid);
+  put(&l, " end");
+  emit(&l);
+  errno = saved;
+}
+
+static void onReportSignal(int sig) {
+  (void)sig;
+  mscclppReportWrite("signal", NULL);
+}
+
+/* Install the SIGUSR1 handler unless the application has its own. */
+static void installHandler(void) {
+  int expected = 0;
+  if (!__atomic_compare_exchange_n(&handlerState, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  struct sigaction old;
+  memset(&old, 0, sizeof(old));
+  if (sigaction(SIGUSR1, NULL, &old) == 0 && (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler != SIG_DFL &&
+      old.sa_handler != SIG_IGN) {
+    __atomic_store_n(&handlerState, 2, __ATOMIC_RELEASE);
+    MSCCLPP_WARN(MSCCLPP_LOG_INIT,
+                 "MSCCLPP_REPORT=1: SIGUSR1 already has a handler in this process; leaving it (no report on "
+                 "SIGUSR1; reports on timeouts still come)");
+    return;
+  }
+  if ((old.sa_flags & SA_SIGINFO) != 0 && old.sa_sigaction != NULL) {
+    __atomic_store_n(&handlerState, 2, __ATOMIC_RELEASE);
+    MSCCLPP_WARN(MSCCLPP_LOG_INIT,
+                 "MSCCLPP_REPORT=1: SIGUSR1 already has a handler in this process; leaving it (no report on "
+                 "SIGUSR1; reports on timeouts still come)");
+    return;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = onReportSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGUSR1, &sa, NULL) != 0) {
+    __atomic_store_n(&handlerState, 2, __ATOMIC_RELEASE);
+    MSCCLPP_WARN(MSCCLPP_LOG_INIT, "MSCCLPP_REPORT=1: cannot install the SIGUSR1 handler: %s", strerror(errno));
+  }
+}
+
+struct mscclppReportRecord* mscclppReportOpen(const struct mscclppParams* params, int rank, int nranks,
+                                              uint64_t commId) {
+  if (params->report != 0) {
+    __atomic_store_n(&reportAllErrors, 1, __ATOMIC_RELAXED);
+    installHandler();
+  }
+  for (int i = 0; i < MSCCLPP_REPORT_RECORDS; i++) {
+    struct mscclppReportRecord* r = &pool[i];
+    uint32_t expected = 0;
+    if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) != 0 ||
+        !__atomic_compare_exchange_n(&r->used, &expected, 2u, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      continue;
+    /* 2 while it is filled: the writer skips it */
+    __atomic_store_n(&r->rank, rank, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->nranks, nranks, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->commId, commId, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->issuedKind, (const char*)NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->issuedSeq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->completedSeq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->failedSeq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->waiting, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->used, 1u, __ATOMIC_RELEASE);
+    return r;
+  }
+  MSCCLPP_INFO(MSCCLPP_LOG_INIT, "hang report: all %d records in use; communicator 0x%016llx of rank %d has none",
+               MSCCLPP_REPORT_RECORDS, (unsigned long long)commId, rank);
+  return NULL;
+}
+
+void mscclppReportClose(struct mscclppReportRecord* rec) {
+  if (rec != NULL) __atomic_store_n(&rec->used, 0u, __ATOMIC_RELEASE);
+}
+
+void mscclppReportOnAbort(mscclppResult_t code, const char* text) {
+  if (code == mscclppTimeout)
+    mscclppReportWrite("timeout", text);
+  else if (__atomic_load_n(&reportAllErrors, __ATOMIC_RELAXED))
+    mscclppReportWrite("error", text);
+}

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mscclpp-run --report: parse the ranks' hang reports and diagnose (report.h).
+ *
+ * A diagnosis, per communicator: S is the highest call number any rank
+ * issued. Ranks that issued S but different collectives: "ranks 0-2 are in
+ * allreduce #57, rank 3 in allgather #57: the ranks called different
+ * collectives". A rank whose last call is below S: "rank 3 never entered
+ * allreduce #57 (its last call was broadcast #56, completed)". A rank of
+ * the communicator with no report: named. Then each published wait.
+ */
+#include "run/report.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFIX "mscclpp-report: "
+#define MAX_COMMS 8 /* per rank */
+
+struct commState {
+  uint64_t id;
+  int rank, nranks;
+  char kind[32];
+  uint64_t issued, completed;
+  char state[16];
+  int hasWait;
+  char waitWhat[16], waitSem[16];
+  int waitPeer;
+  uint64_t waitExpect, waitedMs;
+};
+
+struct rankReports {
+  int ncomms;
+  struct commState comms[MAX_COMMS];
+  int expected, answered;
+};
+
+struct runReports {
+  int nranks;
+  int fresh;
+  struct rankReports* r;
+};
+
+struct runReports* runReportsCreate(int nranks) {
+  struct runReports* rr = calloc(1, sizeof(*rr));
+  if (rr == NULL) return NULL;
+  rr->r = calloc((size_t)nranks, sizeof(*rr->r));
+  if (rr->r == NULL) {
+    free(rr);
+    return NULL;
+  }
+  rr->nranks = nranks;
+  return rr;
+}
+
+void runReportsDestroy(struct runReports* rr) {
+  if (rr == NULL) return;
+  free(rr->r);
+  free(rr);
+}
+
+/* The value of " key=" in line (up to the next space) into out; 0 when absent. */
+static int field(const char* line, const char* key, char* out, size_t size) {
+  char pat[32];
+  snprintf(pat, sizeof(pat), " %s=", key);
+  const char* p = strstr(line, pat);
+  if (p == NULL) return 0;
+  p += strlen(pat);
+  size_t n = strcspn(p, " ");
+  if (n >= size) n = size - 1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 1;
+}
+
+static int fieldU(const char* line, const char* key, uint64_t* v) {
+  char t[32];
+  if (!field(line, key, t, sizeof(t))) return 0;
+  char* end = NULL;
+  *v = strtoull(t, &end, 0);
+  return end != t;
+}
+
+static struct commState* commOf(struct rankReports* rk, uint64_t id) {
+  for (int i = 0; i < rk->ncomms; i++)
+    if (rk->comms[i].id == id) return &rk->comms[i];
+  if (rk->ncomms == MAX_COMMS) return NULL;
+  struct commState* c = &rk->comms[rk->ncomms++];
+  memset(c, 0, sizeof(*c));
+  c->id = id;
+  return c;
+}
+
+int runReportsLine(struct runReports* rr, int rank, const char* text, size_t len) {
+  if (rank < 0 || rank >= rr->nranks || len < sizeof(PREFIX) - 1 || strncmp(text, PREFIX, sizeof(PREFIX) - 1) != 0)
+    return 0;
+  char line[1024];
+  line[0] = ' ';
+  size_t n = len - (sizeof(PREFIX) - 1) < sizeof(line) - 2 ? len - (sizeof(PREFIX) - 1) : sizeof(line) - 2;
+  memcpy(line + 1, text + sizeof(PREFIX) - 1, n); /* " pid=... key=value ...": every key follows a space */
+  line[n + 1] = '\0';
+  while (n > 0 && (line[n] == '\n' || line[n] == '\r')) line[n--] = '\0';
+  struct rankReports* rk = &rr->r[rank];
+  rr->fresh = 1;
+  char why[16], t[32];
+  if (field(line, "why", why, sizeof(why))) {
+    /* a new report updates the last; a wait stays known while the call it
+     * was in is the rank's last (a report on SIGUSR1 after a wait timed out
+     * has none) */
+    return strcmp(why, "signal") != 0 ? 2 : 1;
+  }
+  size_t l = strlen(line);
+  if (l >= 4 && strcmp(line + l - 4, " end") == 0) {
+    rk->answered = 1;
+    return 3;
+  }
+  uint64_t id = 0;
+  if (!fieldU(line, "comm", &id)) return 1;
+  struct commState* c = commOf(rk, id);
+  if (c == NULL) return 1;
+  uint64_t v = 0;
+  if (fieldU(line, "rank", &v)) c->rank = (int)v;
+  if (field(line, "issued", t, sizeof(t))) {
+    char* hash = strchr(t, '#');
+    if (hash != NULL) {
+      *hash = '\0';
+      snprintf(c->kind, sizeof(c->kind), "%s", t);
+      uint64_t issued = strtoull(hash + 1, NULL, 10);
+      if (issued != c->issued) c->hasWait = 0;
+      c->issued = issued;
+    }
+    if (fieldU(line, "nranks", &v)) c->nranks = (int)v;
+    if (fieldU(line, "completed", &v)) c->completed = v;
+    field(line, "state", c->state, sizeof(c->state));
+  } else if (field(line, "wait", c->waitWhat, sizeof(c->waitWhat))) {
+    c->hasWait = 1;
+    field(line, "sem", c->waitSem, sizeof(c->waitSem));
+    if (field(line, "peer", t, sizeof(t))) c->waitPeer = atoi(t);
+    fieldU(line, "expect", &c->waitExpect);
+    fieldU(line, "waited_ms", &c->waitedMs);
+  }
+  return 1;
+}
+
+void runReportsAsk(struct runReports* rr) {
+  for (int r = 0; r < rr->nranks; r++) rr->r[r].expected = rr->r[r].answered = 0;
+}
+
+void runReportsExpect(struct runReports* rr, int rank) {
+  if (rank >= 0 && rank < rr->nranks) rr->r[rank].expected = 1;
+}
+
+int runReportsAnswered(const struct runReports* rr) {
+  for (int r = 0; r < rr->nranks; r++)
+    if (rr->r[r].expected && !rr->r[r].answered) return 0;
+  return 1;
+}
+
+int runReportsFresh(const struct runReports* rr) { return rr->fresh; }
+
+/* "rank 3" / "ranks 0, 2-3" of sel[0..n) into out. */
+static void rankList(const unsigned char* sel, int n, char* out, size_t size) {
+  int count = 0;
+  for (int r = 0; r < n; r++) count += sel[r] != 0;
+  size_t o = (size_t)snprintf(out, size, "%s", count == 1 ? "rank " : "ranks ");
+  int first = 1;
+  for (int r = 0; r < n && o < size; r++) {
+    if (!sel[r]) continue;
+    int e = r;
+    while (e + 1 < n && sel[e + 1]) e++;
+    if (e == r)
+      o += (size_t)snprintf(out + o, size - o, "%s%d", first ? "" : ", ", r);
+    else
+      o += (size_t)snprintf(out + o, size - o, "%s%d-%d", first ? "" : ", ", r, e);
+    first = 0;
+    r = e;
+  }
+}
+
+static void diagnoseComm(struct runReports* rr, uint64_t id, FILE* f, const char* prefix) {
+  /* the communicator's ranks, by their rank in it */
+  int n = 0;
+  for (int q = 0; q < rr->nranks; q++)
+    for (int i = 0; i < rr->r[q].ncomms; i++)
+      if (rr->r[q].comms[i].id == id && rr->r[q].comms[i].nranks > n) n = rr->r[q].comms[i].nranks;
+  if (n <= 0 || n > 65536) return;
+  const struct commState** st = calloc((size_t)n, sizeof(*st));
+  unsigned char* sel = calloc((size_t)n, 1);
+  unsigned char* done = calloc((size_t)n, 1);
+  char* list = malloc(4096);
+  if (st == NULL || sel == NULL || done == NULL || list == NULL) goto out_free;
+  for (int q = 0; q < rr->nranks; q++)
+    for (int i = 0; i < rr->r[q].ncomms; i++) {
+      const struct commState* c = &rr->r[q].comms[i];
+      if (c->id == id && c->rank >= 0 && c->rank < n) st[c->rank] = c;
+    }
+  uint64_t top = 0;
+  for (int r = 0; r < n; r++)
+    if (st[r] != NULL && st[r]->issued > top) top = st[r]->issued;
+  /* the kind most ranks at `top` issued */
+  const char* topKind = "?";
+  int best = 0;
+  for (int r = 0; r < n; r++) {
+    if (st[r] == NULL || st[r]->issued != top) continue;
+    int c = 0;
+    for (int q = 0; q < n; q++) c += st[q] != NULL && st[q]->issued == top && strcmp(st[q]->kind, st[r]->kind) == 0;
+    if (c > best) best = c, topKind = st[r]->kind;
+  }
+  fprintf(f, "%shang report of communicator 0x%016" PRIx64 " (%d ranks):\n", prefix, id, n);
+  int problems = 0;
+  /* who is in call #top, grouped by collective */
+  int groups = 0;
+  char line[8192];
+  size_t o = 0;
+  line[0] = '\0';
+  for (int r = 0; r < n; r++) {
+    if (st[r] == NULL || st[r]->issued != top || done[r]) continue;
+    memset(sel, 0, (size_t)n);
+    for (int q = r; q < n; q++)
+      if (st[q] != NULL && st[q]->issued == top && !done[q] && strcmp(st[q]->kind, st[r]->kind) == 0)
+        sel[q] = done[q] = 1;
+    rankList(sel, n, list, 4096);
+    int count = 0;
+    for (int q = 0; q < n; q++) count += sel[q];
+    if (o < sizeof(line))
+      o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s%s %s #%" PRIu64, groups ? ", " : "", list,
+                            groups ? " in" : count == 1 ? " is in" : " are in", st[r]->kind, top);
+    groups++;
+  }
+  if (groups > 1) {
+    fprintf(f, "%s  %s: the ranks called different collectives\n", prefix, line);
+    problems++;
+  }
+  /* ranks behind */
+  for (int r = 0; r < n; r++) {
+    if (st[r] == NULL || st[r]->issued >= top) continue;
+    problems++;
+    if (st[r]->issued == 0) {
+      fprintf(f, "%s  rank %d never entered %s #%" PRIu64 " (it has made no collective call on this communicator)\n",
+              prefix, r, topKind, top);
+    } else {
+      const char* how = st[r]->completed == st[r]->issued ? "completed"
+                        : strcmp(st[r]->state, "failed") == 0 ? "failed"
+                                                               : "not completed";
+      fprintf(f, "%s  rank %d never entered %s #%" PRIu64 " (its last call was %s #%" PRIu64 ", %s)\n", prefix, r,
+              topKind, top, st[r]->kind, st[r]->issued, how);
+    }
+  }
+  memset(sel, 0, (size_t)n);
+  int missing = 0;
+  for (int r = 0; r < n; r++) missing += sel[r] = st[r] == NULL;
+  if (missing > 0) {
+    rankList(sel, n, list, 4096);
+    fprintf(f, "%s  %s sent no report (exited, or does not catch SIGUSR1)\n", prefix, list);
+    problems++;
+  }
+  if (problems == 0) {
+    int idle = 1;
+    for (int r = 0; r < n; r++) idle &= st[r]->completed == top;
+    if (idle)
+      fprintf(f, "%s  every rank has completed %s #%" PRIu64 ": no call is stuck\n", prefix, topKind, top);
+    else
+      fprintf(f, "%s  %s: the ranks' calls agree; see the waits\n", prefix, line);
+  }
+  for (int r = 0; r < n; r++) {
+    if (st[r] == NULL || !st[r]->hasWait) continue;
+    const int failed = strcmp(st[r]->state, "failed") == 0;
+    fprintf(f, "%s  rank %d in %s #%" PRIu64 " %s to %s rank %d (%s signal #%" PRIu64 ") for %" PRIu64 " ms%s\n",
+            prefix, r, st[r]->kind, st[r]->issued, failed ? "waited" : "waits",
+            strcmp(st[r]->waitWhat, "send") == 0 ? "send to" : "receive from", st[r]->waitPeer, st[r]->waitSem,
+            st[r]->waitExpect, st[r]->waitedMs, failed ? ", then failed" : "");
+  }
+out_free:
+  free(st);
+  free(sel);
+  free(done);
+  free(list);
+}
+
+void runReportsDiagnose(struct runReports* rr, FILE* f, const char* prefix) {
+  rr->fresh = 0;
+  uint64_t seen[64];
+  int nseen = 0;
+  for (int q = 0; q < rr->nranks; q++)
+    for (int i = 0; i < rr->r[q].ncomms; i++) {
+      uint64_t id = rr->r[q].comms[i].id;
+      int known = 0;
+      for (int k = 0; k < nseen; k++) known |= seen[k] == id;
+      if (known || nseen == 64) continue;
+      seen[nseen++] = id;
+      diagnoseComm(rr, id, f, prefix);
+    }
+  fflush(f);
+}
