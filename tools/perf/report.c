@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/gnuplot.h"
 #include "gpu/gpu.h"
 
 #include "perf.h"
@@ -110,35 +111,11 @@ int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, i
   return 0;
 }
 
-/* An executable `name` in PATH, into buf. */
-static int findInPath(const char* name, char* buf, size_t len) {
-  const char* path = getenv("PATH");
-  if (path == NULL) return 0;
-  while (*path) {
-    const char* end = strchr(path, ':');
-    size_t n = end ? (size_t)(end - path) : strlen(path);
-    int w = snprintf(buf, len, "%.*s/%s", (int)n, n ? path : ".", name);
-    if (w > 0 && (size_t)w < len && access(buf, X_OK) == 0) return 1;
-    path += n + (end != NULL);
-  }
-  return 0;
-}
-
-/* A gnuplot string literal: single quotes, doubled inside. */
-static void gnuplotQuoted(FILE* f, const char* s) {
-  fputc('\'', f);
-  for (; *s; s++) {
-    if (*s == '\'') fputc('\'', f);
-    fputc(*s, f);
-  }
-  fputc('\'', f);
-}
-
 /* --plot: 1 drawn, 0 skipped (gnuplot missing, said on stderr), -1 failed. */
 int writePlot(const struct ctx* c) {
   const struct opts* o = &c->o;
   char gnuplot[4096];
-  if (!findInPath("gnuplot", gnuplot, sizeof(gnuplot))) {
+  if (!toolFindInPath("gnuplot", gnuplot, sizeof(gnuplot))) {
     fprintf(stderr, PROG ": --plot %s: gnuplot is not in PATH (apt-get install gnuplot-nox); no plot drawn\n",
             o->plotPath);
     return 0;
@@ -193,7 +170,7 @@ int writePlot(const struct ctx* c) {
   fclose(d);
   int inPlace = colls[o->coll].inPlace;
   fprintf(s, "set terminal png size 1400,560\nset output ");
-  gnuplotQuoted(s, o->plotPath);
+  toolGnuplotQuoted(s, o->plotPath);
   fprintf(s,
           "\nset multiplot layout 1,2 title 'mscclpp-perf %s, %d ranks (%s)'\n"
           "set logscale x 2\nset format x '%%.0b%%BB'\nset xlabel 'size (bytes)'\nset grid\nset key left top\n"
@@ -206,11 +183,11 @@ int writePlot(const struct ctx* c) {
     if (nseries == 0) fprintf(s, "1/0 notitle");
     for (int k = 0; k < nseries; k++) {
       fprintf(s, "%s", k ? ", " : "");
-      gnuplotQuoted(s, dataPath);
+      toolGnuplotQuoted(s, dataPath);
       fprintf(s, " index %d using 1:%d with linespoints title '%s out-of-place'", k, col, titles[k]);
       if (inPlace) {
         fprintf(s, ", ");
-        gnuplotQuoted(s, dataPath);
+        toolGnuplotQuoted(s, dataPath);
         fprintf(s, " index %d using 1:%d with linespoints dashtype 2 title '%s in-place'", k, col + 2, titles[k]);
       }
     }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/gnuplot.h"
 #include "trace.h"
 
 #define PLOT_MAX_SPANS 200000 /* more is not a picture anyone reads */
@@ -120,30 +121,6 @@ static int byPid(const void* a, const void* b) {
   return (x->index > y->index) - (x->index < y->index);
 }
 
-/* An executable `name` in PATH, into buf. */
-static int findInPath(const char* name, char* buf, size_t len) {
-  const char* path = getenv("PATH");
-  if (path == NULL) return 0;
-  while (*path) {
-    const char* end = strchr(path, ':');
-    size_t n = end ? (size_t)(end - path) : strlen(path);
-    int w = snprintf(buf, len, "%.*s/%s", (int)n, n ? path : ".", name);
-    if (w > 0 && (size_t)w < len && access(buf, X_OK) == 0) return 1;
-    path += n + (end != NULL);
-  }
-  return 0;
-}
-
-/* A gnuplot string literal: single quotes, doubled inside. */
-static void quoted(FILE* f, const char* s) {
-  fputc('\'', f);
-  for (; *s; s++) {
-    if (*s == '\'') fputc('\'', f);
-    fputc(*s, f);
-  }
-  fputc('\'', f);
-}
-
 /* Longer spans first: the short ones inside them (a collective inside an
  * API call, a kernel's blocks) are drawn over them, not under. */
 static int byDurationDown(const void* a, const void* b) {
@@ -196,9 +173,9 @@ static int draw(struct plot* p, const char* gnuplot, const char* out, const char
   fclose(d);
   int height = 160 + 26 * p->ntracks;
   fprintf(s, "set terminal png size 1600,%d\nset output ", height < 400 ? 400 : height);
-  quoted(s, out);
+  toolGnuplotQuoted(s, out);
   fprintf(s, "\nset title ");
-  quoted(s, title);
+  toolGnuplotQuoted(s, title);
   fprintf(s, "\nset xlabel 'time (us) from the first span'\nset yrange [%d:-1]\nset ytics (", p->ntracks);
   for (int row = 0; row < p->ntracks; row++) {
     char label[2 * PLOT_NAME_BYTES + 4];
@@ -207,12 +184,12 @@ static int draw(struct plot* p, const char* gnuplot, const char* out, const char
     const char* proc = t->pid >= 0 && t->pid < PLOT_MAX_TRACKS ? p->procName[t->pid] : "";
     snprintf(label, sizeof(label), "%.24s: %.28s", proc[0] ? proc : "?", name);
     fprintf(s, "%s", row ? ", " : "");
-    quoted(s, label);
+    toolGnuplotQuoted(s, label);
     fprintf(s, " %d", row);
   }
   fprintf(s, ")\nset grid xtics\nset key outside right top\nset style fill solid 0.85 noborder\n");
   fprintf(s, "set xrange [%.3f:%.3f]\nplot ", fromUs, lastUs > fromUs ? lastUs : fromUs + 1);
-  quoted(s, dataPath);
+  toolGnuplotQuoted(s, dataPath);
   fprintf(s, " using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable notitle");
   for (int c = 0; c <= NCATS; c++)
     if (p->catSeen[c])
@@ -244,7 +221,7 @@ static int draw(struct plot* p, const char* gnuplot, const char* out, const char
 
 int tracePlot(const char* file, const char* out, double fromUs, double toUs) {
   char gnuplot[4096];
-  if (!findInPath("gnuplot", gnuplot, sizeof(gnuplot))) {
+  if (!toolFindInPath("gnuplot", gnuplot, sizeof(gnuplot))) {
     fprintf(stderr, PROG " plot: gnuplot is not in PATH (apt-get install gnuplot-nox); nothing drawn\n");
     return 3;
   }
