@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -146,6 +146,25 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
     for n in 2 4; do
       for c in allreduce allgather alltoallv; do
         step "perf_${c}_${n}" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 -c 0 -w 5 -n 20 -G 5 -J "$OUT/perf_${c}_${n}.json"
+      done
+    done
+  fi
+fi
+if [ "$what" = moe ]; then
+  # Issue 23: an MoE layer's dispatch + combine step three ways in one run
+  # (bench/bench_moe.c: ours with the counts on the GPU, graph and eager;
+  # the counts through the host and grouped ncclSend/ncclRecv of our NCCL
+  # library; the HBM roofline), then the all-to-all-v, all-to-all and
+  # send/recv sweeps it is made of, checked. About 4 minutes in all.
+  for n in 2 4; do
+    have bench_moe && step "bench_moe_$n" 120 mscclpp-run -n $n --timeout 110 -- \
+      "$BIN/bench_moe" --nccl "$BIN/lib/libmscclpp_nccl.so"
+  done
+  if have mscclpp-perf; then
+    for n in 2 4; do
+      for c in alltoallv alltoall sendrecv; do
+        step "perf_moe_${c}_${n}" 60 mscclpp-run -n $n --timeout 55 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 \
+          -c 1 -w 5 -n 20 -J "$OUT/perf_moe_${c}_${n}.json"
       done
     done
   fi

@@ -36,7 +36,12 @@
  * maxBytes / 8 / nranks elements). Then three calls with their count
  * copies captured in one CUDA graph, replayed 1000 times with "graph" or
  * "alltoallv" (graph=REPLAYS, alltoallv=REPLAYS: that many; 100 otherwise)
- * with the outputs poisoned first. Where the
+ * with the outputs poisoned first. Then, for three types, a graph of what an
+ * MoE layer does around the call (a kernel draws new counts from a replay
+ * number in device memory, one fills the blocks, one checks everything that
+ * arrived), replayed as often: every replay a new call with new counts,
+ * zeros, a rank that sends nothing and one that receives nothing included
+ * (coll_gpu_worker_kernels.cu). Where the
  * communicator spans hosts the call must be refused (mscclppInvalidUsage).
  * "alltoallv_errors": rank 0 receives more than its capacity and rank 1
  * names a block outside its sendbuff in one call: each gets its error from
@@ -533,6 +538,109 @@ static int a2avGraph(mscclppComm_t comm, cudaStream_t s, int* calls) {
   return bad;
 }
 
+/* coll_gpu_worker_kernels.cu: around an all-to-all-v replayed from a graph */
+cudaError_t collGpuReplayGen(uint64_t* replay, int me, int k, uint64_t maxCount, size_t* sendcounts, size_t* sdispls,
+                             cudaStream_t s);
+cudaError_t collGpuReplayFill(const uint64_t* replay, int me, int k, const size_t* sendcounts, const size_t* sdispls,
+                              void* send, size_t ts, cudaStream_t s);
+cudaError_t collGpuReplayCheck(const uint64_t* replay, int me, int k, uint64_t maxCount, const size_t* recvcounts,
+                               const size_t* rdispls, const void* recv, size_t ts, uint64_t recvcap,
+                               unsigned long long* err, cudaStream_t s);
+
+/* One CUDA graph of what an MoE layer does around an all-to-all-v, with
+ * nothing from the host between replays: the output poisoned, a kernel
+ * that draws new counts from the replay number it keeps in device memory,
+ * a kernel that fills the blocks, the call, and a kernel that checks
+ * everything that arrived (coll_gpu_worker_kernels.cu); replayed
+ * a2avReplays_ times, so every replay is a new call with new counts
+ * (zeros, a rank that sends nothing, one that receives nothing), checked.
+ * Odd element offsets; up to maxCount elements per block (type `t`
+ * decides whether the input is staged (under 2 MiB) or exported). */
+static int a2avReplay(mscclppComm_t comm, cudaStream_t s, mscclppDataType_t t, uint64_t maxCount) {
+  const size_t n = (size_t)nranks_, ts = mscclppDataTypeSize(t);
+  if (maxCount > a2avMaxCount_) maxCount = a2avMaxCount_;
+  const size_t sendcap = n * (maxCount + 2) + 1, recvcap = n * maxCount + n % 3;
+  uint8_t *din, *dout;
+  size_t* dcnt;
+  uint64_t* replay;
+  unsigned long long* err;
+  CUDA_OK(cudaMalloc((void**)&din, (sendcap + 1) * ts));
+  CUDA_OK(cudaMalloc((void**)&dout, (recvcap + 3) * ts));
+  CUDA_OK(cudaMalloc((void**)&dcnt, 4 * n * sizeof(size_t)));
+  CUDA_OK(cudaMalloc((void**)&replay, sizeof(uint64_t)));
+  CUDA_OK(cudaMalloc((void**)&err, 3 * sizeof(unsigned long long)));
+  CUDA_OK(cudaMemset(replay, 0, sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(err, 0, 3 * sizeof(unsigned long long)));
+  CUDA_OK(cudaDeviceSynchronize());
+  uint8_t *send = din + ts, *recv = dout + 3 * ts;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CUDA_OK(cudaMemsetAsync(recv, 0xA5, recvcap * ts, s));
+  CUDA_OK(cudaMemsetAsync(dcnt + 2 * n, 0xFF, 2 * n * sizeof(size_t), s));
+  CUDA_OK(collGpuReplayGen(replay, rank_, nranks_, maxCount, dcnt, dcnt + n, s));
+  CUDA_OK(collGpuReplayFill(replay, rank_, nranks_, dcnt, dcnt + n, send, ts, s));
+  mscclppResult_t res =
+      mscclppAllToAllv(send, sendcap, dcnt, dcnt + n, recv, recvcap, dcnt + 2 * n, dcnt + 3 * n, t, comm, s);
+  CUDA_OK(collGpuReplayCheck(replay, rank_, nranks_, maxCount, dcnt + 2 * n, dcnt + 3 * n, recv, ts, recvcap, err, s));
+  CUDA_OK(cudaStreamEndCapture(s, &g));
+  if (res == mscclppSuccess) {
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < a2avReplays_; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  mscclppResult_t async = mscclppSuccess;
+  mscclppCommGetAsyncError(comm, &async);
+  unsigned long long e[3] = {0, 0, 0};
+  uint64_t replays = 0;
+  CUDA_OK(cudaMemcpy(e, err, sizeof(e), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&replays, replay, sizeof(replays), cudaMemcpyDeviceToHost));
+  int bad = 0;
+  if (res != mscclppSuccess || async != mscclppSuccess) {
+    fprintf(stderr, "rank %d: alltoallv replayed %s: result %d async %d: %s\n", rank_, mscclppDataTypeName(t),
+            (int)res, (int)async, mscclppGetLastError());
+    bad = 1;
+  } else if (replays != (uint64_t)a2avReplays_) {
+    fprintf(stderr, "rank %d: alltoallv replayed %s: the graph ran %llu times, not %d\n", rank_,
+            mscclppDataTypeName(t), (unsigned long long)replays, a2avReplays_);
+    bad = 1;
+  } else if (e[0] != 0) {
+    const unsigned long long code = e[1] - 1;
+    if (code >= (1ull << 62))
+      fprintf(stderr, "rank %d: alltoallv replayed %s: %llu wrong, first at replay %llu: %s[%llu]\n", rank_,
+              mscclppDataTypeName(t), e[0], e[2], (code & 16) ? "rdispls" : "recvcounts", code & 15);
+    else if (code >= (1ull << 61))
+      fprintf(stderr, "rank %d: alltoallv replayed %s: %llu wrong, first at replay %llu: byte %llu past the data "
+              "(before the capacity) was written\n", rank_, mscclppDataTypeName(t), e[0], e[2], code - (1ull << 61));
+    else
+      fprintf(stderr, "rank %d: alltoallv replayed %s: %llu wrong, first at replay %llu: output byte %llu\n", rank_,
+              mscclppDataTypeName(t), e[0], e[2], code);
+    bad = 1;
+  }
+  if (rank_ == 0 && !bad)
+    printf("alltoallv in a graph with new counts every replay, %s, up to %llu elements a block: %d replays checked\n",
+           mscclppDataTypeName(t), (unsigned long long)maxCount, a2avReplays_);
+  if (ge != NULL) cudaGraphExecDestroy(ge);
+  if (g != NULL) cudaGraphDestroy(g);
+  mscclppBootstrapBarrier(comm); /* peers may still map these */
+  CUDA_OK(cudaFree(din));
+  CUDA_OK(cudaFree(dout));
+  CUDA_OK(cudaFree(dcnt));
+  CUDA_OK(cudaFree(replay));
+  CUDA_OK(cudaFree(err));
+  return bad;
+}
+
+/* a2avReplay for three types: bytes (every alignment; under 2 MiB, so
+ * staged), bfloat16 and float32 (exported). */
+static int a2avReplays(mscclppComm_t comm, cudaStream_t s, int* calls) {
+  int bad = a2avReplay(comm, s, mscclppUint8, (uint64_t)1 << 16);
+  bad += a2avReplay(comm, s, mscclppBfloat16, (uint64_t)1 << 19);
+  bad += a2avReplay(comm, s, mscclppFloat32, (uint64_t)1 << 18);
+  *calls += 3 * a2avReplays_;
+  return bad;
+}
+
 /* The all-to-all-v checks; a communicator across hosts must refuse it. */
 static int a2avTests(mscclppComm_t comm, cudaStream_t s, int* calls) {
   int localN = 0;
@@ -548,7 +656,7 @@ static int a2avTests(mscclppComm_t comm, cudaStream_t s, int* calls) {
     a2avFree(comm, &c);
     return bad;
   }
-  return a2avEager(comm, s, calls) + a2avGraph(comm, s, calls);
+  return a2avEager(comm, s, calls) + a2avGraph(comm, s, calls) + a2avReplays(comm, s, calls);
 }
 
 /* Rank 0 receives 7 elements more than its capacity and rank 1 names a

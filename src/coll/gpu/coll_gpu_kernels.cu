@@ -188,6 +188,67 @@ static __device__ void copyToAll(uint8_t* const* dst, int ndst, const uint8_t* s
 
 
 
+/* 16 bytes from p, which is aligned to sizeof(W), in loads of W (uint4,
+ * uint2, uint32_t, uint16_t or uint8_t), streaming. */
+template <typename W>
+static __device__ __forceinline__ uint4 loadVec(const uint8_t* p) {
+  union {
+    uint4 v;
+    W w[16 / sizeof(W)];
+  } u;
+#pragma unroll
+  for (int j = 0; j < (int)(16 / sizeof(W)); j++) u.w[j] = __ldcs((const W*)p + j);
+  return u.v;
+}
+
+/* nv 16-byte vectors into dst (16-byte aligned) from src (aligned to
+ * sizeof(W)); four in flight per thread, as copyToAll. */
+template <typename W>
+static __device__ void copyVecs(uint4* dst, const uint8_t* src, uint64_t nv, uint64_t tid, uint64_t nth) {
+  uint64_t i = tid;
+  for (; i + 3 * nth < nv; i += 4 * nth) {
+    uint4 v0 = loadVec<W>(src + 16 * i), v1 = loadVec<W>(src + 16 * (i + nth)),
+          v2 = loadVec<W>(src + 16 * (i + 2 * nth)), v3 = loadVec<W>(src + 16 * (i + 3 * nth));
+    __stcs(dst + i, v0);
+    __stcs(dst + i + nth, v1);
+    __stcs(dst + i + 2 * nth, v2);
+    __stcs(dst + i + 3 * nth, v3);
+  }
+  for (; i < nv; i += nth) __stcs(dst + i, loadVec<W>(src + 16 * i));
+}
+
+/* dst = src, `bytes` bytes, whatever the two addresses' alignments: the
+ * bytes before dst's first 16-byte boundary one by one, then 16-byte
+ * stores of loads as wide as src's alignment from there allows (16, 8, 4,
+ * 2 or 1 bytes), then the last bytes one by one. copyToAll vectorizes only
+ * when both addresses are 16-byte aligned and copies everything else byte
+ * by byte, one byte per thread and no loads in flight: an all-to-all-v's
+ * blocks start wherever the counts put them (float32 counts: a multiple of
+ * 16 bytes one time in four), and that byte loop made it 3x slower than
+ * all-to-all at 256 MiB (bench/RESULTS.md, H100 2026-12-05 18:04). */
+static __device__ void copyAnyAlign(uint8_t* dst, const uint8_t* src, uint64_t bytes, uint64_t tid, uint64_t nth) {
+  uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  if (head > bytes) head = bytes;
+  for (uint64_t i = tid; i < head; i += nth) dst[i] = src[i];
+  dst += head;
+  src += head;
+  bytes -= head;
+  const uint64_t nv = bytes / 16;
+  uint4* d = (uint4*)dst; /* 16-byte aligned (or nv == 0) */
+  const uintptr_t a = (uintptr_t)src & 15;
+  if (a == 0)
+    copyVecs<uint4>(d, src, nv, tid, nth);
+  else if ((a & 7) == 0)
+    copyVecs<uint2>(d, src, nv, tid, nth);
+  else if ((a & 3) == 0)
+    copyVecs<uint32_t>(d, src, nv, tid, nth);
+  else if ((a & 1) == 0)
+    copyVecs<uint16_t>(d, src, nv, tid, nth);
+  else
+    copyVecs<uint8_t>(d, src, nv, tid, nth);
+  for (uint64_t i = nv * 16 + tid; i < bytes; i += nth) dst[i] = src[i];
+}
+
 /* ---- direct (zero-copy) kernels -------------------------------------------------- */
 
 template <typename T>
@@ -358,10 +419,7 @@ __global__ void __launch_bounds__(1024)
     /* the elements of q's block that fit: rdisp[q] < cap bounds every offset below */
     const uint64_t n = rdisp[q] >= cap ? 0 : cnt[q] < cap - rdisp[q] ? cnt[q] : cap - rdisp[q];
     if (n == 0) continue;
-    const uint8_t* from = src[q] + sdisp[q] * ts;
-    uint8_t* to[1] = {L.recv[me] + rdisp[q] * ts};
-    const int vec = (((uintptr_t)from | (uintptr_t)to[0]) & 15) == 0;
-    copyToAll(to, 1, from, n * ts, vec, tid, nth);
+    copyAnyAlign(L.recv[me] + rdisp[q] * ts, src[q] + sdisp[q] * ts, n * ts, tid, nth);
   }
   if (blockBarrier(L, epoch + 2)) return;
   if (threadIdx.x != 0) return;
