@@ -159,7 +159,7 @@ def rank_main(args, rank, size, local, init_method):
     torch.cuda.synchronize()
     took = time.time() - t0
     control, _ = train(make_model(), shard)  # the same steps with no gradient exchange
-    digest = hashlib.sha256(weights.cpu().numpy().tobytes()).hexdigest()
+    digest = hashlib.sha256(bytes(weights.detach().cpu().contiguous().view(torch.uint8).tolist())).hexdigest()
     store.set(f"gpu_ddp/{rank}", json.dumps({"losses": losses, "control": control, "digest": digest,
                                              "problems": problems}))
     verdict = None
