@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -201,6 +201,25 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
     done
   fi
 fi
+if [ "$what" = py ]; then
+  # The Python package on the GPU (issue 26), 2 and 4 ranks sharing the GPU
+  # under MPS; ~3-4 min, every step bounded (9.5 min at most in all):
+  # mscclpp.torch through torch_test.py's checks (every collective, the list
+  # forms, groups, destroy_process_group; its DDP check is gpu_ddp's here),
+  # DDP against one process on the full batch through mscclpp.torch and
+  # through the NCCL shim, and what each layer costs per allreduce (the C
+  # API, PyTorch on the shim, PyTorch on mscclpp.torch; eager and graph):
+  # one table per rank count, the JSON in $OUT/torch_layers.
+  MLIB=$BIN/lib/libmscclpp.so NLIB=$BIN/lib/libmscclpp_nccl.so
+  step py_torch_backend 180 python3 tests/nccl/torch_test.py --no-preload --mscclpp-lib "$MLIB" \
+    --modes python-backend --nprocs 2,4 --skip-ddp --timeout 80
+  step py_ddp_mscclpp 90 python3 python/tests/gpu_ddp.py --nprocs 2,4 --mscclpp-lib "$MLIB" --timeout 40
+  step py_ddp_shim 90 python3 python/tests/gpu_ddp.py --nprocs 2,4 --backend nccl --nccl-lib "$NLIB" --timeout 40
+  for n in 2 4; do
+    step "py_layers_$n" 100 python3 bench/torch_layers.py --nprocs $n --bin "$BIN" --timeout 60 --budget 90 \
+      --out "$OUT/torch_layers"
+  done
+fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then
   # NVIDIA's nccl-tests through libmscclpp_nccl.so: the whole matrix
   # (scripts/nccl-tests.sh says what it needs carried); its summary and logs
@@ -230,5 +249,10 @@ fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 
 grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline" "$LOG" | tail -n 80
+if [ "$what" = py ]; then
+  # the verdicts and the layer tables in full
+  grep -E "\] (PASS|FAIL):|^gpu_ddp: [0-9]+ ranks.*: (PASS|FAIL)|^torch_layers: (PASS|FAIL)" "$LOG"
+  sed -n '/^# allreduce, float32 sum, in place/,/^torch_layers: /p' "$LOG"
+fi
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"

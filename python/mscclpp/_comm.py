@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from ctypes import byref, c_int, c_void_p
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 from . import _lib
 from . import _channels
@@ -203,9 +204,7 @@ class Communicator:
         them, or Open MPI's, Slurm's, torchrun's variables)."""
         handle = c_void_p()
         call("mscclppCommInitFromEnv", byref(handle))
-        self = cls.__new__(cls)
-        self._adopt(handle)
-        return self
+        return cls._from_handle(handle)
 
     @classmethod
     def from_store(cls, store: Any, rank: int, size: int, key: str = "mscclpp/unique_id") -> "Communicator":
@@ -229,6 +228,31 @@ class Communicator:
                 raise TypeError(f"store.get({key!r}) returned a {type(data).__name__}, not bytes")
             uid = UniqueId(data)
         return cls(size, rank, uid)
+
+    @classmethod
+    def _from_handle(cls, handle: c_void_p) -> "Communicator":
+        self = cls.__new__(cls)
+        self._adopt(handle)
+        return self
+
+    @classmethod
+    def join(cls, nranks: int, rank: int, uid: Union["UniqueId", bytes]) -> "Communicator":
+        """``mscclppCommGrow(NULL, ...)``: a new process joins the ranks of a
+        communicator that grows to ``nranks``, as rank ``rank`` (from the old
+        size up), with the id the members got from :meth:`grow_id`. The
+        members call :meth:`grow` with the same id and ``nranks``; everyone
+        waits until all have joined (``MSCCLPP_TIMEOUT``). A rank number that
+        a member holds, or members that are not all there, fail on every
+        rank (:class:`RemoteError` or :class:`InvalidUsageError`)."""
+        nranks = _int_arg("nranks", nranks, 2)
+        rank = _int_arg("rank", rank, 1, nranks - 1)
+        if not isinstance(uid, (UniqueId, bytes, bytearray, memoryview)):
+            raise TypeError(f"uid: expected a UniqueId or its bytes, got {type(uid).__name__}")
+        uid = uid if isinstance(uid, UniqueId) else UniqueId(uid)
+        handle = c_void_p()
+        id_struct = uid._struct()
+        call("mscclppCommGrow", None, nranks, byref(id_struct), rank, byref(handle))
+        return cls._from_handle(handle)
 
     def _adopt(self, handle: c_void_p) -> None:
         self._h: Optional[c_void_p] = handle
@@ -318,6 +342,124 @@ class Communicator:
         status = self.async_error()
         if status != Status.SUCCESS:
             _lib.check("mscclppCommGetAsyncError", int(status))
+
+    # -- after a failure: revoke, shrink; grow back
+
+    def revoke(self, timeout: float = 0.0) -> bool:
+        """``mscclppCommRevoke``: stop everything in flight on this
+        communicator, on this rank only (no peer takes part). Calls waiting
+        on other threads (collectives, the bootstrap, channel waits, and on
+        a GPU the kernels at their next poll) return :class:`AbortedError`;
+        from then on its collectives, send/recv and channels fail with its
+        first error, and :meth:`async_error` reports it. What still works:
+        :meth:`shrink` (no ``abort`` needed), new bootstrap operations
+        (:meth:`barrier`, ...) and :meth:`destroy`.
+
+        Returns True once no call on this communicator is running on another
+        thread (it is quiescent), False if one still is after ``timeout``
+        seconds of asking again (0, the default: ask once). Calling it again
+        only asks again."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
+            raise ValueError(f"revoke: timeout must be a number of seconds >= 0, not {timeout!r}")
+        h = self._handle()
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = _lib.lib().mscclppCommRevoke(h, _lib.REVOKE_DEFAULT)
+            if rc == Status.SUCCESS:
+                return True
+            if rc != Status.IN_PROGRESS:
+                _lib.check("mscclppCommRevoke", rc)
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+
+    def shrink(self, exclude: Iterable[int] = (), *, abort: bool = False) -> "Communicator":
+        """``mscclppCommShrink``: a new communicator of this one's ranks
+        other than ``exclude`` (any order, repeats allowed), renumbered in
+        order: the rank that was ``r`` becomes ``r`` minus the excluded ranks
+        below it. Every member (every rank not excluded) calls it with the
+        same list; the excluded ranks do not (they may be dead, rank 0
+        included). No new unique id and nothing from the excluded ranks is
+        needed.
+
+        ``abort=False`` (``MSCCLPP_SHRINK_DEFAULT``) is the planned shrink
+        of a healthy or revoked (:meth:`revoke`) communicator, which stays
+        usable.
+        After a failure (a peer lost, a timeout) pass ``abort=True``
+        (``MSCCLPP_SHRINK_ABORT``): this communicator is revoked first; a
+        failed communicator that was not revoked refuses ``abort=False``
+        (:class:`InvalidUsageError`).
+
+        The new communicator shares nothing with this one, which stays until
+        :meth:`destroy` (every rank calls it, after destroying the memory and
+        channels made on it). A shrink is not atomic across the members: if
+        a member dies during it, some members raise :class:`RemoteError`
+        while others may already hold the new communicator. Agree that every
+        member succeeded (a store, the launcher) before going on; otherwise
+        destroy the new one and shrink this one again without the newly
+        dead rank. Members passing different lists raise
+        :class:`InvalidUsageError` naming both lists. Bounded by
+        ``MSCCLPP_TIMEOUT``.
+
+        Raises ValueError (before the library is called, nothing exchanged)
+        when ``exclude`` names this rank or a rank outside ``0..size-1``,
+        TypeError when it is not a collection of ints, and
+        :class:`InvalidUsageError` on a destroyed communicator."""
+        h = self._handle()
+        if isinstance(exclude, (str, bytes, bytearray)) or not hasattr(exclude, "__iter__"):
+            raise TypeError(f"shrink: exclude must be a collection of ranks (ints), not {type(exclude).__name__}")
+        ranks = []
+        for r in exclude:
+            if isinstance(r, bool) or not isinstance(r, int):
+                try:
+                    r = r.__index__()
+                except AttributeError:
+                    raise TypeError(f"shrink: exclude holds a {type(r).__name__} ({r!r}), not a rank") from None
+            if not 0 <= r < self._size:
+                raise ValueError(f"shrink: exclude names rank {r}, which is not a rank of this communicator "
+                                 f"(0..{self._size - 1})")
+            if r == self._rank:
+                raise ValueError(f"shrink: exclude names this rank ({r}); excluded ranks do not call shrink")
+            ranks.append(int(r))
+        if not isinstance(abort, bool):
+            raise TypeError(f"shrink: abort must be a bool, not {type(abort).__name__}")
+        arr = (c_int * max(1, len(ranks)))(*ranks)
+        handle = c_void_p()
+        flags = _lib.SHRINK_ABORT if abort else _lib.SHRINK_DEFAULT
+        call("mscclppCommShrink", h, arr if ranks else None, len(ranks), byref(handle), flags)
+        return Communicator._from_handle(handle)
+
+    def grow_id(self) -> "UniqueId":
+        """``mscclppCommGrowId``: the id new processes join with
+        (:meth:`join`) when this communicator grows (:meth:`grow`). Every
+        rank calls it; rank 0 makes the id and serves its rendezvous in its
+        own process (which stays alive until the new ranks have joined), the
+        others receive it. Treat it as a secret."""
+        h = self._handle()
+        uid = UniqueIdStruct()
+        call("mscclppCommGrowId", h, byref(uid))
+        return UniqueId(ctypes.string_at(ctypes.addressof(uid), UNIQUE_ID_BYTES))
+
+    def grow(self, nranks: int, uid: Union["UniqueId", bytes]) -> "Communicator":
+        """``mscclppCommGrow``: a new communicator of ``nranks`` ranks,
+        this one's (which keep their numbers) and new processes that call
+        :meth:`join` with ranks from :attr:`size` up. Every member passes
+        the id of :meth:`grow_id` and the same ``nranks``, and waits until
+        all have joined (``MSCCLPP_TIMEOUT``). The new communicator shares
+        nothing with this one, which stays until it is destroyed. Raises
+        ValueError when ``nranks`` is not above :attr:`size`; a new rank that
+        took a member's number fails on every rank."""
+        h = self._handle()
+        nranks = _int_arg("nranks", nranks)
+        if nranks <= self._size:
+            raise ValueError(f"grow: nranks is {nranks}; it must be above this communicator's size ({self._size})")
+        if not isinstance(uid, (UniqueId, bytes, bytearray, memoryview)):
+            raise TypeError(f"uid: expected a UniqueId or its bytes, got {type(uid).__name__}")
+        uid = uid if isinstance(uid, UniqueId) else UniqueId(uid)
+        id_struct = uid._struct()
+        handle = c_void_p()
+        call("mscclppCommGrow", h, nranks, byref(id_struct), -1, byref(handle))
+        return Communicator._from_handle(handle)
 
     def __enter__(self) -> "Communicator":
         return self

@@ -18,6 +18,9 @@ from . import _locate
 from ._errors import make_error
 
 UNIQUE_ID_BYTES = 128  # MSCCLPP_UNIQUE_ID_BYTES
+REVOKE_DEFAULT = 0  # MSCCLPP_REVOKE_DEFAULT
+SHRINK_DEFAULT = 0  # MSCCLPP_SHRINK_DEFAULT
+SHRINK_ABORT = 1  # MSCCLPP_SHRINK_ABORT
 
 
 class UniqueIdStruct(ctypes.Structure):
@@ -60,6 +63,10 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppCommLocalRank": (_result, [_comm, _int_out]),
     "mscclppCommLocalSize": (_result, [_comm, _int_out]),
     "mscclppCommGetAsyncError": (_result, [_comm, _int_out]),
+    "mscclppCommRevoke": (_result, [_comm, c_int]),
+    "mscclppCommShrink": (_result, [_comm, POINTER(c_int), c_int, POINTER(_comm), c_int]),
+    "mscclppCommGrowId": (_result, [_comm, POINTER(UniqueIdStruct)]),
+    "mscclppCommGrow": (_result, [_comm, c_int, POINTER(UniqueIdStruct), c_int, POINTER(_comm)]),
     "mscclppBootstrapAllGather": (_result, [_comm, _ptr, c_size_t]),
     "mscclppBootstrapBarrier": (_result, [_comm]),
     "mscclppBootstrapSend": (_result, [_comm, c_int, c_int, _ptr, c_size_t]),

@@ -369,6 +369,17 @@ class ProcessGroupMscclpp(dist.ProcessGroup):
         self._flush()
         return self._done(None)
 
+    # torch renames the methods a Python group overrides (2.10 onward:
+    # all_gather_single for _allgather_base, ...; its C++ side then looks
+    # only for the new names, with fallbacks for some): answer to both.
+    all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    all_to_all_single = alltoall_base
+    start_coalescing = _start_coalescing
+    end_coalescing = _end_coalescing
+
     # -- life
 
     def shutdown(self) -> None:

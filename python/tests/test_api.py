@@ -161,6 +161,9 @@ def test_enums():
     m = re.search(r"#define MSCCLPP_UNIQUE_ID_BYTES (\d+)", ALL)
     checks.equal(mscclpp.UniqueId.SIZE, int(m.group(1)), "UniqueId.SIZE")
     checks.equal(ctypes.sizeof(_lib.UniqueIdStruct), int(m.group(1)), "sizeof(UniqueIdStruct)")
+    for name in ("REVOKE_DEFAULT", "SHRINK_DEFAULT", "SHRINK_ABORT"):
+        m = re.search(rf"#define MSCCLPP_{name} (\d+)", ALL)
+        checks.true(m is not None and getattr(_lib, name) == int(m.group(1)), f"_lib.{name} against MSCCLPP_{name}")
 
 
 def test_version():

@@ -124,8 +124,10 @@ static mscclppResult_t connectNew(struct mscclppBootstrap* bs, int peer, const s
   mscclppResult_t res = mscclppSocketConnect(&addr, o->deadline, 0, 1, &fd);
   if (res != mscclppSuccess) {
     MSCCLPP_RETURN_ON_ERROR(opCheck(bs, peer, o));
+    char why[512]; /* a copy: the new message is written over the last error */
+    snprintf(why, sizeof(why), "%s", mscclppGetLastError());
     return mscclppErr(res == mscclppTimeout ? mscclppTimeout : mscclppRemoteError, MSCCLPP_LOG_BOOTSTRAP,
-                      "%s failed: cannot connect to rank %d at %s: %s", o->name, peer, text, mscclppGetLastError());
+                      "%s failed: cannot connect to rank %d at %s: %s", o->name, peer, text, why);
   }
   struct mscclppBsHello hello;
   memset(&hello, 0, sizeof(hello));

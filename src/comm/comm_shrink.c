@@ -11,6 +11,7 @@
  * has until it is destroyed; after an ABORT its operations fail with its
  * first error.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,11 +81,14 @@ mscclppResult_t mscclppCommShrinkUnprepared(mscclppComm_t comm, const int* exclu
     /* calls may still run on the failed parent: stopping them is ABORT's */
     mscclppResult_t e = mscclppSuccess;
     res = mscclppCommAsyncError(comm, &e);
-    if (res == mscclppSuccess && e != mscclppSuccess)
+    if (res == mscclppSuccess && e != mscclppSuccess) {
+      char why[512]; /* a copy: the new message is written over the last error */
+      snprintf(why, sizeof(why), "%s", mscclppGetLastError());
       res = mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_INIT,
                        "%s: the communicator has failed (%s); shrink it with MSCCLPP_SHRINK_ABORT, or revoke it "
                        "first",
-                       fn, mscclppGetLastError());
+                       fn, why);
+    }
   }
   struct mscclppBootstrap* bs = NULL;
   if (res == mscclppSuccess) res = mscclppBootstrapShrink(comm->bootstrap, ex, n, &comm->params, cancel, &bs);

@@ -15,13 +15,15 @@ libnccl.so.2) and, for each rank count and each init mode, spawns the ranks
 
   - the library in use is ours (/proc/self/maps) and reports NCCL 2.28.9;
   - all_reduce (sum, max, min, avg, premul_sum), all_gather_into_tensor,
-    all_gather (list), reduce_scatter_tensor, broadcast, reduce,
-    all_to_all_single (equal and uneven splits), send/recv (pairs),
-    batch_isend_irecv (ring), gather, scatter, barrier, new_group
-    (split: halves and even ranks) with collectives on it, coalesced
-    collectives -- in float32 and bfloat16, sizes from 1 element to 4 Mi
-    elements, every result compared exactly (values are small integers,
-    exact in both types);
+    all_gather (list), reduce_scatter_tensor, reduce_scatter (list, sum
+    and max), broadcast, reduce, all_to_all_single (no split sizes, 1-D
+    and 2-D; equal and uneven split sizes), all_to_all (lists), send/recv
+    (pairs), batch_isend_irecv (ring), gather, scatter, barrier (no rank
+    leaves before all entered, seen through the store), new_group (split:
+    halves and even ranks) with collectives on it, destroy_process_group
+    of the groups and of the world, coalesced collectives -- in float32
+    and bfloat16, sizes from 1 element to 4 Mi elements, every result
+    compared exactly (values are small integers, exact in both types);
   - rank 0 calls all_reduce and all_gather before the others may (they
     wait for its word through the store): no call waits for the peers'
     host threads, as with NCCL;
@@ -181,6 +183,14 @@ def check_collectives(ck, rank, world, device, dtype):
         out = torch.empty(n, dtype=dtype, device=device)
         dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.SUM)
         ck.equal(f"reduce_scatter_tensor {tag} n={n}", out, (idx * W + W * rank + W * (W - 1) // 2).to(dtype))
+        if n <= 1000:
+            # reduce_scatter (list): the same blocks as W separate tensors, and with MAX
+            out = torch.full((n,), -1, dtype=dtype, device=device)
+            dist.reduce_scatter(out, list(inp.chunk(W)), op=dist.ReduceOp.SUM)
+            ck.equal(f"reduce_scatter list {tag} n={n}", out, (idx * W + W * rank + W * (W - 1) // 2).to(dtype))
+            out = torch.full((n,), -1, dtype=dtype, device=device)
+            dist.reduce_scatter(out, list(inp.chunk(W)), op=dist.ReduceOp.MAX)
+            ck.equal(f"reduce_scatter list max {tag} n={n}", out, (idx + W - 1 + rank).to(dtype))
 
         # broadcast from the last rank
         src = W - 1
@@ -203,6 +213,19 @@ def check_collectives(ck, rank, world, device, dtype):
             dist.all_to_all_single(out, inp)
             want = torch.cat([(blk + r * 16 + rank).to(dtype) for r in range(W)])
             ck.equal(f"all_to_all_single {tag} n={n}", out, want)
+            # all_to_all (lists of W tensors): the same blocks, each its own tensor
+            outs = [torch.full((n,), -1, dtype=dtype, device=device) for _ in range(W)]
+            dist.all_to_all(outs, list(inp.chunk(W)))
+            ck.equal(f"all_to_all list {tag} n={n}", torch.cat(outs), want)
+
+    # all_to_all_single without split sizes on a 2-D tensor (rows split evenly)
+    rows = 3 * W
+    inp = (torch.arange(rows * 5, device=device).reshape(rows, 5) % 64 + 64 * rank).to(dtype)
+    out = torch.full_like(inp, -1)
+    dist.all_to_all_single(out, inp)
+    want = torch.cat([((torch.arange(rows * 5, device=device).reshape(rows, 5) % 64 + 64 * r).to(dtype))[
+        3 * rank:3 * rank + 3] for r in range(W)])
+    ck.equal(f"all_to_all_single 2-D {tag}", out, want)
 
     # all_to_all_single with uneven splits: rank r sends (p + 1) * (r + 1) elements to p
     in_splits = [(p + 1) * (rank + 1) for p in range(W)]
@@ -263,8 +286,16 @@ def check_collectives(ck, rank, world, device, dtype):
         ck.equal(f"coalesced all_reduce {tag} #{k}", t,
                  ((torch.arange(1000 + k, device=device) % 8) * W + W * (W - 1) // 2).to(dtype))
 
+    # barrier: nobody leaves before everyone came (each rank says so in the
+    # store before it enters, the last one late)
+    store = dist.distributed_c10d._get_default_store()
+    key = f"barrier-{tag}-{W}"
+    if rank == W - 1:
+        time.sleep(0.3)
+    store.set(f"{key}-{rank}", "in")
     dist.barrier()
-    ck.true(f"barrier {tag}", True)
+    ck.true(f"barrier {tag}: every rank entered before any left",
+            store.check([f"{key}-{r}" for r in range(W)]), "a rank left the barrier before all had entered")
 
 
 def check_groups(ck, rank, world, device):
@@ -298,6 +329,23 @@ def check_groups(ck, rank, world, device):
     dist.barrier()
     for g in (g1, g2, evens):
         dist.destroy_process_group(g)
+        check_destroyed(ck, g, "new_group")
+
+
+def check_destroyed(ck, g, what):
+    """mscclpp's backend: destroy_process_group destroyed the group's
+    communicator (torch calls the group's shutdown(); versions with
+    _shutdown_backend only do that for NCCL, and the communicator then
+    lives until the process exits)."""
+    import torch.distributed as dist
+    if g is None or g == dist.GroupMember.NON_GROUP_MEMBER or type(g).__name__ != "ProcessGroupMscclpp":
+        return
+    if hasattr(dist.distributed_c10d, "_shutdown_backend"):
+        print(f"note: this torch has _shutdown_backend: a destroyed {what} keeps its mscclpp communicator",
+              flush=True)
+        return
+    ck.true(f"destroy_process_group({what}) destroyed its mscclpp communicator", g._comm is None,
+            "the group's shutdown() was not called")
 
 
 def check_side_order(ck, rank, world, device):
@@ -444,7 +492,10 @@ def rank_main(rank, world, port, mode, lib, skip_ddp, result_dir):
         dist.barrier()
         if rank == 0:
             print(f"[{mode}, {world} ranks] checks took {time.time() - t0:.1f} s", flush=True)
+        world_pg = dist.group.WORLD
         dist.destroy_process_group()
+        ck.true("destroy_process_group() leaves torch.distributed uninitialized", not dist.is_initialized())
+        check_destroyed(ck, world_pg, "the default group")
     except Exception:  # noqa: BLE001
         ck.fail("exception", traceback.format_exc())
     with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
