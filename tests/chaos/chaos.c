@@ -1187,8 +1187,10 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  printf("chaos: the %s API%s, %d trials from seed %llu, window %d, up to %zu elements per call\n", api->name,
-         gpu ? " on the GPU" : " on the host backend", trials, (unsigned long long)seed, window, maxCount);
+  const char* lib = api->library != NULL ? api->library() : NULL;
+  printf("chaos: the %s API%s%s%s, %d trials from seed %llu, window %d, up to %zu elements per call\n", api->name,
+         lib ? " of " : "", lib ? lib : "", gpu ? " on the GPU" : " on the host backend", trials,
+         (unsigned long long)seed, window, maxCount);
   double t0 = nowSec();
   int failed = 0, hangs = 0, wrongs = 0, kills = 0, victimBusy = 0, waits = 0, waitsBusy = 0;
   int survivors = 0, threadsBack = 0;

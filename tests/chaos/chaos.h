@@ -59,6 +59,8 @@ struct chaosApi {
   /* Whether this process has kernels in flight: 1, 0, or -1 (no GPU). Safe
    * from any thread. */
   int (*busy)(void);
+  /* The file of the library that serves the calls (NULL: not known). */
+  const char* (*library)(void);
   /* Free and total device memory, for the observer process (NULL: none). */
   int (*deviceMemory)(size_t* freeBytes, size_t* totalBytes, char* why, size_t len);
 };

@@ -138,5 +138,6 @@ const struct chaosApi chaosApi = {
     .call = call,
     .wait = waitCalls,
     .busy = busy,
+    .library = NULL,
     .deviceMemory = NULL,
 };

@@ -18,6 +18,8 @@
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +286,16 @@ static int busy(void) {
   return -1;
 }
 
+/* Ours, not NVIDIA's libnccl.so.2 found first on the library path. */
+static const char* library(void) {
+  static char path[PATH_MAX];
+  Dl_info info;
+  void* sym = dlsym(RTLD_DEFAULT, "ncclCommShrink");
+  if (sym == NULL || dladdr(sym, &info) == 0 || info.dli_fname == NULL) return NULL;
+  if (realpath(info.dli_fname, path) == NULL) snprintf(path, sizeof(path), "%s", info.dli_fname);
+  return path;
+}
+
 static int deviceMemory(size_t* freeBytes, size_t* totalBytes, char* why, size_t len) {
 #ifdef MSCCLPP_HAVE_CUDA
   CUDA_OR_FAIL(cudaMemGetInfo(freeBytes, totalBytes));
@@ -308,5 +320,6 @@ const struct chaosApi chaosApi = {
     .call = call,
     .wait = waitCalls,
     .busy = busy,
+    .library = library,
     .deviceMemory = deviceMemory,
 };
