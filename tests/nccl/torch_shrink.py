@@ -43,6 +43,10 @@ ranks, so the final weights must match a full-batch run of the same steps in
 one process (rtol 1e-4, atol 1e-5); the time from each kill to the first
 step that succeeded on every survivor is printed, with how it recovered.
 
+--cpu checks the script itself on a machine without a GPU: the gloo backend
+on CPU tensors, no library, recovery by a new process group (shrink_group
+is NCCL's only), the failure seen as gloo's exception.
+
 Exit status 0 when every survivor passed every check; 77 without a GPU.
 """
 import argparse
@@ -63,7 +67,7 @@ REEXEC_FLAG = "MSCCLPP_TORCH_SHRINK_CHILD"
 BATCH = 96           # the global batch: divisible by 4, 3 and 2 ranks
 DIM, HIDDEN = 64, 1024
 CANARY = 1 << 14     # int32 elements of each rank's part of the exact checks
-LR = 0.05
+LR = 0.005           # stable for the 60 steps of full-batch descent (the loss falls about 4x)
 
 
 def parse_args():
@@ -78,6 +82,7 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1, help="picks each kill's moment (printed)")
     p.add_argument("--timeout", type=float, default=170, help="seconds for the whole run")
     p.add_argument("--mps", action="store_true", help="start the CUDA MPS daemon if ranks share a GPU and none runs")
+    p.add_argument("--cpu", action="store_true", help="gloo on CPU tensors, no library (checks this script)")
     p.add_argument("--worker", nargs=3, metavar=("RANK", "PORT", "LIB"), help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -88,6 +93,16 @@ def parse_kills(text):
         r, s = item.split("@")
         kills.append((int(r), int(s)))
     return kills
+
+
+def publish(store, key, value):
+    """Set key, then raise its flag (Store.check is not in every PyTorch: a counter is)."""
+    store.set(key, value)
+    store.add(key + "#", 1)
+
+
+def published(store, key):
+    return store.add(key + "#", 0) > 0
 
 
 def count_threads():
@@ -107,10 +122,6 @@ def count_threads():
 # a rank
 
 
-class StepFailed(Exception):
-    pass
-
-
 class Rank:
     def __init__(self, orig, nprocs, port, lib, args):
         import torch
@@ -119,9 +130,13 @@ class Rank:
         self.orig, self.args = orig, args
         self.kills = parse_kills(args.kill)
         self.store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60))
-        self.device = torch.device("cuda", orig % torch.cuda.device_count())
-        torch.cuda.set_device(self.device)
-        torch.backends.cuda.matmul.allow_tf32 = False
+        self.backend = "gloo" if args.cpu else "nccl"
+        if args.cpu:
+            self.device = torch.device("cpu")
+        else:
+            self.device = torch.device("cuda", orig % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
+            torch.backends.cuda.matmul.allow_tf32 = False
         self.members = list(range(nprocs))   # original ranks of the current group, in its rank order
         self.lib = ctypes.CDLL(lib) if lib else None
         if self.lib is not None:
@@ -131,10 +146,16 @@ class Rank:
         self.deaths_seen = 0
         self.hows = []
         self.threads_before = count_threads()
-        dist.init_process_group("nccl", store=self.store, rank=orig, world_size=nprocs, device_id=self.device,
-                                timeout=datetime.timedelta(seconds=60))
+        self.init_group(self.store, orig, nprocs)
         self.pg = dist.group.WORLD
         self.gen = 0
+
+    def init_group(self, store, rank, size):
+        kwargs = dict(backend=self.backend, store=store, rank=rank, world_size=size,
+                      timeout=datetime.timedelta(seconds=60))
+        if not self.args.cpu:
+            kwargs["device_id"] = self.device  # communicators made now (eager), bound to the device
+        self.dist.init_process_group(**kwargs)
 
     def log(self, msg):
         print(f"[rank {self.orig}] {msg}", flush=True)
@@ -183,10 +204,12 @@ class Rank:
         return st.value if st.value != 7 else 0  # 7: ncclInProgress
 
     def death_published(self):
-        return self.store.check([f"dead/{self.deaths_seen + 1}"])
+        return published(self.store, f"dead/{self.deaths_seen + 1}")
 
     # ---- one step: the gradients all_reduce'd, two exact checks ----
     def step(self, params, step):
+        """The step's loss, or a string saying why it failed (no exception is kept: one would keep the failed
+        collectives, and with gloo their connections, alive)."""
         torch, dist = self.torch, self.dist
         m, r = len(self.members), self.members.index(self.orig)
         x, y = self.batch(step)
@@ -200,22 +223,25 @@ class Rank:
         gathered = torch.full((m * CANARY,), -7, device=self.device, dtype=torch.int32)  # poisoned
         total = torch.full((CANARY,), (self.orig + 1) * (step + 1), device=self.device, dtype=torch.int32)
         try:
-            works = [dist.all_reduce(flat, group=self.pg, async_op=True),
-                     dist.all_gather_into_tensor(gathered, mine, group=self.pg, async_op=True),
-                     dist.all_reduce(total, group=self.pg, async_op=True)]
+            works = [dist.all_reduce(flat, group=self.pg, async_op=True)]
+            if self.args.cpu:  # (gloo of older PyTorch has no all_gather_into_tensor)
+                works.append(dist.all_gather(list(gathered.chunk(m)), mine, group=self.pg, async_op=True))
+            else:
+                works.append(dist.all_gather_into_tensor(gathered, mine, group=self.pg, async_op=True))
+            works.append(dist.all_reduce(total, group=self.pg, async_op=True))
             if (self.orig, step) in self.kills:
-                self.store.set(f"at/{self.orig}/{step}", "1")  # the driver kills this rank now
+                publish(self.store, f"at/{self.orig}/{step}", "1")  # the driver kills this rank now
             for w in works:
                 w.wait()
-            torch.cuda.synchronize()
+            if not self.args.cpu:
+                torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001  (DistBackendError, RuntimeError)
-            raise StepFailed(f"step {step}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return f"step {step}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         err = self.async_error()
         if err is None and self.death_published():
             err = -2
         if err:
-            raise StepFailed(f"step {step}: ncclCommGetAsyncError {err}" if err != -2 else
-                             f"step {step}: a death was published")
+            return f"step {step}: ncclCommGetAsyncError {err}" if err != -2 else f"step {step}: a death was published"
         # exact checks
         want = torch.cat([(torch.arange(CANARY, device=self.device, dtype=torch.int32) % 97) + 1000 * q + step
                           for q in self.members])
@@ -238,7 +264,7 @@ class Rank:
         return loss.item()
 
     # ---- recovery ----
-    def recover(self, why, t_fail):
+    def recover(self, why):
         torch, dist = self.torch, self.dist
         self.deaths_seen += 1
         k = self.deaths_seen
@@ -248,7 +274,7 @@ class Rank:
         survivors = [q for q in self.members if q not in dead]
         self.log(f"{why}; ranks {dead} are dead: excluding group ranks {exclude}")
         how = None
-        want_shrink = self.args.how in ("auto", "shrink")
+        want_shrink = self.args.how in ("auto", "shrink") and not self.args.cpu
         if want_shrink and hasattr(dist, "shrink_group"):
             c10d = dist.distributed_c10d
             abort_flag = getattr(dist, "SHRINK_ABORT", getattr(c10d, "SHRINK_ABORT", 1))
@@ -264,6 +290,7 @@ class Rank:
         if how is None:
             # abort the old group (its communicator cannot finish anything)
             # and make a new one from the survivors on the same store
+            self.pg = None
             abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
             try:
                 if abort is not None:
@@ -273,14 +300,13 @@ class Rank:
             except Exception as e:  # noqa: BLE001
                 self.log(f"releasing the old group: {type(e).__name__}: {e}")
             self.gen += 1
-            dist.init_process_group("nccl", store=dist.PrefixStore(f"reinit{self.gen}", self.store),
-                                    rank=survivors.index(self.orig), world_size=len(survivors),
-                                    device_id=self.device, timeout=datetime.timedelta(seconds=60))
+            self.init_group(dist.PrefixStore(f"reinit{self.gen}", self.store), survivors.index(self.orig),
+                            len(survivors))
             self.pg = dist.group.WORLD
             how = "a new process group"
         self.members = survivors
         self.hows.append(how)
-        self.store.set(f"how/{k}/{self.orig}", how)
+        publish(self.store, f"how/{k}/{self.orig}", how)
         if self.pg.size() != len(survivors) or self.pg.rank() != survivors.index(self.orig):
             self.fail("new group", f"size {self.pg.size()} rank {self.pg.rank()}, expected {len(survivors)} and "
                                    f"{survivors.index(self.orig)}")
@@ -292,10 +318,9 @@ class Rank:
         saved = {-1: [p.detach().clone() for p in params]}   # parameters after each completed step
         step, first_loss, last_loss, pending = 0, None, None, None
         while step < self.args.steps:
-            try:
-                loss = self.step(params, step)
-            except StepFailed as e:
-                pending = self.recover(str(e), time.monotonic())
+            loss = self.step(params, step)
+            if isinstance(loss, str):
+                pending = self.recover(loss)
                 # the last step every survivor completed: MIN over the new group
                 done = torch.tensor([step - 1], device=self.device, dtype=torch.int64)
                 dist.all_reduce(done, op=dist.ReduceOp.MIN, group=self.pg)
@@ -309,7 +334,7 @@ class Rank:
                 step = back + 1
                 continue
             if pending is not None:  # the first step that succeeded after a recovery
-                self.store.set(f"recovered/{pending}/{self.orig}", repr(time.monotonic()))
+                publish(self.store, f"recovered/{pending}/{self.orig}", repr(time.monotonic()))
                 pending = None
             saved[step] = [p.detach().clone() for p in params]
             saved.pop(step - 4, None)
@@ -357,7 +382,7 @@ def worker_main(args):
         result["failures"] += rank.failures
         result["hows"] = rank.hows
         try:
-            rank.store.set(f"result/{orig}", json.dumps(result))
+            publish(rank.store, f"result/{orig}", json.dumps(result))
         except Exception:  # noqa: BLE001
             pass
     sys.stdout.flush()
@@ -424,13 +449,13 @@ def drive(args, lib):
     deadline = t0 + args.timeout
     procs = {r: subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(r), str(port), lib or "",
                                   "--nprocs", str(args.nprocs), "--steps", str(args.steps), "--kill", args.kill,
-                                  "--how", args.how])
+                                  "--how", args.how] + (["--cpu"] if args.cpu else []))
              for r in range(args.nprocs)}
     ok = True
     dead, killed_at = [], []
     for victim, kstep in kills:
         key = f"at/{victim}/{kstep}"
-        while not store.check([key]):
+        while not published(store, key):
             if procs[victim].poll() is not None or time.monotonic() > deadline:
                 print(f"FAIL: rank {victim} never reached step {kstep}", flush=True)
                 ok = False
@@ -445,7 +470,7 @@ def drive(args, lib):
         procs[victim].wait()
         dead.append(victim)
         killed_at.append(t_kill)
-        store.set(f"dead/{len(dead)}", json.dumps(dead))
+        publish(store, f"dead/{len(dead)}", json.dumps(dead))
         print(f"driver: SIGKILL to rank {victim} {delay * 1e3:.2f} ms after it enqueued step {kstep} "
               f"(seed {args.seed})", flush=True)
     for r, p in procs.items():
@@ -461,7 +486,7 @@ def drive(args, lib):
     for r in range(args.nprocs):
         if r in dead:
             continue
-        if not store.check([f"result/{r}"]):
+        if not published(store, f"result/{r}"):
             fails.append(f"rank {r}: no result (crashed or hung)")
             continue
         res = json.loads(store.get(f"result/{r}").decode())
@@ -473,7 +498,7 @@ def drive(args, lib):
     for k, t_kill in enumerate(killed_at, start=1):
         survivors = [r for r in range(args.nprocs) if r not in dead[:k]]
         keys = [f"recovered/{k}/{r}" for r in survivors]
-        if all(store.check([key]) for key in keys):
+        if all(published(store, key) for key in keys):
             times.append(max(float(store.get(key).decode()) for key in keys) - t_kill)
         else:
             times.append(None)
@@ -501,10 +526,11 @@ def main():
         worker_main(args)
         return
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    lib = os.path.abspath(args.lib or os.path.join(repo, "build", "src", "nccl", "libmscclpp_nccl.so"))
-    if not os.path.exists(lib):
+    lib = None if args.cpu else os.path.abspath(args.lib or os.path.join(repo, "build", "src", "nccl",
+                                                                          "libmscclpp_nccl.so"))
+    if lib is not None and not os.path.exists(lib):
         sys.exit(f"{lib} not found: build it, or pass --lib")
-    if os.environ.get(REEXEC_FLAG) != "1":
+    if lib is not None and os.environ.get(REEXEC_FLAG) != "1":
         env = dict(os.environ)
         env["LD_PRELOAD"] = (lib + " " + env.get("LD_PRELOAD", "")).strip()
         env[REEXEC_FLAG] = "1"
@@ -512,12 +538,13 @@ def main():
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
     import torch
-    if not torch.cuda.is_available():
+    if not args.cpu and not torch.cuda.is_available():
         print("SKIPPED: no GPU")
         sys.exit(77)
-    print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s), library {lib}, shrink_group "
+    ngpus = 0 if args.cpu else torch.cuda.device_count()
+    print(f"torch {torch.__version__}, {ngpus} GPU(s), library {lib or '(none: gloo on the CPU)'}, shrink_group "
           f"{'present' if hasattr(torch.distributed, 'shrink_group') else 'absent'}", flush=True)
-    ctl = maybe_start_mps(args, torch.cuda.device_count())
+    ctl = None if args.cpu else maybe_start_mps(args, ngpus)
     try:
         ok = drive(args, lib)
     finally:
