@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -35,7 +35,9 @@ mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >>"$LOG" 2>&1
 # What our binaries need from this machine's libraries.
 for b in "$BIN"/*; do
-  [ -x "$b" ] && [ "${b%.sh}" = "$b" ] && ldd "$b" 2>&1 | grep -q "not found" && { echo "MISSING LIBS: $b"; ldd "$b" | grep "not found"; } | tee -a "$LOG"
+  # (libnccl.so.2 of the programs linked to our NCCL library: ours, in $BIN/lib)
+  [ -x "$b" ] && [ "${b%.sh}" = "$b" ] && LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}" ldd "$b" 2>&1 | grep -q "not found" &&
+    { echo "MISSING LIBS: $b"; LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}" ldd "$b" | grep "not found"; } | tee -a "$LOG"
 done
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
@@ -220,6 +222,19 @@ if [ "$what" = py ]; then
       --out "$OUT/torch_layers"
   done
 fi
+if [ "$what" = all ] || [ "$what" = chaos ]; then
+  # Chaos on the GPU (issue 24), under 3 minutes: 20 trials through the NCCL
+  # API, 4 ranks sharing the GPU, kernels in flight when a rank is SIGKILLed,
+  # survivors shrink (NCCL_SHRINK_ABORT) and check 100 more calls; their
+  # threads and the device memory must come back (tests/chaos/chaos.c). Then
+  # PyTorch training on 4 ranks that loses rank 2, then rank 0, and goes on
+  # (tests/nccl/torch_shrink.py). Summary lines: chaos:, kill to first...,
+  # kernels in flight:, resources:, torch_shrink:
+  have chaos_nccl && step chaos_nccl_gpu_4 100 env LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}" \
+    "$BIN/chaos_nccl" --gpu --trials 20 --seed 1
+  [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_shrink_4 80 python3 tests/nccl/torch_shrink.py \
+    --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 75
+fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then
   # NVIDIA's nccl-tests through libmscclpp_nccl.so: the whole matrix
   # (scripts/nccl-tests.sh says what it needs carried); its summary and logs
@@ -248,11 +263,11 @@ if [ "$what" = tune ]; then
 fi
 echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1
 
-grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline" "$LOG" | tail -n 80
 if [ "$what" = py ]; then
   # the verdicts and the layer tables in full
   grep -E "\] (PASS|FAIL):|^gpu_ddp: [0-9]+ ranks.*: (PASS|FAIL)|^torch_layers: (PASS|FAIL)" "$LOG"
   sed -n '/^# allreduce, float32 sum, in place/,/^torch_layers: /p' "$LOG"
 fi
+grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline|^(chaos|torch_shrink|kernels in flight|resources):|^kill to first|^  of which" "$LOG" | tail -n 80
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"

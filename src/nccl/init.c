@@ -665,7 +665,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   if (excludeRanksCount > 0) memcpy(c->shrinkExclude, excludeRanksList, (size_t)excludeRanksCount * sizeof(int));
   if (shrinkFlags == NCCL_SHRINK_ABORT) { /* NCCL: the parent's operations end; it is revoked */
     pthread_mutex_lock(&comm->lock);
-    comm->revoked = 1;
+    if (!comm->revoked) comm->revoked = MSCCLPP_NCCL_REVOKED_BY_SHRINK;
     pthread_mutex_unlock(&comm->lock);
   }
   pthread_mutex_lock(&comm->lock);
@@ -682,10 +682,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t res = mscclppNcclCommReady(comm, "ncclCommFinalize");
   if (res != ncclSuccess) return res;
   pthread_mutex_lock(&comm->lock);
-  int revoked = comm->revoked;
-  if (!revoked) comm->finalized = 1;
+  int byApp = comm->revoked == MSCCLPP_NCCL_REVOKED_BY_APP;
+  if (!byApp) comm->finalized = 1; /* (after an ABORT shrink nothing is left to flush) */
   pthread_mutex_unlock(&comm->lock);
-  if (revoked) /* NCCL's header: finalize after revoke is invalid */
+  if (byApp) /* NCCL's header: finalize after revoke is invalid */
     return mscclppNcclErr(ncclInvalidArgument, "ncclCommFinalize: the communicator was revoked; destroy it instead");
   return ncclSuccess;
 }
@@ -770,7 +770,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
                           (unsigned)revokeFlags);
   pthread_mutex_lock(&comm->lock);
   int again = comm->revoked;
-  comm->revoked = 1;
+  if (!again) comm->revoked = MSCCLPP_NCCL_REVOKED_BY_APP;
   pthread_mutex_unlock(&comm->lock);
   if (again) return mscclppNcclErr(ncclInvalidArgument, "%s: the communicator is revoked already", fn);
   res = revokeMc(comm, fn);

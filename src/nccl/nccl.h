@@ -224,7 +224,10 @@ MSCCLPP_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int 
 MSCCLPP_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 
 /* Mark the communicator finished (nothing to flush: every call has been
- * enqueued or run); ncclCommDestroy frees it. */
+ * enqueued or run); ncclCommDestroy frees it. ncclInvalidArgument after
+ * ncclCommRevoke; accepted on the parent of a shrink with
+ * NCCL_SHRINK_ABORT (PyTorch releases that parent with finalize, then
+ * destroy). */
 MSCCLPP_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm);
 
 /* Free the communicator (waits for a background init or split first, at
@@ -258,7 +261,7 @@ MSCCLPP_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
  * made by those ranks alone (mscclppCommShrink: no new id, nothing from the
  * excluded ranks, rank 0 among them or not). Only those ranks call it, with
  * the same list. NCCL_SHRINK_ABORT: after a failure; the parent is revoked
- * first. NCCL_SHRINK_DEFAULT: a healthy or revoked parent (a failed one is
+ * first (then destroy it, with or without ncclCommFinalize). NCCL_SHRINK_DEFAULT: a healthy or revoked parent (a failed one is
  * ncclInvalidUsage, pointing to NCCL_SHRINK_ABORT). config NULL inherits
  * the parent's blocking mode; nonblocking returns ncclInProgress. Errors:
  * ncclInvalidArgument (a bad list or flags), ncclInvalidUsage (lists that

@@ -95,7 +95,7 @@ struct ncclComm {
   int rank;
   int nranks;
   int finalized;
-  int revoked; /* ncclCommRevoke (or a shrink with NCCL_SHRINK_ABORT) was called; under lock */
+  int revoked; /* MSCCLPP_NCCL_REVOKED_*: by ncclCommRevoke, or by a shrink with NCCL_SHRINK_ABORT; under lock */
   /* fallback: the real NCCL's communicator of the same ranks, or NULL */
   void* real;
   unsigned fallbackOps; /* MSCCLPP_NCCL_FB_* bits of MSCCLPP_NCCL_FALLBACK_OPS */
@@ -113,6 +113,15 @@ ncclResult_t mscclppNcclCommCheck(const struct ncclComm* comm, const char* fn);
 /* Check, then wait (bounded) for a background join; its failure is
  * returned. */
 ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn);
+/* Who revoked a communicator (ncclComm.revoked; 0: nobody). After the
+ * application's ncclCommRevoke, ncclCommFinalize is invalid (NCCL's
+ * header); after a shrink with NCCL_SHRINK_ABORT it is accepted, as NCCL
+ * accepts it: that parent is left with nothing in flight, and PyTorch's
+ * shrink_group(..., SHRINK_ABORT) releases it with ncclCommFinalize, then
+ * ncclCommDestroy. */
+#define MSCCLPP_NCCL_REVOKED_BY_APP 1
+#define MSCCLPP_NCCL_REVOKED_BY_SHRINK 2
+
 /* ncclInvalidUsage naming `fn` when comm was revoked (its collectives and
  * send/recv are refused, as NCCL's are), else ncclSuccess. */
 ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn);

@@ -15,7 +15,9 @@
  *                         is refused, NCCL_SHRINK_ABORT without V gives a
  *                         communicator whose collectives are checked (blocking,
  *                         then a nonblocking shrink of it with nobody
- *                         excluded); prints SURVIVOR_OK
+ *                         excluded); the parent is aborted (odd ranks) or
+ *                         finalized and destroyed (even ranks, as PyTorch's
+ *                         shrink_group does); prints SURVIVOR_OK
  *   nccl_worker exit-live nccl-tests' parallel init: every rank exits with its
  *                         communicator alive, at its own moment; exit 0 each
  *   nccl_worker fallback  MSCCLPP_NCCL_FALLBACK errors (one process)
@@ -860,9 +862,17 @@ static int runShrink(int victim) {
   OK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, sh, NULL));
   float want = (float)(nranks * (nranks - 1) / 2 - victim);
   for (int i = 0; i < 256; i++) CHECK(y[i] == want);
-  /* the parent refuses collectives (revoked) and can be aborted */
+  /* the parent refuses collectives (revoked); odd ranks abort it, even
+   * ranks release it as PyTorch's shrink_group does: finalize, wait until
+   * ncclCommGetAsyncError is no longer ncclInProgress, destroy */
   NCHECK(ncclAllReduce(x, y, 256, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
-  OK(ncclCommAbort(comm));
+  if (rank % 2) {
+    OK(ncclCommAbort(comm));
+  } else {
+    OK(ncclCommFinalize(comm));
+    NCHECK(waitInit(comm), ncclSuccess);
+    OK(ncclCommDestroy(comm));
+  }
   /* a nonblocking shrink of the new one, nobody excluded */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
