@@ -112,7 +112,11 @@ static mscclppResult_t parse(const char* json, size_t len, const char* source, i
   (void)json;
   (void)len;
   (void)plan;
-  (void)quiet;
+  if (quiet) /* the caller warns */
+    return mscclppErrQuiet(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
+                           "cannot load execution plan %s: this build of mscclpp has no JSON parser (it was built "
+                           "without jansson: install libjansson-dev and rebuild)",
+                           source);
   return mscclppErr(mscclppInvalidUsage, MSCCLPP_LOG_COLL,
                     "cannot load execution plan %s: this build of mscclpp has no JSON parser (it was built without "
                     "jansson: install libjansson-dev and rebuild)",
