@@ -10,10 +10,12 @@
 #   python3                         tests/perf/check_json.sh reads mscclpp-perf's JSON
 #   python3-numpy python3-pip mypy  the Python package's tests (tests/python/; skipped without them)
 #   binutils                        nm, for the NCCL library's exported-symbol test
+#   libjansson-dev                  the JSON parser of execution plans (src/coll/plan/; optional:
+#                                   without it the plan API says the build has no JSON parser)
 # The CUDA toolkit is not a Debian package here: install it yourself; without
 # nvcc the build is the host backend only.
 set -euo pipefail
-pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev libfabric-dev iproute2 gnuplot-nox python3 python3-numpy python3-pip mypy binutils)
+pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev libfabric-dev iproute2 gnuplot-nox python3 python3-numpy python3-pip mypy binutils libjansson-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

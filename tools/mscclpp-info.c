@@ -5,13 +5,18 @@
  *   mscclpp-info                      version, build options, GPUs, network providers
  *   mscclpp-info --params             every MSCCLPP_* parameter: current value, default, help
  *   mscclpp-info --params --markdown  the same table in Markdown (README's table is this)
+ *   mscclpp-info --plans [DIR]        the execution plans of DIR (default MSCCLPP_CACHE_DIR):
+ *                                     what each is, or why it does not load
  *
  * Build options come from CMake as compile definitions (tools/CMakeLists.txt).
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/plan/plan.h"
 #include "core/error.h"
 #include "core/params.h"
 #include "gpu/gpu.h"
@@ -41,10 +46,12 @@
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: mscclpp-info [--params [--markdown]]\n"
+          "usage: mscclpp-info [--params [--markdown] | --plans [DIR]]\n"
           "  (no option)  version, build options, GPUs and the network providers libfabric finds\n"
           "  --params     every MSCCLPP_* environment parameter: current value, default, help\n"
-          "  --markdown   with --params: a Markdown table of the defaults (README's table)\n");
+          "  --markdown   with --params: a Markdown table of the defaults (README's table)\n"
+          "  --plans      the execution plans (*.json) of DIR, default MSCCLPP_CACHE_DIR: what each is, or\n"
+          "               why it does not load (exit status 1 when one does not)\n");
 }
 
 /* ---- --params ---------------------------------------------------------------- */
@@ -229,10 +236,60 @@ static void printReport(void) {
   printNetChoice();
 }
 
+/* ---- --plans ------------------------------------------------------------------ */
+
+static int byName(const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); }
+
+/* The plans of dir, one line each. 0: all load; 1: one does not; 2: no directory. */
+static int printPlans(const char* dir, const char* from) {
+  DIR* d = opendir(dir);
+  if (d == NULL) {
+    fprintf(stderr, "mscclpp-info: cannot read directory %s (%s): %s\n", dir, from, strerror(errno));
+    return 2;
+  }
+  char* names[4096];
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL && n < 4096;) {
+    size_t len = strlen(e->d_name);
+    if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0 && e->d_name[0] != '.') names[n++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof(char*), byName);
+  printf("execution plans in %s (%s): %d\n", dir, from, n);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+    struct mscclppPlan* plan = NULL;
+    if (mscclppPlanParseFileQuiet(path, &plan) != mscclppSuccess) {
+      const char* why = mscclppGetLastError();
+      const char* cut = strstr(why, path); /* the message starts "execution plan <path>: " */
+      if (cut != NULL && strncmp(cut + strlen(path), ": ", 2) == 0) why = cut + strlen(path) + 2;
+      printf("  %-32s INVALID: %s\n", names[i], why);
+      bad++;
+    } else {
+      printf("  %-32s ok: %s, %s for %d ranks, %s, %s, %u thread blocks x %u threads, messages of %llu to %llu "
+             "bytes\n",
+             names[i], plan->name, mscclppPlanCollectiveName(plan->collective), plan->nranks,
+             plan->protocol == MSCCLPP_PLAN_LL ? "LL" : "Simple", plan->inplace ? "in-place" : "out-of-place",
+             plan->maxBlocks, plan->threadsPerBlock, (unsigned long long)plan->minMessageBytes,
+             (unsigned long long)plan->maxMessageBytes);
+      mscclppPlanRelease(plan);
+    }
+    free(names[i]);
+  }
+  if (bad) printf("%d of %d plans do not load\n", bad, n);
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
-  int params = 0, markdown = 0;
+  int params = 0, markdown = 0, plans = 0;
+  const char* planDir = NULL;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--params") == 0) {
+    if (strcmp(argv[i], "--plans") == 0) {
+      plans = 1;
+      if (i + 1 < argc && argv[i + 1][0] != '-') planDir = argv[++i];
+    } else if (strcmp(argv[i], "--params") == 0) {
       params = 1;
     } else if (strcmp(argv[i], "--markdown") == 0) {
       markdown = 1;
@@ -250,6 +307,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (params) return printParams(markdown);
+  if (plans) {
+    if (planDir != NULL) return printPlans(planDir, "given");
+    const char* cache = getenv("MSCCLPP_CACHE_DIR");
+    if (cache == NULL || cache[0] == '\0') {
+      fprintf(stderr, "mscclpp-info: --plans: MSCCLPP_CACHE_DIR is not set; name a directory (--plans DIR)\n");
+      return 2;
+    }
+    return printPlans(cache, "MSCCLPP_CACHE_DIR");
+  }
   printReport();
   return 0;
 }

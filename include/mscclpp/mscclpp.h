@@ -19,5 +19,6 @@
 #include "mscclpp/port_channel.h"
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/coll.h"
+#include "mscclpp/plan.h"
 
 #endif /* MSCCLPP_MSCCLPP_H_ */

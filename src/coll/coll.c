@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "coll/hier/coll_hier.h"
+#include "coll/plan/plan_coll.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/report.h"
@@ -36,11 +37,34 @@ const char* mscclppRedOpName(mscclppRedOp_t op) { return (unsigned)op < mscclppN
  * coll/hier/ for the steps on its children); groups of send/recv come to
  * runP2p. */
 
+/* An execution plan for `a`: the one mscclppPlanExecute names, else the
+ * first registered plan that matches (when MSCCLPP_ALGO forces nothing
+ * else). Runs it and returns 1 in *ran; 0 when no plan applies. */
+static mscclppResult_t dispatchPlan(struct mscclppComm* comm, const struct mscclppCollArgs* a, uint64_t bytes,
+                                    mscclppCollBackend* backend, mscclppCollAlgo* algo, int* ran) {
+  *ran = 0;
+  struct mscclppPlan* plan = a->plan;
+  mscclppCollBackend where = mscclppCollSelectBackend(comm, a->kind, MSCCLPP_COLL_ALGO_AUTO);
+  if (plan == NULL && mscclppCollSelectPlans(a->kind, a->algo)) {
+    plan = mscclppCollPlanPick(comm, a, where);
+    if (plan == NULL && a->algo == MSCCLPP_COLL_ALGO_PLAN) mscclppCollSelectPlanFallback(comm, a->kind, bytes);
+  }
+  if (plan == NULL) return mscclppSuccess;
+  *backend = where;
+  *algo = MSCCLPP_COLL_ALGO_PLAN;
+  *ran = 1;
+  mscclppCollSelectTell(comm, a->kind, bytes, where, MSCCLPP_COLL_ALGO_PLAN, mscclppCollPlanName(plan));
+  return mscclppCollPlanRun(comm, plan, a, where);
+}
+
 /* Run `a` where the selection table says; *backend and *algo say where,
  * for the trace. */
 static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCollArgs* a,
                                 mscclppCollBackend* backend, mscclppCollAlgo* algo) {
   const uint64_t bytes = (uint64_t)a->count * a->typeSize;
+  int ran = 0;
+  mscclppResult_t res = dispatchPlan(comm, a, bytes, backend, algo, &ran);
+  if (ran || res != mscclppSuccess) return res;
   if (mscclppCollSelectHier(comm, a->kind, a->algo)) {
     int ran = 0;
     /* the first hierarchical call makes the child communicators, maybe
@@ -52,12 +76,12 @@ static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCo
     *algo = MSCCLPP_COLL_ALGO_HIER;
     MSCCLPP_RETURN_ON_ERROR(res);
     if (ran) {
-      mscclppCollSelectTell(comm, a->kind, bytes, MSCCLPP_COLL_BACKEND_HIER, MSCCLPP_COLL_ALGO_HIER);
+      mscclppCollSelectTell(comm, a->kind, bytes, MSCCLPP_COLL_BACKEND_HIER, MSCCLPP_COLL_ALGO_HIER, NULL);
       return mscclppSuccess;
     }
   }
   struct mscclppCollArgs b = *a;
-  if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT)
+  if (b.algo == MSCCLPP_COLL_ALGO_HIER || b.algo == MSCCLPP_COLL_ALGO_FLAT || b.algo == MSCCLPP_COLL_ALGO_PLAN)
     b.algo = MSCCLPP_COLL_ALGO_AUTO; /* this layer's choice, made: the backend's rules pick */
   *backend = mscclppCollSelectBackend(comm, b.kind, b.algo);
   if (b.kind == MSCCLPP_COLL_ALLTOALLV && *backend == MSCCLPP_COLL_BACKEND_PORT)
@@ -69,17 +93,17 @@ static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCo
   switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
       *algo = MSCCLPP_COLL_ALGO_PORT;
-      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo, NULL);
       return mscclppCollPortRun(comm, &b);
     case MSCCLPP_COLL_BACKEND_GPU:
       b.algo = b.kind == MSCCLPP_COLL_ALLREDUCE ? mscclppCollSelectGpuAllreduce(comm, b.algo, comm->nranks, bytes)
                                                 : MSCCLPP_COLL_ALGO_DIRECT;
       *algo = b.algo;
-      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo, NULL);
       return mscclppCollGpuRun(comm, &b);
     default:
       *algo = MSCCLPP_COLL_ALGO_AUTO;
-      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo);
+      mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo, NULL);
       return mscclppCollHostRun(comm, &b);
   }
 }
@@ -126,7 +150,8 @@ static mscclppResult_t p2pDispatch(struct mscclppComm* comm, const struct mscclp
   mscclppCollSelectTell(comm, MSCCLPP_COLL_SENDRECV, bytes, *backend,
                         *backend == MSCCLPP_COLL_BACKEND_PORT  ? MSCCLPP_COLL_ALGO_PORT
                         : *backend == MSCCLPP_COLL_BACKEND_GPU ? MSCCLPP_COLL_ALGO_DIRECT
-                                                               : MSCCLPP_COLL_ALGO_AUTO);
+                                                               : MSCCLPP_COLL_ALGO_AUTO,
+                        NULL);
   switch (*backend) {
     case MSCCLPP_COLL_BACKEND_PORT:
       return mscclppCollPortP2p(comm, ops, nops, stream);
@@ -276,6 +301,7 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: count %zu is too large", fn, a->count);
   if (needSend) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "sendbuff", a->send, sendElems, a->typeSize));
   if (needRecv) MSCCLPP_RETURN_ON_ERROR(checkBuf(fn, "recvbuff", a->recv, recvElems, a->typeSize));
+  if (a->plan != NULL && a->count > 0) MSCCLPP_RETURN_ON_ERROR(mscclppCollPlanCheck(fn, comm, a));
   MSCCLPP_RETURN_ON_ERROR(mscclppCollSelectForced(comm, a->kind, &a->algo));
   /* Counted from the call check on (it waits on the bootstrap, and a
    * revoke interrupts it). The check comes after the checks of this rank's
@@ -292,7 +318,7 @@ static mscclppResult_t run(const char* fn, struct mscclppCollArgs* a, struct msc
 }
 
 #define COLL_ARGS(k, s, r, c, t, o, rt, st) \
-  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO, NULL }
+  { (k), (s), (r), (c), (t), 0, (o), (rt), (st), MSCCLPP_COLL_ALGO_AUTO, NULL, NULL }
 
 mscclppResult_t mscclppAllReduce(const void* sendbuff, void* recvbuff, size_t count, mscclppDataType_t datatype,
                                  mscclppRedOp_t op, mscclppComm_t comm, mscclppStream_t stream) {
@@ -337,6 +363,23 @@ mscclppResult_t mscclppAllToAll(const void* sendbuff, void* recvbuff, size_t cou
       COLL_ARGS(MSCCLPP_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, mscclppSum, 0, stream);
   size_t n = comm != NULL ? (size_t)comm->nranks : 1;
   return run("mscclppAllToAll", &a, comm, count * n, count * n, 1, 1);
+}
+
+/* A plan's call: the arguments of the collective it implements (mscclpp/plan.h). */
+mscclppResult_t mscclppPlanExecute(mscclppComm_t comm, mscclppPlan_t plan, const void* sendbuff, void* recvbuff,
+                                   size_t count, mscclppDataType_t datatype, mscclppRedOp_t op,
+                                   mscclppStream_t stream) {
+  static const char fn[] = "mscclppPlanExecute";
+  if (plan == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "%s: plan is NULL", fn);
+  const mscclppCollKind kind = mscclppCollPlanKind(plan);
+  const int reduces = kind == MSCCLPP_COLL_ALLREDUCE || kind == MSCCLPP_COLL_REDUCESCATTER;
+  struct mscclppCollArgs a =
+      COLL_ARGS(kind, sendbuff, recvbuff, count, datatype, reduces ? op : mscclppSum, 0, stream);
+  a.plan = plan;
+  size_t n = comm != NULL ? (size_t)comm->nranks : 1;
+  size_t sendElems = count * (kind == MSCCLPP_COLL_REDUCESCATTER || kind == MSCCLPP_COLL_ALLTOALL ? n : 1);
+  size_t recvElems = count * (kind == MSCCLPP_COLL_ALLGATHER || kind == MSCCLPP_COLL_ALLTOALL ? n : 1);
+  return run(fn, &a, comm, sendElems, recvElems, 1, 1);
 }
 
 /* ---- all-to-all-v

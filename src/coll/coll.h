@@ -59,6 +59,7 @@ struct mscclppCollArgs {
   mscclppStream_t stream;
   mscclppCollAlgo algo; /* MSCCLPP_ALGO's choice for this collective (MSCCLPP_COLL_ALGO_AUTO: none) */
   const struct mscclppCollCounts* v; /* alltoallv; NULL for the others */
+  struct mscclppPlan* plan;          /* mscclppPlanExecute: run this plan; NULL: the selection table picks */
 };
 
 /* One send or receive of a group (or a lone mscclppSend/Recv). */
@@ -79,8 +80,11 @@ struct mscclppCollSlot {
   char why[256];           /* ... and its reason, as mscclppGetLastError said it */
 };
 
+struct mscclppPlanRegistry;
+
 struct mscclppCollState {
   struct mscclppCollSelect select;
+  struct mscclppPlanRegistry* plans; /* execution plans registered or run on comm (coll/plan/plan_coll.h) */
   uint64_t traceSeq; /* calls traced on this communicator: the trace's sequence numbers */
   struct mscclppCollTrace* gpuTrace; /* the GPU kernel events' ring (coll_trace.h), made at the first traced launch */
   uint64_t checkSeq;                 /* calls checked (MSCCLPP_CHECK_CALLS): the check's call numbers */

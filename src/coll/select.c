@@ -17,7 +17,7 @@
 static const char* const algoNames[MSCCLPP_COLL_ALGOS] = {
     [MSCCLPP_COLL_ALGO_AUTO] = "auto",   [MSCCLPP_COLL_ALGO_PACKET] = "packet", [MSCCLPP_COLL_ALGO_PACKET2] = "packet2",
     [MSCCLPP_COLL_ALGO_RSAG] = "rsag",   [MSCCLPP_COLL_ALGO_DIRECT] = "direct", [MSCCLPP_COLL_ALGO_HIER] = "hier",
-    [MSCCLPP_COLL_ALGO_FLAT] = "flat",   [MSCCLPP_COLL_ALGO_PORT] = "port"};
+    [MSCCLPP_COLL_ALGO_FLAT] = "flat",   [MSCCLPP_COLL_ALGO_PORT] = "port",     [MSCCLPP_COLL_ALGO_PLAN] = "plan"};
 
 /* Each collective and the algorithms some backend implements for it, as
  * MSCCLPP_ALGO names them (mscclppCollAlgoNames returns `algos`). The host
@@ -27,17 +27,20 @@ static const char* const algoNames[MSCCLPP_COLL_ALGOS] = {
  * hosts, chosen in mscclppCollDispatch. All-to-all has its own row like
  * every collective; each backend runs it in place too (staging the input).
  * All-to-all-v has no port algorithm: the GPU backend runs it on one host
- * only (mscclppCollDispatch refuses the port family for it). */
+ * only (mscclppCollDispatch refuses the port family for it). "plan" is a
+ * registered execution plan (coll/plan/), for the collectives plans
+ * implement: with nothing forced a matching plan runs before the rules
+ * pick; forcing plan only keeps the other algorithms out. */
 static const struct {
   const char* name;
   const char* algos;
 } kinds[MSCCLPP_COLL_KINDS] = {
-    [MSCCLPP_COLL_ALLREDUCE] = {"allreduce", "packet,packet2,rsag,hier,flat,port"},
-    [MSCCLPP_COLL_ALLGATHER] = {"allgather", "direct,port"},
-    [MSCCLPP_COLL_REDUCESCATTER] = {"reducescatter", "direct,port"},
+    [MSCCLPP_COLL_ALLREDUCE] = {"allreduce", "packet,packet2,rsag,hier,flat,port,plan"},
+    [MSCCLPP_COLL_ALLGATHER] = {"allgather", "direct,port,plan"},
+    [MSCCLPP_COLL_REDUCESCATTER] = {"reducescatter", "direct,port,plan"},
     [MSCCLPP_COLL_BROADCAST] = {"broadcast", "direct,port"},
     [MSCCLPP_COLL_REDUCE] = {"reduce", "direct,port"},
-    [MSCCLPP_COLL_ALLTOALL] = {"alltoall", "direct,port"},
+    [MSCCLPP_COLL_ALLTOALL] = {"alltoall", "direct,port,plan"},
     [MSCCLPP_COLL_SENDRECV] = {"sendrecv", "direct,port"},
     [MSCCLPP_COLL_ALLTOALLV] = {"alltoallv", "direct"},
 };
@@ -219,8 +222,24 @@ static void printBytes(char* buf, size_t len, uint64_t b) {
     snprintf(buf, len, "%llu bytes", (unsigned long long)b);
 }
 
+int mscclppCollSelectPlans(mscclppCollKind kind, mscclppCollAlgo forced) {
+  return (kind == MSCCLPP_COLL_ALLREDUCE || kind == MSCCLPP_COLL_ALLGATHER || kind == MSCCLPP_COLL_REDUCESCATTER ||
+          kind == MSCCLPP_COLL_ALLTOALL) &&
+         (forced == MSCCLPP_COLL_ALGO_AUTO || forced == MSCCLPP_COLL_ALGO_PLAN);
+}
+
+void mscclppCollSelectPlanFallback(struct mscclppComm* comm, mscclppCollKind kind, uint64_t bytes) {
+  struct mscclppCollState* st = comm->coll; /* made by mscclppCollSelectForced before any backend runs */
+  if (st == NULL || (unsigned)kind >= MSCCLPP_COLL_KINDS || st->select.planFallbackTold[kind]) return;
+  st->select.planFallbackTold[kind] = 1;
+  MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+               "rank %d: MSCCLPP_ALGO=%s=plan, but no registered execution plan matches a call of %llu bytes per "
+               "rank on %d ranks: the rules pick (said once)",
+               comm->rank, kinds[kind].name, (unsigned long long)bytes, comm->nranks);
+}
+
 void mscclppCollSelectTell(struct mscclppComm* comm, mscclppCollKind kind, uint64_t bytes,
-                           mscclppCollBackend backend, mscclppCollAlgo algo) {
+                           mscclppCollBackend backend, mscclppCollAlgo algo, const char* planName) {
   struct mscclppCollState* st = comm->coll;
   if (st == NULL || (unsigned)kind >= MSCCLPP_COLL_KINDS || !mscclppLogEnabled(MSCCLPP_LOG_LEVEL_INFO, MSCCLPP_LOG_COLL))
     return;
@@ -231,8 +250,10 @@ void mscclppCollSelectTell(struct mscclppComm* comm, mscclppCollKind kind, uint6
   char lo[32], hi[32];
   printBytes(lo, sizeof(lo), c == 0 ? 0 : (uint64_t)1 << (c - 1));
   printBytes(hi, sizeof(hi), (uint64_t)1 << c);
-  MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %s of %llu bytes per rank: %s backend, %s%s (said once for (%s, %s])",
-               comm->rank, kinds[kind].name, (unsigned long long)bytes, mscclppCollBackendName(backend),
-               algo == MSCCLPP_COLL_ALGO_AUTO ? "its one algorithm" : "algorithm ",
-               algo == MSCCLPP_COLL_ALGO_AUTO ? "" : mscclppCollAlgoName(algo), lo, hi);
+  char what[MSCCLPP_PARAM_STR_MAX];
+  if (algo == MSCCLPP_COLL_ALGO_PLAN) snprintf(what, sizeof(what), "execution plan \"%s\"", planName ? planName : "?");
+  else if (algo == MSCCLPP_COLL_ALGO_AUTO) snprintf(what, sizeof(what), "its one algorithm");
+  else snprintf(what, sizeof(what), "algorithm %s", mscclppCollAlgoName(algo));
+  MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: %s of %llu bytes per rank: %s backend, %s (said once for (%s, %s])",
+               comm->rank, kinds[kind].name, (unsigned long long)bytes, mscclppCollBackendName(backend), what, lo, hi);
 }

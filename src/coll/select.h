@@ -37,6 +37,7 @@ typedef enum {
   MSCCLPP_COLL_ALGO_HIER,     /* allreduce across hosts: hierarchical (coll/hier/) */
   MSCCLPP_COLL_ALGO_FLAT,     /* allreduce across hosts: the backend's own over all ranks */
   MSCCLPP_COLL_ALGO_PORT,     /* GPU: the port channel family (coll/port/) */
+  MSCCLPP_COLL_ALGO_PLAN,     /* a registered execution plan (coll/plan/): the first that matches the call */
   MSCCLPP_COLL_ALGOS
 } mscclppCollAlgo;
 
@@ -58,6 +59,7 @@ struct mscclppCollSelect {
   uint8_t forced[MSCCLPP_COLL_KINDS];        /* mscclppCollAlgo per collective */
   uint64_t told[MSCCLPP_COLL_KINDS];         /* size classes whose choice INFO has said */
   int packet2FallbackTold;                   /* allreduce=packet2 beyond its slots: said once */
+  uint8_t planFallbackTold[MSCCLPP_COLL_KINDS]; /* X=plan with no plan matching: said once per collective */
 };
 
 /* "allreduce", ... as MSCCLPP_ALGO and mscclppCollAlgoNames spell them. */
@@ -93,8 +95,16 @@ mscclppCollAlgo mscclppCollSelectGpuAllreduce(struct mscclppComm* comm, mscclppC
                                               uint64_t bytes);
 
 /* Say at INFO, once per (collective, size class), what a call of `bytes`
- * per rank ran on: backend and algorithm. */
+ * per rank ran on: backend and algorithm (`planName`: the plan's name when
+ * algo is MSCCLPP_COLL_ALGO_PLAN, else NULL). */
 void mscclppCollSelectTell(struct mscclppComm* comm, mscclppCollKind kind, uint64_t bytes,
-                           mscclppCollBackend backend, mscclppCollAlgo algo);
+                           mscclppCollBackend backend, mscclppCollAlgo algo, const char* planName);
+
+/* Whether registered execution plans may run a call of `kind` with
+ * MSCCLPP_ALGO's choice `forced`: nothing forced, or X=plan. */
+int mscclppCollSelectPlans(mscclppCollKind kind, mscclppCollAlgo forced);
+/* MSCCLPP_ALGO named plan for `kind` but no registered plan matched a call:
+ * say once (INFO) that the rules pick. */
+void mscclppCollSelectPlanFallback(struct mscclppComm* comm, mscclppCollKind kind, uint64_t bytes);
 
 #endif /* MSCCLPP_SRC_COLL_SELECT_H_ */

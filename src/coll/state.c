@@ -9,6 +9,7 @@
 
 #include "coll/coll.h"
 #include "coll/hier/coll_hier.h"
+#include "coll/plan/plan_coll.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -26,6 +27,9 @@ static void collRelease(struct mscclppComm* comm) {
   struct mscclppCollState* st = comm->coll;
   if (st == NULL) return;
   void* p;
+  /* execution plans' states: their connections and channels are comm's */
+  mscclppCollPlanRelease(comm, st->plans);
+  st->plans = NULL;
   /* the hierarchy's children first: they use the parent's abort object */
   if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_HIER])) != NULL) mscclppCollHierRelease(comm, p);
   if ((p = slotTake(&st->slot[MSCCLPP_COLL_BACKEND_HOST])) != NULL) mscclppCollHostRelease(comm, p);
@@ -79,6 +83,10 @@ mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBac
 }
 
 mscclppResult_t mscclppCollPrepare(struct mscclppComm* comm) {
+  /* MSCCLPP_CACHE_DIR's plans, whatever MSCCLPP_COLL_PREPARE says: reading
+   * files waits for no peer, and calls must find them registered */
+  mscclppCollPlanLoadCache(comm);
+  if (comm->params.collPrepare == 0) return mscclppSuccess;
   /* a bad MSCCLPP_ALGO is reported by the first call that reads it */
   if (comm->nranks == 1 || !mscclppCollSelectParses(comm)) return mscclppSuccess;
   int need[MSCCLPP_COLL_BACKENDS] = {0};

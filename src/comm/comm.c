@@ -40,7 +40,7 @@ static mscclppCommPrepareFn prepareHook;
 void mscclppCommSetPrepareHook(mscclppCommPrepareFn fn) { prepareHook = fn; }
 
 mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm) {
-  if (prepareHook == NULL || comm->params.collPrepare == 0) return mscclppSuccess;
+  if (prepareHook == NULL) return mscclppSuccess; /* it reads MSCCLPP_COLL_PREPARE itself */
   return prepareHook(comm);
 }
 

@@ -116,8 +116,8 @@ mscclppResult_t mscclppCommFromBootstrap(const struct mscclppParams* params, str
  * waits also end when *cancel (may be NULL) becomes nonzero. */
 mscclppResult_t mscclppCommShrinkUnprepared(mscclppComm_t comm, const int* excludeRanks, int excludeCount, int flags,
                                             const int* cancel, mscclppComm_t* newcomm);
-/* Run the hook on comm (every rank must call; a no-op when
- * MSCCLPP_COLL_PREPARE is 0 or no hook is set). */
+/* Run the hook on comm (every rank must call; a no-op when no hook is set;
+ * the hook does only what waits for no peer when MSCCLPP_COLL_PREPARE is 0). */
 mscclppResult_t mscclppCommPrepare(struct mscclppComm* comm);
 
 /* comm/seed.c: destroy what mscclppConnectionSetup built (channels,

@@ -70,7 +70,7 @@ static void testAlgoRefused(void) {
   CHECK_RES(mscclppAllGather(in, out, 64, mscclppFloat32, comm, NULL), mscclppSuccess);
   CHECK(memcmp(in, out, sizeof(in)) == 0);
   CHECK_RES(mscclppAllReduce(in, out, 64, mscclppFloat32, mscclppSum, comm, NULL), mscclppSuccess);
-  CHECK(strcmp(mscclppCollAlgoNames("allgather"), "direct,port") == 0);
+  CHECK(strcmp(mscclppCollAlgoNames("allgather"), "direct,port,plan") == 0);
   CHECK(strstr(mscclppCollAlgoNames("allreduce"), "packet") != NULL);
   CHECK(mscclppCollAlgoNames("allgahter") == NULL);
   CHECK(strcmp(mscclppCollAlgoNames("alltoallv"), "direct") == 0);

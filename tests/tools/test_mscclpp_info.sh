@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # mscclpp-info: the report runs and says what it is; --params lists every
-# parameter with its current value; --markdown is a table with one row each.
+# parameter with its current value; --markdown is a table with one row each;
+# --plans lists the execution plans of a directory (tests/plan's good and bad
+# ones) with what each is or why it does not load.
 #
-#   test_mscclpp_info.sh path/to/mscclpp-info
+#   test_mscclpp_info.sh path/to/mscclpp-info [tests/plan]
 set -u
-INFO=${1:?usage: $0 path/to/mscclpp-info}
+INFO=${1:?usage: $0 path/to/mscclpp-info [tests/plan]}
+PLANS=${2:-}
 failed=0
 fail() {
   echo "FAIL: $*" >&2
@@ -54,6 +57,20 @@ md2=$(MSCCLPP_TIMEOUT=99 "$INFO" --params --markdown)
 [ $? -eq 2 ] || fail "an unknown option does not exit 2"
 "$INFO" --markdown >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--markdown alone does not exit 2"
+
+if [ -n "$PLANS" ]; then
+  good=$(MSCCLPP_CACHE_DIR=$PLANS/data "$INFO" --plans 2>&1) || fail "--plans of good plans exited $?: $good"
+  echo "$good" | grep -q "^execution plans in $PLANS/data (MSCCLPP_CACHE_DIR): 12" || fail "--plans: no header: $good"
+  echo "$good" | grep -q "allreduce_ll_2.json *ok: test_allreduce_ll_2, allreduce for 2 ranks, LL, out-of-place" ||
+    fail "--plans does not describe allreduce_ll_2: $good"
+  bad=$("$INFO" --plans "$PLANS/bad" 2>&1)
+  [ $? -eq 1 ] || fail "--plans of bad plans does not exit 1"
+  echo "$bad" | grep -q 'switch_op.json *INVALID: gpus\[0\].threadblocks\[0\].ops\[3\].name "glres": switch channels' ||
+    fail "--plans does not say why switch_op.json is invalid: $bad"
+  echo "$bad" | grep -q "^27 of 27 plans do not load" || fail "--plans: no count of invalid plans: $bad"
+  MSCCLPP_CACHE_DIR= "$INFO" --plans >/dev/null 2>&1
+  [ $? -eq 2 ] || fail "--plans without a directory does not exit 2"
+fi
 
 [ $failed -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
 [ $failed -eq 0 ]

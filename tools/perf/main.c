@@ -142,7 +142,9 @@ static int runAll(struct ctx* c) {
         memset(&r, 0, sizeof(r));
         for (int p = 0; p < 2; p++) {
           struct call k;
-          setupCall(c, size, type, op, p, &k);
+          /* --plan: the built-in algorithm (0), then the plan (1), both in the plan's form */
+          setupCall(c, size, type, op, o->plan != NULL ? o->planInfo.inplace : p, &k);
+          c->usePlan = o->plan != NULL && p == 1;
           if (p == 0) {
             if (k.bytes == lastBytes) break; /* a size that rounds to the last one's count */
             lastBytes = k.bytes;
@@ -153,6 +155,10 @@ static int runAll(struct ctx* c) {
             r.root = o->root;
           }
           if (p == 1 && !colls[o->coll].inPlace) continue;
+          if (c->usePlan) { /* the plan's message size range (the output's bytes for allgather) */
+            uint64_t msg = (uint64_t)(o->coll == C_ALLGATHER ? k.recvElems : k.sendElems) * k.ts;
+            if (k.count == 0 || msg < o->planInfo.minMessageBytes || msg > o->planInfo.maxMessageBytes) continue;
+          }
           uint64_t t0 = mscclppTraceBegin();
           if (measure(c, &k, &r.m[p]) != 0) return -1;
           if (t0 != 0)
@@ -193,6 +199,9 @@ int main(int argc, char** argv) {
 
   /* The library reads its parameters when the communicator is made; set
    * before any other thread (CUDA's) could read the environment. */
+  /* --plan: the built-in column must be the built-in algorithm, not a
+   * plan of the cache directory */
+  if (o->plan != NULL) unsetenv("MSCCLPP_CACHE_DIR");
   if (o->tracePath != NULL && setenv("MSCCLPP_TRACE", o->tracePath, 1) != 0) {
     fprintf(stderr, PROG ": rank %d: cannot set MSCCLPP_TRACE: %s\n", c->rank, strerror(errno));
     return EXIT_FAIL;
@@ -207,6 +216,13 @@ int main(int argc, char** argv) {
   (void)mscclppCommSize(c->comm, &c->nranks);
   (void)mscclppCommLocalRank(c->comm, &c->localRank);
   (void)mscclppCommLocalSize(c->comm, &c->localNranks);
+  if (o->plan != NULL && o->planInfo.nranks != c->nranks) {
+    if (c->rank == 0)
+      fprintf(stderr, PROG ": --plan %s is for %d ranks; this run has %d\n", o->planPath, o->planInfo.nranks,
+              c->nranks);
+    (void)mscclppCommDestroy(c->comm);
+    return EXIT_USAGE;
+  }
   if (o->root >= c->nranks) {
     if (c->rank == 0) fprintf(stderr, PROG ": -r %d is not a rank of 0..%d\n", o->root, c->nranks - 1);
     (void)mscclppCommDestroy(c->comm);
@@ -294,6 +310,7 @@ fail_free_bufs:
   freeBuf(c, c->sendBase);
   freeBuf(c, c->recvBase);
   destroyStream(c);
+  if (o->plan != NULL) (void)mscclppPlanDestroy(o->plan);
 fail_destroy_comm:
   if (c->failed) {
     /* a peer may be stuck in a call we left: exiting closes our sockets, so it

@@ -91,7 +91,12 @@ void usage(FILE* f) {
   if (quiet) return;
   fprintf(f,
           "usage: " PROG " <collective> [flags]\n"
+          "       " PROG " [<collective>] --plan <plan.json> [flags]\n"
           "  collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv\n"
+          "      --plan <plan.json>     time an execution plan (MSCCL++'s JSON format) beside the built-in\n"
+          "                             algorithm of its collective, in the plan's in-place or out-of-place\n"
+          "                             form: the two columns and their time ratio (plan / built-in); sizes\n"
+          "                             outside the plan's range are N/A in its column\n"
           "  -b, --minbytes <size>      smallest size (default 32M); sizes take K, M, G (x1024)\n"
           "  -e, --maxbytes <size>      largest size (default 32M)\n"
           "  -i, --stepbytes <size>     add this between sizes (default 1M) unless -f is given\n"
@@ -304,7 +309,30 @@ static int parseOp(const char* arg, struct opts* o) {
   return parseList("-o", arg, mscclppNumOps, opMatches, "an operation", "sum prod max min avg", o->opList, &o->nops);
 }
 
-enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED, OPT_PROGRESS, OPT_TRACE };
+enum { OPT_PLOT = 256, OPT_INJECT, OPT_OFFSET, OPT_SEED, OPT_PROGRESS, OPT_TRACE, OPT_PLAN };
+
+/* --plan: load the plan; its collective is the run's (a collective named
+ * too must be the same). */
+static int loadPlan(struct opts* o, int collGiven) {
+  mscclppResult_t res = mscclppPlanLoadFile(o->planPath, &o->plan);
+  if (res != mscclppSuccess) {
+    if (!quiet) fprintf(stderr, PROG ": --plan %s: %s\n", o->planPath, mscclppGetLastError());
+    return -1;
+  }
+  o->planInfo = (mscclppPlanInfo)MSCCLPP_PLAN_INFO_INITIALIZER;
+  (void)mscclppPlanGetInfo(o->plan, &o->planInfo);
+  int c;
+  for (c = 0; c < C_COUNT; c++)
+    if (strcmp(o->planInfo.collective, colls[c].name) == 0) break;
+  if (collGiven && c != (int)o->coll) {
+    if (!quiet)
+      fprintf(stderr, PROG ": --plan %s is a plan for %s, not %s\n", o->planPath, o->planInfo.collective,
+              colls[o->coll].name);
+    return -1;
+  }
+  o->coll = (enum coll)c;
+  return 0;
+}
 
 /* 0: parsed; 1: help printed (or --selftest passed); -1: bad usage
  * (printed); -2: --selftest failed. */
@@ -335,7 +363,10 @@ int parseArgs(int argc, char** argv, struct opts* o) {
   int c;
   for (c = 0; c < C_COUNT; c++)
     if (strcmp(argv[1], colls[c].name) == 0) break;
-  if (c == C_COUNT) {
+  const int collGiven = c < C_COUNT;
+  if (!collGiven && strcmp(argv[1], "--plan") == 0) {
+    c = C_ALLREDUCE; /* the plan's, once loaded */
+  } else if (c == C_COUNT) {
     if (!quiet)
       fprintf(stderr,
               PROG ": \"%s\" is not a collective (allreduce allgather reducescatter broadcast reduce alltoall "
@@ -356,8 +387,9 @@ int parseArgs(int argc, char** argv, struct opts* o) {
       {"plot", required_argument, NULL, OPT_PLOT},  {"inject-error", no_argument, NULL, OPT_INJECT},
       {"offset", required_argument, NULL, OPT_OFFSET}, {"seed", required_argument, NULL, OPT_SEED},
       {"progress", required_argument, NULL, OPT_PROGRESS}, {"trace", required_argument, NULL, OPT_TRACE},
+      {"plan", required_argument, NULL, OPT_PLAN},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
-  optind = 2;
+  optind = collGiven ? 2 : 1;
   opterr = !quiet;
   int ch, one;
   size_t factor;
@@ -434,6 +466,9 @@ int parseArgs(int argc, char** argv, struct opts* o) {
       case OPT_TRACE:
         o->tracePath = optarg;
         break;
+      case OPT_PLAN:
+        o->planPath = optarg;
+        break;
       case OPT_SEED: {
         char* end = NULL;
         errno = 0;
@@ -466,6 +501,13 @@ int parseArgs(int argc, char** argv, struct opts* o) {
   if (o->injectError && !o->check) {
     if (!quiet) fprintf(stderr, PROG ": --inject-error needs -c 1\n");
     return -1;
+  }
+  if (o->planPath != NULL) {
+    if (o->plotPath != NULL) {
+      if (!quiet) fprintf(stderr, PROG ": --plot does not go with --plan\n");
+      return -1;
+    }
+    if (loadPlan(o, collGiven)) return -1;
   }
   return 0;
 }

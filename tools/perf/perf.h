@@ -17,6 +17,7 @@
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
 #include "mscclpp/core.h"
+#include "mscclpp/plan.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -82,6 +83,9 @@ struct opts {
   uint64_t seed;
   int progressSec; /* --progress */
   const char* tracePath; /* --trace: MSCCLPP_TRACE for this run */
+  const char* planPath;  /* --plan: the execution plan timed beside the built-in algorithm */
+  mscclppPlan_t plan;    /* ... loaded by parseArgs (its collective is the run's) */
+  mscclppPlanInfo planInfo;
 };
 
 extern int quiet; /* not rank 0: print no usage text */
@@ -156,7 +160,7 @@ struct meas {
 struct row {
   size_t bytes, count;
   int type, op, root;
-  struct meas m[2]; /* out-of-place, in-place */
+  struct meas m[2]; /* out-of-place, in-place; with --plan: the built-in algorithm, the plan (the plan's form) */
 };
 
 struct ctx {
@@ -185,6 +189,7 @@ struct ctx {
   struct row* rows;
   size_t nrows, capRows;
   int failed; /* a call failed: stop */
+  int usePlan; /* --plan: launch() runs the plan (mscclppPlanExecute) */
 };
 
 /* ---- one call --------------------------------------------------------------- */

@@ -40,6 +40,10 @@ void printRow(const struct ctx* c, const struct row* r) {
     else snprintf(w, sizeof(w), "%" PRId64, m->wrong);
     printf("  %7s  %6.2f  %6.2f  %5s", t, m->algbw, m->busbw, w);
   }
+  if (c->o.plan != NULL) { /* the plan's time over the built-in algorithm's */
+    if (r->m[0].valid && r->m[1].valid && r->m[0].us > 0) printf("  %6.2f", r->m[1].us / r->m[0].us);
+    else printf("  %6s", "N/A");
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -67,6 +71,13 @@ int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, i
   fprintf(f, "{\n  \"tool\": \"mscclpp-perf\",\n  \"version\": %d,\n  \"collective\": \"%s\",\n", version,
           colls[o->coll].name);
   fprintf(f, "  \"nranks\": %d,\n  \"backend\": \"%s\",\n", c->nranks, c->gpu ? "gpu" : "host");
+  if (o->plan != NULL) {
+    fprintf(f, "  \"plan\": {\"name\": ");
+    jsonString(f, o->planInfo.name);
+    fprintf(f, ", \"file\": ");
+    jsonString(f, o->planPath);
+    fprintf(f, ", \"inplace\": %s},\n", o->planInfo.inplace ? "true" : "false");
+  }
   fprintf(f,
           "  \"config\": {\"minBytes\": %zu, \"maxBytes\": %zu, \"stepBytes\": %zu, \"stepFactor\": %zu, "
           "\"iters\": %d, \"warmupIters\": %d, \"check\": %d, \"blocking\": %d, \"cudaGraphLaunches\": %d, "
@@ -89,7 +100,7 @@ int writeJson(const struct ctx* c, const struct rankInfo* info, double avgBus, i
             colls[o->coll].rooted ? r->root : -1);
     for (int p = 0; p < 2; p++) {
       const struct meas* m = &r->m[p];
-      fprintf(f, ", \"%s\": ", p == 0 ? "outOfPlace" : "inPlace");
+      fprintf(f, ", \"%s\": ", o->plan != NULL ? (p == 0 ? "builtin" : "plan") : p == 0 ? "outOfPlace" : "inPlace");
       if (!m->valid) {
         fprintf(f, "null");
         continue;
@@ -275,6 +286,22 @@ int printHeader(struct ctx* c, struct rankInfo** infoOut) {
            "sets from --seed%s), and receives as much\n",
            c->a2avNsets, o->graphLaunches > 0 ? "; a graph's launches repeat its calls' sets" : "");
   if (!o->check) printf("# #wrong N/A: -c 0, results not checked\n");
+  if (o->plan != NULL) {
+    const mscclppPlanInfo* pi = &o->planInfo;
+    printf("# plan %s (%s): %s, %s, %s, %d thread blocks of %d threads, messages of %llu to %llu bytes\n", pi->name,
+           o->planPath, pi->collective, pi->protocol, pi->inplace ? "in-place" : "out-of-place", pi->threadblocks,
+           pi->threadsPerBlock, (unsigned long long)pi->minMessageBytes, (unsigned long long)pi->maxMessageBytes);
+    printf("# columns: the built-in algorithm, then the plan, both %s; ratio = the plan's time / the built-in's "
+           "(MSCCLPP_CACHE_DIR ignored)\n#\n",
+           pi->inplace ? "in place" : "out of place");
+    printf("# %58s built-in %27s plan\n", "", "");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %6s\n", "size", "count", "type",
+           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "ratio");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %6s\n", "(B)", "(elements)", "", "",
+           "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+    fflush(stdout);
+    return 0;
+  }
   printf("#\n");
   printf("# %58s out-of-place %23s in-place\n", "", "");
   printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "size", "count", "type", "redop",

@@ -215,6 +215,7 @@ mscclppResult_t launch(struct ctx* c, const struct call* k) {
   mscclppStream_t s = c->stream;
   mscclppDataType_t t = (mscclppDataType_t)k->type;
   mscclppRedOp_t op = (mscclppRedOp_t)k->op;
+  if (c->usePlan) return mscclppPlanExecute(comm, c->o.plan, k->send, k->recv, k->count, t, op, s);
   switch (c->o.coll) {
     case C_ALLREDUCE:
       return mscclppAllReduce(k->send, k->recv, k->count, t, op, comm, s);

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host executor of execution plans, its state and a call (plan_host.h
+ * says how it stages): the region of host shared memory per plan, the
+ * connections and channels the plan asks for, and each call's copies in
+ * and out around the run of the thread blocks (plan_host_run.c).
+ *
+ * Channels pair as MSCCL++ pairs them: rank a's j-th channel of a type to b
+ * holds a semaphore pair with b's j-th channel of that type to a. A rank
+ * makes, per peer and type, as many channels as the side with more has
+ * (MSCCL++ makes the missing ones "unpaired" the same way), each with the
+ * tag of its number, so that both sides' creations meet; with every peer in
+ * rank order, so that no two ranks wait for each other in a cycle.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/plan/plan_host_ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "gpu/abort.h"
+#include "mscclpp/memory.h"
+
+/* Bootstrap tags of plan states: 0x7d, the state's number (low 8 bits),
+ * then 16 bits for the connection (0), the mapping (1) and the channels. */
+#define TAG_BASE 0x7d000000
+static int tagOf(int ctxId, int j) { return TAG_BASE + (ctxId & 0xff) * 0x10000 + (j & 0xffff); }
+
+#define MIN_CAP_CHUNK ((uint64_t)1024)
+
+static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
+
+void mscclppPlanHostLayout(const struct mscclppPlanHostCtx* x, int rank, uint64_t c, struct planLayout* l) {
+  const struct mscclppPlan* plan = x->plan;
+  const struct mscclppPlanGpu* g = &plan->gpus[rank];
+  const uint64_t inB = (uint64_t)g->inputChunks * c, outB = (uint64_t)g->outputChunks * c;
+  const uint64_t block = (uint64_t)plan->chunksPerBlock * c;
+  /* the scratch first, sized for the region's chunk size: its halves (a
+   * double scratch) stay where they are whatever a call's size */
+  const uint64_t io = align64(mscclppPlanScratchBytes(plan, x->capChunk));
+  l->off[MSCCLPP_PLAN_SCRATCH] = 0;
+  uint64_t end;
+  if (!plan->inplace) {
+    l->off[MSCCLPP_PLAN_INPUT] = io;
+    l->off[MSCCLPP_PLAN_OUTPUT] = io + align64(inB);
+    end = l->off[MSCCLPP_PLAN_OUTPUT] + outB;
+  } else if (plan->collective == MSCCLPP_PLAN_ALLGATHER) { /* the input is the rank's block of the output */
+    l->off[MSCCLPP_PLAN_OUTPUT] = io;
+    l->off[MSCCLPP_PLAN_INPUT] = io + (uint64_t)rank * block;
+    end = io + outB;
+  } else if (plan->collective == MSCCLPP_PLAN_REDUCESCATTER) { /* the output is the rank's block of the input */
+    l->off[MSCCLPP_PLAN_INPUT] = io;
+    l->off[MSCCLPP_PLAN_OUTPUT] = io + (uint64_t)rank * block;
+    end = io + inB;
+  } else {
+    l->off[MSCCLPP_PLAN_INPUT] = l->off[MSCCLPP_PLAN_OUTPUT] = io;
+    end = io + (inB > outB ? inB : outB);
+  }
+  l->bytes = end;
+}
+
+/* Channels of rank `from`'s of `type` to rank `to`. */
+static int channelsTo(const struct mscclppPlan* plan, int from, int to, int type) {
+  const struct mscclppPlanGpu* g = &plan->gpus[from];
+  int n = 0;
+  for (uint32_t i = 0; i < g->nChannels; i++) n += g->channels[i].type == type && g->channels[i].peer == to;
+  return n;
+}
+
+/* Does rank a reach rank b (a channel, or one of b's buffers)? */
+static int reaches(const struct mscclppPlan* plan, int a, int b) {
+  const struct mscclppPlanGpu* g = &plan->gpus[a];
+  for (uint32_t i = 0; i < g->nChannels; i++)
+    if (g->channels[i].peer == b) return 1;
+  for (uint32_t i = 0; i < g->nRemotes; i++)
+    if (g->remotes[i].rank == b) return 1;
+  return 0;
+}
+
+/* ---- the region and its peers -------------------------------------------------- */
+
+static void peersUnlink(struct mscclppPlanHostCtx* x) {
+  for (int q = 0; x->peer != NULL && q < x->nranks; q++) {
+    struct planHostPeer* p = &x->peer[q];
+    for (int j = 0; p->port != NULL && j < p->nPort; j++)
+      if (p->port[j] != NULL) (void)mscclppPortChannelDestroy(p->port[j]);
+    for (int j = 0; p->mem != NULL && j < p->nMem; j++)
+      if (p->mem[j] != NULL) (void)mscclppMemoryChannelDestroy(p->mem[j]);
+    if (p->map != NULL) (void)mscclppMemoryChannelDestroy(p->map);
+    if (p->conn != NULL) (void)mscclppConnectionDestroy(p->conn);
+    free(p->port);
+    free(p->mem);
+    int linked = p->linked;
+    memset(p, 0, sizeof(*p));
+    p->linked = linked;
+  }
+}
+
+static void regionFree(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
+  peersUnlink(x);
+  if (x->regionMem != NULL) (void)mscclppMemoryDeregister(x->regionMem);
+  if (x->region != NULL) (void)mscclppMemFree(comm, x->region);
+  x->regionMem = NULL;
+  x->region = NULL;
+  x->regionBytes = 0;
+  x->capChunk = 0;
+}
+
+/* Connect to peer q: the connection, the mapping of its region, and the
+ * channels of both sides' counts. */
+static mscclppResult_t linkPeer(struct mscclppComm* comm, struct mscclppPlanHostCtx* x, int q) {
+  const struct mscclppPlan* plan = x->plan;
+  struct planHostPeer* p = &x->peer[q];
+  MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, q, tagOf(x->ctxId, 0), mscclppTransportHostShm, &p->conn));
+  mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+  mc.local = x->regionMem;
+  mc.tag = tagOf(x->ctxId, 1);
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->map));
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->map, &p->mapH));
+  p->base = p->mapH.dst;
+  p->bytes = p->mapH.dstSize;
+  struct planLayout l;
+  mscclppPlanHostLayout(x, q, x->capChunk, &l);
+  if (p->bytes < l.bytes)
+    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
+                      "execution plan %s: rank %d's region is %llu bytes, rank %d expected %llu", plan->name, q,
+                      (unsigned long long)p->bytes, x->rank, (unsigned long long)l.bytes);
+  int mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_MEMORY);
+  int theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_MEMORY);
+  p->nMem = mine > theirs ? mine : theirs;
+  mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_PORT);
+  theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_PORT);
+  p->nPort = mine > theirs ? mine : theirs;
+  p->mem = (mscclppMemoryChannel_t*)calloc((size_t)p->nMem + 1, sizeof(*p->mem));
+  p->port = (mscclppPortChannel_t*)calloc((size_t)p->nPort + 1, sizeof(*p->port));
+  if (p->mem == NULL || p->port == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  for (int j = 0; j < p->nMem; j++) {
+    mc.tag = tagOf(x->ctxId, 2 + j);
+    MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->mem[j]));
+  }
+  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
+  pc.local = x->regionMem;
+  for (int j = 0; j < p->nPort; j++) {
+    pc.tag = tagOf(x->ctxId, 2 + p->nMem + j);
+    MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelCreate(comm, p->conn, &pc, &p->port[j]));
+  }
+  return mscclppSuccess;
+}
+
+/* Make the region for chunk size cap and link every peer the plan needs
+ * (every rank does it in the same call). */
+static mscclppResult_t regionBuild(struct mscclppComm* comm, struct mscclppPlanHostCtx* x, uint64_t cap) {
+  x->capChunk = cap; /* the layout sizes the scratch by it */
+  struct planLayout l;
+  mscclppPlanHostLayout(x, x->rank, cap, &l);
+  x->regionBytes = l.bytes < 4096 ? 4096 : l.bytes;
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, x->regionBytes, (void**)&x->region));
+  MSCCLPP_RETURN_ON_ERROR(
+      mscclppMemoryRegister(comm, x->region, x->regionBytes, mscclppTransportHostShm, &x->regionMem));
+  for (int q = 0; q < x->nranks; q++)
+    if (x->peer[q].linked) MSCCLPP_RETURN_ON_ERROR(linkPeer(comm, x, q));
+  /* each program channel's handle: its pair number with its peer */
+  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(x->prog);
+  for (uint32_t i = 0; i < x->prog->nChannels; i++) {
+    struct planHostPeer* p = &x->peer[ch[i].peer];
+    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
+      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &x->memH[i]));
+    else
+      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &x->portH[i]));
+  }
+  MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+               "rank %d: execution plan %s on the host backend: region of %llu bytes (chunks up to %llu bytes), %u "
+               "channels",
+               x->rank, x->plan->name, (unsigned long long)x->regionBytes, (unsigned long long)cap, x->prog->nChannels);
+  return mscclppSuccess;
+}
+
+void mscclppPlanHostFree(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
+  if (x == NULL) return;
+  regionFree(comm, x);
+  free(x->peer);
+  free(x->memH);
+  free(x->portH);
+  free(x->sem);
+  free(x->remotes);
+  free(x->remoteOff);
+  free(x->tmp);
+  free(x->prog);
+  mscclppPlanRelease(x->plan);
+  free(x);
+}
+
+static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct mscclppPlan* plan,
+                                 struct mscclppPlanHostCtx** out) {
+  struct mscclppPlanHostCtx* x = (struct mscclppPlanHostCtx*)calloc(1, sizeof(*x));
+  if (x == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  mscclppPlanRetain(plan);
+  x->plan = plan;
+  x->ctxId = ctxId;
+  x->rank = comm->rank;
+  x->nranks = comm->nranks;
+  x->timeout = comm->params.timeout;
+  mscclppResult_t res = mscclppPlanProgramBuild(plan, comm->rank, &x->prog);
+  if (res == mscclppSuccess) res = mscclppCommAbortOf(comm, &x->abort);
+  if (res == mscclppSuccess) {
+    const mscclppPlanProgram* p = x->prog;
+    x->peer = (struct planHostPeer*)calloc((size_t)x->nranks, sizeof(*x->peer));
+    x->memH = (mscclppMemoryChannelDeviceHandle*)calloc(p->nChannels + 1, sizeof(*x->memH));
+    x->portH = (mscclppPortChannelDeviceHandle*)calloc(p->nChannels + 1, sizeof(*x->portH));
+    x->sem = (int64_t*)calloc(p->nSemaphores + 1, sizeof(*x->sem));
+    x->remotes = (uint8_t**)calloc(p->nRemotes + 1, sizeof(*x->remotes));
+    x->remoteOff = (uint64_t*)calloc(p->nRemotes + 1, sizeof(*x->remoteOff));
+    if (x->peer == NULL || x->memH == NULL || x->portH == NULL || x->sem == NULL || x->remotes == NULL ||
+        x->remoteOff == NULL)
+      res = mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  }
+  if (res != mscclppSuccess) {
+    mscclppPlanHostFree(comm, x);
+    return res;
+  }
+  const uint32_t* init = mscclppPlanProgramSemInit(x->prog);
+  for (uint32_t i = 0; i < x->prog->nSemaphores; i++) x->sem[i] = init[i];
+  for (int q = 0; q < x->nranks; q++) x->peer[q].linked = reaches(plan, x->rank, q) || reaches(plan, q, x->rank);
+  *out = x;
+  return mscclppSuccess;
+}
+
+/* ---- a call ------------------------------------------------------------------------ */
+
+/* The end of a call of an LL plan without a double scratch: every rank
+ * this one writes packets to has finished the call too, before this rank's
+ * next call writes that peer's scratch again. MSCCL++'s executor relies on
+ * timing there; the host backend's ranks drift apart too far for that (a
+ * rank preempted for a time slice while its peer starts the next call).
+ * Signal every linked peer, then wait for each one's signal (bounded,
+ * abortable). */
+static mscclppResult_t endBarrier(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
+  for (int q = 0; q < x->nranks; q++)
+    if (q != x->rank && x->peer[q].linked) mscclppMemoryChannelDeviceSignal(&x->peer[q].mapH);
+  uint64_t since = mscclppHostClockNs();
+  for (int q = 0; q < x->nranks; q++) {
+    if (q == x->rank || !x->peer[q].linked) continue;
+    while (!mscclppMemoryChannelDevicePoll(&x->peer[q].mapH)) {
+      if (mscclppAbortIsRaised(x->abort)) {
+        mscclppResult_t e = mscclppSuccess;
+        if (mscclppCommAsyncError(comm, &e) != mscclppSuccess || e == mscclppSuccess) e = mscclppAborted;
+        return mscclppErrWrap(e, MSCCLPP_LOG_COLL, "execution plan %s on rank %d: the communicator is aborted",
+                              x->plan->name, x->rank);
+      }
+      uint64_t waited = mscclppHostClockNs() - since;
+      if ((double)waited > x->timeout * 1e9)
+        return mscclppAbortRaisef(x->abort, mscclppTimeout,
+                                  "execution plan %s on rank %d: rank %d did not end the call within MSCCLPP_TIMEOUT "
+                                  "(%.1f s)",
+                                  x->plan->name, x->rank, q, x->timeout);
+      mscclppHostWaitBackoff(waited);
+    }
+  }
+  return mscclppSuccess;
+}
+
+/* The smallest power of two >= v. */
+static uint64_t pow2Above(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+/* Chunks the largest operand of the program covers. */
+static uint64_t maxOperandChunks(const mscclppPlanProgram* p) {
+  const mscclppPlanOp* ops = mscclppPlanProgramOps(p);
+  uint64_t m = 1;
+  for (uint32_t i = 0; i < p->nOps; i++)
+    for (int k = 0; k < ops[i].nSrc + ops[i].nDst; k++)
+      if (ops[i].operand[k].count > m) m = ops[i].operand[k].count;
+  return m;
+}
+
+mscclppResult_t mscclppPlanHostRun(struct mscclppComm* comm, struct mscclppPlanHostCtx** ctx, int ctxId,
+                                   struct mscclppPlan* plan, const struct mscclppCollArgs* a) {
+  struct mscclppPlanSizes sz;
+  MSCCLPP_RETURN_ON_ERROR(mscclppPlanSizesOf(plan, comm->nranks, a->count, a->typeSize, &sz));
+  if (*ctx == NULL) MSCCLPP_RETURN_ON_ERROR(ctxCreate(comm, ctxId, plan, ctx));
+  struct mscclppPlanHostCtx* x = *ctx;
+  if (sz.chunkBytes > x->capChunk) {
+    /* every rank reaches this call with the same size: all rebuild here */
+    uint64_t cap = pow2Above(sz.chunkBytes);
+    if (cap < 2 * x->capChunk) cap = 2 * x->capChunk;
+    if (cap < MIN_CAP_CHUNK) cap = MIN_CAP_CHUNK;
+    regionFree(comm, x);
+    mscclppResult_t res = regionBuild(comm, x, cap);
+    if (res != mscclppSuccess) {
+      regionFree(comm, x); /* the next call tries again (and its peers with it, or it times out) */
+      return mscclppErrWrap(res, MSCCLPP_LOG_COLL, "execution plan %s on rank %d: setting up the host executor",
+                            plan->name, x->rank);
+    }
+  }
+  const uint64_t c = sz.chunkBytes, k = plan->chunksPerBlock;
+  uint64_t tmp = 2 * maxOperandChunks(x->prog) * c;
+  if (tmp > x->tmpBytes) {
+    free(x->tmp);
+    x->tmp = (uint8_t*)malloc(2 * tmp);
+    x->tmpBytes = x->tmp != NULL ? tmp : 0;
+    if (x->tmp == NULL)
+      return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory for %llu bytes of reduction scratch",
+                        (unsigned long long)(2 * tmp));
+  }
+  if (++x->flag == 0) x->flag = 1; /* LL flags are never 0 (buffers start zeroed) */
+
+  struct planCall call;
+  memset(&call, 0, sizeof(call));
+  call.x = x;
+  call.name = plan->name;
+  call.typeSize = a->typeSize;
+  call.reduce = mscclppHostReduceFnOf(a->type, a->op == mscclppAvg ? mscclppSum : a->op);
+  mscclppPlanCallShapeOf(plan, &sz, x->flag, mscclppPlanScratchBytes(plan, x->capChunk), &call.shape);
+  mscclppPlanHostLayout(x, x->rank, c, &call.mine);
+  for (int s = 0; s < MSCCLPP_PLAN_SPACES; s++) call.local[s] = x->region + call.mine.off[s];
+  const mscclppPlanRemote* rem = mscclppPlanProgramRemotes(x->prog);
+  for (uint32_t j = 0; j < x->prog->nRemotes; j++) {
+    struct planLayout l;
+    mscclppPlanHostLayout(x, rem[j].rank, c, &l);
+    x->remoteOff[j] = l.off[rem[j].space];
+    x->remotes[j] = x->peer[rem[j].rank].base + l.off[rem[j].space];
+  }
+
+  /* the caller's input into the input area, each block padded to k chunks */
+  const uint64_t B = sz.blockBytes, padded = k * c;
+  const uint8_t* send = (const uint8_t*)a->send;
+  uint8_t* recv = (uint8_t*)a->recv;
+  for (uint32_t b = 0; b < sz.inBlocks; b++) {
+    uint8_t* dst = call.local[MSCCLPP_PLAN_INPUT] + b * padded;
+    memmove(dst, send + b * B, B);
+    if (padded > B) memset(dst + B, 0, padded - B);
+  }
+  MSCCLPP_RETURN_ON_ERROR(mscclppPlanHostExecute(comm, &call));
+  if (plan->protocol == MSCCLPP_PLAN_LL && !plan->doubleScratch) MSCCLPP_RETURN_ON_ERROR(endBarrier(comm, x));
+  for (uint32_t b = 0; b < sz.outBlocks; b++) memmove(recv + b * B, call.local[MSCCLPP_PLAN_OUTPUT] + b * padded, B);
+  if (a->op == mscclppAvg && (a->kind == MSCCLPP_COLL_ALLREDUCE || a->kind == MSCCLPP_COLL_REDUCESCATTER))
+    mscclppHostDivideFnOf(a->type)(recv, sz.outBlocks * a->count, comm->nranks);
+  return mscclppSuccess;
+}

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One rank of the execution plan tests on the host backend, started by
+ * mscclpp-run (mscclpp-run -n N plan_worker MODE ...):
+ *
+ *   plan_worker run PATH [maxBytes]
+ *       PATH is a plan or a directory of plans (*.json); every plan for
+ *       this rank count runs through mscclppPlanExecute for several element
+ *       types and operators and for sizes of 1 element up to about maxBytes
+ *       per rank (default 256 KiB), odd counts included (staged and padded)
+ *       and sizes that divide into the plan's chunks (used as they are),
+ *       in place exactly when the plan is. Every call has fresh inputs, an
+ *       output poisoned with the expected value's complement and guard
+ *       bytes after it; results are checked element by element against the
+ *       reference of mscclpp-perf (tools/perf/check.c: genElem, reduceElem,
+ *       elemWrong), the tests' one oracle, independent of the library's
+ *       reduction code. Plans for other rank counts are listed as skipped;
+ *       the run fails when it ran none.
+ *   plan_worker compare PATH
+ *       each plan of PATH against the built-in algorithm of its collective:
+ *       the same inputs through mscclppPlanExecute and through the plain
+ *       collective call (no plan registered) give the same bytes.
+ *   plan_worker cache PATH
+ *       MSCCLPP_CACHE_DIR: a directory holding PATH's plans, a malformed
+ *       plan and a plan for another rank count; the communicator registers
+ *       exactly the plans for its rank count (the others are skipped, not
+ *       fatal), a plain collective call that matches a plan runs it (the
+ *       plan's run counter moves, the result is right) and one that does
+ *       not (the other in-place form) runs the built-in algorithm.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coll/plan/plan_coll.h"
+#include "harness.h"
+#include "mscclpp/coll.h"
+#include "mscclpp/comm.h"
+#include "mscclpp/plan.h"
+#include "perf.h" /* tools/perf: the oracle */
+
+#define GUARD 64
+
+static int rank = -1, nranks = -1;
+static mscclppComm_t comm;
+static uint64_t serial;
+static long calls, skippedPlans;
+
+static enum coll collOf(const char* name) {
+  if (strcmp(name, "allgather") == 0) return C_ALLGATHER;
+  if (strcmp(name, "reducescatter") == 0) return C_REDUCESCATTER;
+  if (strcmp(name, "alltoall") == 0) return C_ALLTOALL;
+  return C_ALLREDUCE;
+}
+
+/* One call's buffers and expectations. */
+struct pcall {
+  enum coll c;
+  int type, op, inplace;
+  size_t count, ts, sendElems, recvElems;
+  uint8_t *buf, *send, *recv; /* send and recv inside buf (in place: one region) */
+  uint8_t* exp;
+  struct gen g;
+};
+
+static void prepare(struct pcall* k) {
+  const size_t n = (size_t)nranks, cnt = k->count, ts = k->ts;
+  genInit(&k->g, k->c, k->type, k->op, nranks, rank, 0, mix64(0x5eed ^ mix64(++serial)));
+  k->sendElems = cnt * (k->c == C_REDUCESCATTER || k->c == C_ALLTOALL ? n : 1);
+  k->recvElems = cnt * (k->c == C_ALLGATHER || k->c == C_ALLTOALL ? n : 1);
+  size_t elems = k->sendElems > k->recvElems ? k->sendElems : k->recvElems;
+  size_t bytes = (k->inplace ? elems : k->sendElems + k->recvElems) * ts + 2 * GUARD + 64;
+  k->buf = (uint8_t*)aligned_alloc(64, (bytes + 63) / 64 * 64);
+  k->exp = (uint8_t*)malloc(k->recvElems * ts + 1);
+  if (k->buf == NULL || k->exp == NULL) {
+    fprintf(stderr, "rank %d: out of memory\n", rank);
+    exit(1);
+  }
+  memset(k->buf, 0x5c, bytes);
+  for (size_t i = 0; i < k->recvElems; i++) {
+    uint8_t* e = k->exp + i * ts;
+    switch (k->c) {
+      case C_ALLREDUCE: reduceElem(&k->g, i, e); break;
+      case C_REDUCESCATTER: reduceElem(&k->g, (size_t)rank * cnt + i, e); break;
+      case C_ALLGATHER: genElem(&k->g, (int)(i / cnt), i % cnt, e); break;
+      default: genElem(&k->g, (int)(i / cnt), (size_t)rank * cnt + i % cnt, e); break; /* alltoall */
+    }
+  }
+  const uint8_t mask = (uint8_t)(0xa5 ^ (serial * 0x3b)) | 1; /* never 0: every poisoned byte differs */
+  if (!k->inplace) {
+    k->send = k->buf + 64;
+    k->recv = k->send + k->sendElems * ts + GUARD;
+    genRange(&k->g, rank, 0, k->sendElems, k->send);
+    for (size_t b = 0; b < k->recvElems * ts; b++) k->recv[b] = k->exp[b] ^ mask;
+  } else {
+    uint8_t* base = k->buf + 64;
+    switch (k->c) {
+      case C_ALLGATHER:
+        k->recv = base;
+        k->send = base + (size_t)rank * cnt * ts;
+        for (size_t b = 0; b < k->recvElems * ts; b++) k->recv[b] = k->exp[b] ^ mask;
+        genRange(&k->g, rank, 0, cnt, k->send);
+        break;
+      case C_REDUCESCATTER:
+        k->send = base;
+        k->recv = base + (size_t)rank * cnt * ts;
+        genRange(&k->g, rank, 0, k->sendElems, k->send);
+        break;
+      default: /* allreduce, alltoall: the buffer is the input */
+        k->send = k->recv = base;
+        genRange(&k->g, rank, 0, k->sendElems, k->send);
+        break;
+    }
+  }
+}
+
+/* Compare the output with the expected values and the guard bytes; count what is wrong. */
+static long verify(const struct pcall* k, const char* what) {
+  long wrong = 0;
+  for (size_t i = 0; i < k->recvElems; i++) {
+    if (!elemWrong(&k->g, k->recv + i * k->ts, k->exp + i * k->ts)) continue;
+    if (wrong++ < 3) {
+      char got[24] = "", want[24] = "";
+      for (size_t b = 0; b < k->ts; b++) {
+        snprintf(got + 2 * b, 3, "%02x", k->recv[i * k->ts + b]);
+        snprintf(want + 2 * b, 3, "%02x", k->exp[i * k->ts + b]);
+      }
+      fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: element %zu is %s, expected %s\n", rank, what,
+              typeName(k->type), k->op >= 0 ? opNames[k->op] : "-", k->count, k->inplace ? "in-place" : "out-of-place",
+              i, got, want);
+    }
+  }
+  const uint8_t* guard = k->recv + k->recvElems * k->ts;
+  int guardOk = 1;
+  for (size_t b = 0; b < GUARD && !k->inplace; b++) guardOk &= guard[b] == 0x5c;
+  if (!guardOk) {
+    fprintf(stderr, "rank %d: FAIL %s count %zu: bytes after the output were written\n", rank, what, k->count);
+    wrong++;
+  }
+  return wrong;
+}
+
+static void freeCall(struct pcall* k) {
+  free(k->buf);
+  free(k->exp);
+}
+
+/* The (type, op) pairs a collective is checked with. */
+struct combo {
+  int type, op;
+};
+static const struct combo reduceCombos[] = {{mscclppFloat32, mscclppSum}, {mscclppInt32, mscclppSum},
+                                            {mscclppBfloat16, mscclppSum}, {mscclppUint8, mscclppMax},
+                                            {mscclppFloat64, mscclppProd}, {mscclppFloat32, mscclppAvg}};
+static const struct combo copyCombos[] = {{mscclppFloat32, mscclppSum}, {mscclppInt8, mscclppSum},
+                                          {mscclppFloat16, mscclppSum}};
+
+static mscclppResult_t callPlan(mscclppPlan_t plan, const struct pcall* k) {
+  return mscclppPlanExecute(comm, plan, k->send, k->recv, k->count, (mscclppDataType_t)k->type,
+                            (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum), NULL);
+}
+
+static mscclppResult_t callBuiltin(const struct pcall* k) {
+  mscclppDataType_t t = (mscclppDataType_t)k->type;
+  mscclppRedOp_t op = (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum);
+  switch (k->c) {
+    case C_ALLREDUCE: return mscclppAllReduce(k->send, k->recv, k->count, t, op, comm, NULL);
+    case C_ALLGATHER: return mscclppAllGather(k->send, k->recv, k->count, t, comm, NULL);
+    case C_REDUCESCATTER: return mscclppReduceScatter(k->send, k->recv, k->count, t, op, comm, NULL);
+    default: return mscclppAllToAll(k->send, k->recv, k->count, t, comm, NULL);
+  }
+}
+
+/* Plans to run: PATH itself, or its *.json (sorted). */
+static int listPlans(const char* path, char names[][512], int max) {
+  if (strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".json") == 0) {
+    snprintf(names[0], 512, "%s", path);
+    return 1;
+  }
+  char cmd[1024];
+  snprintf(cmd, sizeof(cmd), "ls -1 %s/*.json 2>/dev/null", path);
+  FILE* f = popen(cmd, "r");
+  int n = 0;
+  while (f != NULL && n < max && fgets(names[n], 512, f) != NULL) {
+    names[n][strcspn(names[n], "\n")] = '\0';
+    n++;
+  }
+  if (f != NULL) pclose(f);
+  return n;
+}
+
+/* Load `path`; NULL (counted as skipped) when it is for another rank count. */
+static mscclppPlan_t loadFor(const char* path, mscclppPlanInfo* info) {
+  mscclppPlan_t plan = NULL;
+  CHECK_RES(mscclppPlanLoadFile(path, &plan), mscclppSuccess);
+  if (plan == NULL) return NULL;
+  CHECK_RES(mscclppPlanGetInfo(plan, info), mscclppSuccess);
+  if (info->nranks != nranks) {
+    if (rank == 0) printf("skip %s: a plan for %d ranks\n", path, info->nranks);
+    skippedPlans++;
+    (void)mscclppPlanDestroy(plan);
+    return NULL;
+  }
+  return plan;
+}
+
+/* Element counts per block for a plan: 1 element, odd counts, and counts
+ * that divide into the plan's chunks, up to about maxBytes. */
+static int countsFor(const mscclppPlanInfo* info, size_t ts, size_t maxBytes, size_t* out) {
+  size_t exact = (size_t)info->chunksPerBlock * 16 / ts; /* one 16-byte-aligned chunk each */
+  size_t cand[] = {1, 3, exact, 7 * exact, 1000 + 3, 64 * exact, 4099, maxBytes / ts / 2 * 2 + 1, maxBytes / ts / exact * exact};
+  int n = 0;
+  for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+    size_t c = cand[i];
+    if (c == 0 || c * ts > maxBytes) continue;
+    uint64_t msg = (uint64_t)c * ts * (strcmp(info->collective, "allreduce") == 0 ? 1 : (uint64_t)nranks);
+    if (msg < info->minMessageBytes || msg > info->maxMessageBytes) continue;
+    out[n++] = c;
+  }
+  return n;
+}
+
+static void modeRun(const char* path, size_t maxBytes) {
+  static char names[256][512];
+  int np = listPlans(path, names, 256);
+  int ran = 0;
+  for (int p = 0; p < np; p++) {
+    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
+    mscclppPlan_t plan = loadFor(names[p], &info);
+    if (plan == NULL) continue;
+    enum coll c = collOf(info.collective);
+    const int reduces = c == C_ALLREDUCE || c == C_REDUCESCATTER;
+    const struct combo* combos = reduces ? reduceCombos : copyCombos;
+    int ncombos = reduces ? (int)(sizeof(reduceCombos) / sizeof(reduceCombos[0]))
+                          : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
+    long before = harnessFailures_;
+    for (int t = 0; t < ncombos; t++) {
+      size_t ts = mscclppDataTypeSize((mscclppDataType_t)combos[t].type), counts[16];
+      int nc = countsFor(&info, ts, maxBytes, counts);
+      for (int i = 0; i < nc; i++) {
+        struct pcall k = {c, combos[t].type, combos[t].op, info.inplace, counts[i], ts, 0, 0, NULL, NULL, NULL, NULL};
+        prepare(&k);
+        CHECK_RES(callPlan(plan, &k), mscclppSuccess);
+        harnessFailures_ += verify(&k, info.name) != 0;
+        calls++;
+        freeCall(&k);
+      }
+    }
+    if (rank == 0)
+      printf("%s %s (%s, %s, %s, %d thread blocks)\n", harnessFailures_ == before ? "PASS" : "FAIL", info.name,
+             info.collective, info.protocol, info.inplace ? "in-place" : "out-of-place", info.threadblocks);
+    ran++;
+    CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
+  }
+  if (ran == 0) {
+    fprintf(stderr, "rank %d: FAIL: no plan of %s is for %d ranks\n", rank, path, nranks);
+    harnessFailures_++;
+  }
+}
+
+static void modeCompare(const char* path) {
+  static char names[256][512];
+  int np = listPlans(path, names, 256);
+  for (int p = 0; p < np; p++) {
+    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
+    mscclppPlan_t plan = loadFor(names[p], &info);
+    if (plan == NULL) continue;
+    enum coll c = collOf(info.collective);
+    int op = c == C_ALLREDUCE || c == C_REDUCESCATTER ? mscclppAvg : -1;
+    size_t counts[] = {5, 4096 + 7};
+    for (int i = 0; i < 2; i++) {
+      struct pcall a = {c, mscclppFloat32, op, info.inplace, counts[i], 4, 0, 0, NULL, NULL, NULL, NULL};
+      prepare(&a);
+      uint64_t keep = serial;
+      struct pcall b = a;
+      serial = keep - 1; /* the same seed: the same inputs */
+      prepare(&b);
+      CHECK_RES(callPlan(plan, &a), mscclppSuccess);
+      CHECK_RES(callBuiltin(&b), mscclppSuccess);
+      if (memcmp(a.recv, b.recv, a.recvElems * a.ts) != 0) {
+        fprintf(stderr, "rank %d: FAIL %s count %zu: the plan's output differs from the built-in algorithm's\n", rank,
+                info.name, a.count);
+        harnessFailures_++;
+      }
+      harnessFailures_ += verify(&a, info.name) != 0;
+      freeCall(&a);
+      freeCall(&b);
+      calls += 2;
+    }
+    if (rank == 0) printf("compared %s with the built-in %s\n", info.name, info.collective);
+    CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
+  }
+}
+
+static void copyFile(const char* from, const char* to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  char buf[65536];
+  size_t n;
+  while (in != NULL && out != NULL && (n = fread(buf, 1, sizeof(buf), in)) > 0) fwrite(buf, 1, n, out);
+  if (in != NULL) fclose(in);
+  if (out != NULL) fclose(out);
+}
+
+static void modeCache(const char* path) {
+  /* the cache directory: PATH's plans, a malformed one, one for another rank count */
+  static char names[256][512];
+  int np = listPlans(path, names, 256);
+  char dir[128], cmd[256];
+  snprintf(dir, sizeof(dir), "/tmp/mscclpp_plan_cache_%d", (int)getpid());
+  if (mkdir(dir, 0700) != 0) {
+    fprintf(stderr, "rank %d: FAIL: cannot make %s\n", rank, dir);
+    harnessFailures_++;
+    return;
+  }
+  int expected = 0;
+  for (int p = 0; p < np; p++) {
+    const char* base = strrchr(names[p], '/') ? strrchr(names[p], '/') + 1 : names[p];
+    char to[1024];
+    snprintf(to, sizeof(to), "%s/%.512s", dir, base);
+    copyFile(names[p], to);
+    mscclppPlan_t pl = NULL;
+    if (mscclppPlanLoadFile(names[p], &pl) == mscclppSuccess) {
+      mscclppPlanInfo in = MSCCLPP_PLAN_INFO_INITIALIZER;
+      (void)mscclppPlanGetInfo(pl, &in);
+      expected += in.nranks == nranks;
+      (void)mscclppPlanDestroy(pl);
+    }
+  }
+  char bad[700];
+  snprintf(bad, sizeof(bad), "%s/zz_malformed.json", dir);
+  FILE* f = fopen(bad, "w");
+  if (f != NULL) {
+    fputs("{\"name\": \"broken\", \"collective\": \"allreduce\", \"gpus\": [", f);
+    fclose(f);
+  }
+  /* a second communicator, made with MSCCLPP_CACHE_DIR set (its id from rank 0) */
+  mscclppUniqueId* ids = (mscclppUniqueId*)calloc((size_t)nranks, sizeof(mscclppUniqueId));
+  if (rank == 0) CHECK_RES(mscclppGetUniqueId(&ids[0]), mscclppSuccess);
+  CHECK_RES(mscclppBootstrapAllGather(comm, ids, sizeof(mscclppUniqueId)), mscclppSuccess);
+  setenv("MSCCLPP_CACHE_DIR", dir, 1);
+  mscclppComm_t c2 = NULL;
+  CHECK_RES(mscclppCommInitRankFromId(&c2, nranks, ids[0], rank), mscclppSuccess);
+  unsetenv("MSCCLPP_CACHE_DIR");
+  free(ids);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0) harnessFailures_++;
+  if (c2 == NULL) return;
+  int n = -1;
+  CHECK_RES(mscclppPlanRegisteredCount(c2, &n), mscclppSuccess);
+  if (n != expected) {
+    fprintf(stderr, "rank %d: FAIL: MSCCLPP_CACHE_DIR registered %d plans, expected %d\n", rank, n, expected);
+    harnessFailures_++;
+  }
+  mscclppComm_t keep = comm;
+  comm = c2;
+  for (int i = 0; i < n; i++) {
+    mscclppPlan_t plan = NULL;
+    CHECK_RES(mscclppPlanRegisteredAt(c2, i, &plan), mscclppSuccess);
+    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
+    CHECK_RES(mscclppPlanGetInfo(plan, &info), mscclppSuccess);
+    enum coll c = collOf(info.collective);
+    int op = c == C_ALLREDUCE || c == C_REDUCESCATTER ? mscclppSum : -1;
+    /* a call the plan matches runs it: its counter moves */
+    uint64_t runs = mscclppCollPlanRuns(c2, plan);
+    struct pcall k = {c, mscclppFloat32, op, info.inplace, 333, 4, 0, 0, NULL, NULL, NULL, NULL};
+    prepare(&k);
+    CHECK_RES(callBuiltin(&k), mscclppSuccess); /* the plain collective call: the selection table picks */
+    harnessFailures_ += verify(&k, info.name) != 0;
+    freeCall(&k);
+    uint64_t after = mscclppCollPlanRuns(c2, plan);
+    /* an earlier plan of the same collective and form may have taken it */
+    int taken = after == runs + 1;
+    for (int j = 0; j < i && !taken; j++) {
+      mscclppPlan_t earlier = NULL;
+      (void)mscclppPlanRegisteredAt(c2, j, &earlier);
+      mscclppPlanInfo ei = MSCCLPP_PLAN_INFO_INITIALIZER;
+      (void)mscclppPlanGetInfo(earlier, &ei);
+      taken = strcmp(ei.collective, info.collective) == 0 && ei.inplace == info.inplace;
+    }
+    if (!taken) {
+      fprintf(stderr, "rank %d: FAIL: a matching %s call did not run plan %s (runs %llu -> %llu)\n", rank,
+              info.collective, info.name, (unsigned long long)runs, (unsigned long long)after);
+      harnessFailures_++;
+    }
+    /* the other in-place form runs the built-in algorithm */
+    struct pcall o = {c, mscclppFloat32, op, !info.inplace, 333, 4, 0, 0, NULL, NULL, NULL, NULL};
+    prepare(&o);
+    uint64_t before = mscclppCollPlanRuns(c2, plan);
+    CHECK_RES(callBuiltin(&o), mscclppSuccess);
+    harnessFailures_ += verify(&o, info.name) != 0;
+    CHECK(mscclppCollPlanRuns(c2, plan) == before);
+    freeCall(&o);
+    calls += 2;
+  }
+  comm = keep;
+  if (rank == 0) printf("MSCCLPP_CACHE_DIR: %d plans registered and selected\n", n);
+  CHECK_RES(mscclppCommDestroy(c2), mscclppSuccess);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: plan_worker run|compare|cache PATH [maxBytes]\n");
+    return 2;
+  }
+  CHECK_RES(mscclppCommInitFromEnv(&comm), mscclppSuccess);
+  if (comm == NULL) return 1;
+  CHECK_RES(mscclppCommRank(comm, &rank), mscclppSuccess);
+  CHECK_RES(mscclppCommSize(comm, &nranks), mscclppSuccess);
+  size_t maxBytes = argc > 3 ? strtoull(argv[3], NULL, 0) : (size_t)256 << 10;
+  if (strcmp(argv[1], "run") == 0) modeRun(argv[2], maxBytes);
+  else if (strcmp(argv[1], "compare") == 0) modeCompare(argv[2]);
+  else if (strcmp(argv[1], "cache") == 0) modeCache(argv[2]);
+  else {
+    fprintf(stderr, "plan_worker: unknown mode %s\n", argv[1]);
+    return 2;
+  }
+  CHECK_RES(mscclppCommDestroy(comm), mscclppSuccess);
+  if (rank == 0) printf("rank 0: %ld checked calls, %ld plans for other rank counts skipped\n", calls, skippedPlans);
+  return harnessFinish();
+}
