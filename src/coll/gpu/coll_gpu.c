@@ -17,6 +17,11 @@
  * cudaMalloc buffer of this rank (a device-to-device copy before and after
  * the kernel, on the caller's stream).
  *
+ * Send/recv (mscclppCollGpuP2p) has no barrier to trade addresses at: the
+ * sender asks the receiver to map its buffer without waiting for the
+ * answer, and sends through the receiver's scratch until a later call finds
+ * it; then the receiver pulls (p2pKernel, coll_gpu_kernels.cu).
+ *
  * All-to-all-v (runAllToAllv) has its counts in device memory, so no host
  * knows its sizes: its kernel learns them from the peers at its first
  * barrier, and its grid is the same for every call.
