@@ -12,11 +12,13 @@
  *                    owner maps it, and its count and displacement for
  *                    the owner)
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
- *   p2p     nranks slots (slot q: data from rank q), two halves each
+ *   p2p     nranks slots (slot q: data from rank q), P2P_CHANNELS x
+ *           P2P_DEPTH chunks each
  *   ll2     LL16 packets of the two-phase allreduce: two parities x two
  *           phases x nranks slots (slot q: from rank q); a parity's half
  *           holds the largest slots, a call packs its slots at the start
  *           of its half (slots as large as its share)
+ *   p2pctl  send/recv control words, nranks x P2P_PEER_CTL_BYTES (below)
  * Counters only grow (epochs, rounds, chunk numbers), so nothing is reset
  * between calls; their running values live in mscclppCollGpuDevState in
  * device memory, so a CUDA graph replays correctly.
@@ -195,7 +197,7 @@ struct mscclppCollGpuLaunch {
   uint32_t nthreads;
   uint32_t llGrid;       /* packet kernel: MSCCLPP_COLL_GPU_LL_SMALL, _MID or _BIG (its slots and counters) */
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
-  uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
+  uint64_t p2pSlotBytes; /* bytes of one p2p slot (CHANNELS x DEPTH chunks) */
   uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
   struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
