@@ -103,6 +103,15 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     have coll_gpu_worker && step "coll_gpu_alltoallv_errors_$n" 120 mscclpp-run -n $n --timeout 110 -- \
       "$BIN/coll_gpu_worker" $((16 << 20)) alltoallv_errors
   done
+  # send/recv patterns in groups (ring, pairs, gather, scatter, all-to-all):
+  # first calls through the scratch, later ones zero-copy, graph replays
+  # (also after the matrix of coll_gpu_N); 3 ranks: a rank sends to itself;
+  # then every send through the scratch (MSCCLPP_COLL_P2P_ZERO_COPY=0)
+  for n in 3 8; do
+    have coll_gpu_worker && step "coll_gpu_p2p_$n" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/coll_gpu_worker" $((64 << 20)) p2p
+  done
+  have coll_gpu_worker && step "coll_gpu_p2p_4_scratch" 200 env MSCCLPP_COLL_P2P_ZERO_COPY=0 mscclpp-run -n 4 --timeout 190 -- \
+    "$BIN/coll_gpu_worker" $((64 << 20)) p2p
   # plain stream order: programmatic dependent launch off (on by default on Hopper)
   have coll_gpu_worker && step "coll_gpu_2_nopdl" 200 env MSCCLPP_COLL_PDL=0 mscclpp-run -n 2 --timeout 190 -- \
     "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
@@ -168,6 +177,9 @@ if [ "$what" = moe ]; then
         step "perf_moe_${c}_${n}" 60 mscclpp-run -n $n --timeout 55 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 \
           -c 1 -w 5 -n 20 -J "$OUT/perf_moe_${c}_${n}.json"
       done
+      # send/recv with every send through the receiver's scratch, for comparison
+      step "perf_moe_sendrecv_scratch_${n}" 60 env MSCCLPP_COLL_P2P_ZERO_COPY=0 mscclpp-run -n $n --timeout 55 -- \
+        "$BIN/mscclpp-perf" sendrecv -b 1K -e 256M -f 8 -c 1 -w 5 -n 20 -J "$OUT/perf_moe_sendrecv_scratch_${n}.json"
     done
   fi
 fi

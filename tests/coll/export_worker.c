@@ -17,6 +17,8 @@
  *  - several allocations in one round trip (one given twice: asked once);
  *  - a mapping that fails: the caller gets the peer's reason, and the next
  *    export works;
+ *  - asked without waiting (send/recv's way): the answer filed later, a
+ *    second ask asks nothing, a refusal is not asked again;
  *  - stop closes every mapping the service made (ASan/TSan watch the rest).
  */
 #include <stdatomic.h>
@@ -211,6 +213,40 @@ int main(void) {
     makeHandle(&b, 7, 0xa000000);
     CHECK_RES(mscclppCollGpuExport(comm_, g, &b, mapped), mscclppSuccess);
     checkMapped(g, 7, mapped);
+  }
+  CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+
+  /* mappings learned without waiting (send/recv): Ask sends and returns,
+   * the answer is filed by Collect; a second Ask asks nothing; a refusal
+   * is remembered (not asked again) */
+  g->service = svc;
+  if (nranks_ > 1) {
+    const int peer = (rank_ + 1) % nranks_;
+    const int opensBefore = sumOver(atomic_load(&opens));
+    uint64_t m = 0;
+    makeHandle(&b, 20, 0xd000000);
+    CHECK(!mscclppCollGpuExportKnown(g, peer, 20, &m));
+    CHECK_RES(mscclppCollGpuExportAsk(comm_, g, &b, peer), mscclppSuccess);
+    CHECK_RES(mscclppCollGpuExportAsk(comm_, g, &b, peer), mscclppSuccess);
+    CHECK(g->nasked == 1);
+    makeHandle(&b, FAIL_ID, 0x9000000);
+    CHECK_RES(mscclppCollGpuExportAsk(comm_, g, &b, peer), mscclppSuccess);
+    CHECK(g->nasked == 2);
+    for (int i = 0; i < 10000 && g->nasked > 0 && !(g->nasked == 1 && g->asked[0].state == 2); i++) {
+      mscclppCollGpuExportCollect(g);
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    CHECK(mscclppCollGpuExportKnown(g, peer, 20, &m));
+    CHECK(m == mapping(peer, rank_, 20));
+    CHECK(g->nasked == 1 && g->asked[0].id == FAIL_ID && g->asked[0].state == 2);
+    CHECK_RES(mscclppCollGpuExportAsk(comm_, g, &b, peer), mscclppSuccess); /* refused: not asked again */
+    CHECK(g->nasked == 1);
+    makeHandle(&b, 20, 0xd000000);
+    CHECK_RES(mscclppCollGpuExportAsk(comm_, g, &b, peer), mscclppSuccess); /* known: nothing asked */
+    CHECK(g->nasked == 1);
+    CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
+    CHECK(sumOver(atomic_load(&opens)) == opensBefore + nranks_);
   }
   CHECK_RES(mscclppBootstrapBarrier(comm_), mscclppSuccess);
 

@@ -6,6 +6,7 @@
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes order
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv[=REPLAYS]
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv_errors
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2p[=REPLAYS]
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs are small
@@ -47,6 +48,8 @@
  * names a block outside its sendbuff in one call: each gets its error from
  * mscclppCommGetAsyncError, nothing is written past rank 0's capacity, and
  * every other rank's call succeeds.
+ * Send/recv patterns in groups (after the matrix, or alone with "p2p"):
+ * see p2pPattern.
  * Exit 77 without a GPU.
  */
 #include <cuda_runtime_api.h>
@@ -721,6 +724,197 @@ static int a2avErrors(mscclppComm_t comm, cudaStream_t s) {
   return bad;
 }
 
+/* ---- send/recv patterns ---------------------------------------------------------------- */
+
+/* Grouped send/recv in the patterns programs use, on buffers kept across
+ * calls, checked exactly: ring, pairs (rank r with r ^ 1; a rank without a
+ * partner sends to itself), gather (every rank to the last, which posts
+ * its receives first), scatter (rank 0 to every rank) and all-to-all, every
+ * rank itself included. Each (sender, receiver) has its own size (odd, at
+ * odd offsets in the allocations) and its own bytes, new every call. Four
+ * eager calls: a first call on buffers the peers have not mapped goes
+ * through their scratch, later ones zero-copy once the mappings are
+ * learned (MSCCLPP_COLL_P2P_ZERO_COPY); results must be identical. Each
+ * call's sends are overwritten on the stream right after it (a send must
+ * not complete before its receiver has pulled it). Then the call captured
+ * in a CUDA graph with the poisoning of the outputs, replayed, checked. With
+ * `small`, allocations under 2 MiB (never shared: always the scratch). */
+enum { P2P_RING, P2P_PAIRS, P2P_GATHER, P2P_SCATTER, P2P_ALLTOALL, P2P_PATTERNS };
+static const char* p2pName[] = {"ring", "pairs", "gather", "scatter", "alltoall"};
+#define P2P_MAX_OPS (2 * A2AV_MAX_RANKS)
+static int p2pReplays_ = 10; /* with "graph" or "p2p": replays_, at most 100 */
+
+struct p2pOp {
+  int isSend, peer;
+  size_t bytes, off; /* in this rank's send or receive allocation */
+};
+
+/* Whether rank s sends to rank d in the pattern. */
+static int p2pEdge(int pattern, int s, int d) {
+  const int n = nranks_;
+  switch (pattern) {
+    case P2P_RING: return d == (s + 1) % n;
+    case P2P_PAIRS: return d == ((s ^ 1) < n ? (s ^ 1) : s);
+    case P2P_GATHER: return d == n - 1;
+    case P2P_SCATTER: return s == 0;
+    default: return 1;
+  }
+}
+
+static size_t p2pBytes(size_t base, int s, int d) { return base + (size_t)16 * (size_t)d + (size_t)(2 * s + 1); }
+
+/* This rank's ops, in the order it posts them; *sendEnd, *recvEnd: bytes of
+ * the allocations they use. */
+static int p2pOps(int pattern, size_t base, struct p2pOp* ops, size_t* sendEnd, size_t* recvEnd) {
+  const int n = nranks_, me = rank_;
+  int nops = 0;
+  size_t so = 1, ro = 3;
+  const int recvFirst = pattern == P2P_GATHER;
+  for (int pass = 0; pass < 2; pass++) {
+    const int sends = recvFirst ? pass == 1 : pass == 0;
+    for (int q = 0; q < n; q++) {
+      if (sends ? !p2pEdge(pattern, me, q) : !p2pEdge(pattern, q, me)) continue;
+      struct p2pOp* o = &ops[nops++];
+      o->isSend = sends;
+      o->peer = q;
+      o->bytes = sends ? p2pBytes(base, me, q) : p2pBytes(base, q, me);
+      size_t* at = sends ? &so : &ro;
+      o->off = *at;
+      *at += o->bytes + (size_t)(q % 3) + 5;
+    }
+  }
+  *sendEnd = so;
+  *recvEnd = ro;
+  return nops;
+}
+
+static mscclppResult_t p2pCall(mscclppComm_t comm, cudaStream_t s, const struct p2pOp* ops, int nops, uint8_t* dsend,
+                               uint8_t* drecv) {
+  mscclppGroupStart();
+  for (int i = 0; i < nops; i++) {
+    if (ops[i].isSend)
+      mscclppSend(dsend + ops[i].off, ops[i].bytes, mscclppUint8, ops[i].peer, comm, s);
+    else
+      mscclppRecv(drecv + ops[i].off, ops[i].bytes, mscclppUint8, ops[i].peer, comm, s);
+  }
+  return mscclppGroupEnd();
+}
+
+/* The receive allocation after call `call`: each receive's bytes, 0xA5 around. */
+static int p2pCheck(const struct p2pOp* ops, int nops, const uint8_t* hout, uint8_t* hexp, size_t recvEnd, int pattern,
+                    int call, const char* how) {
+  memset(hexp, 0xA5, recvEnd);
+  for (int i = 0; i < nops; i++)
+    if (!ops[i].isSend) a2avFill(1000 * pattern + call, ops[i].peer, rank_, ops[i].bytes, hexp + ops[i].off);
+  if (memcmp(hout, hexp, recvEnd) == 0) return 0;
+  for (size_t b = 0; b < recvEnd; b++)
+    if (hout[b] != hexp[b]) {
+      int from = -1;
+      for (int i = 0; i < nops; i++)
+        if (!ops[i].isSend && b >= ops[i].off && b < ops[i].off + ops[i].bytes) from = ops[i].peer;
+      fprintf(stderr, "rank %d: send/recv %s %s call %d: byte %zu is 0x%02x, expected 0x%02x (%s %d)\n", rank_,
+              p2pName[pattern], how, call, b, hout[b], hexp[b], from >= 0 ? "from rank" : "outside the receives:",
+              from);
+      break;
+    }
+  return 1;
+}
+
+static void p2pFillSends(const struct p2pOp* ops, int nops, uint8_t* hin, int pattern, int call) {
+  for (int i = 0; i < nops; i++)
+    if (ops[i].isSend) a2avFill(1000 * pattern + call, rank_, ops[i].peer, ops[i].bytes, hin + ops[i].off);
+}
+
+static int p2pStatus(mscclppComm_t comm, cudaStream_t s, mscclppResult_t res, int pattern, const char* how) {
+  CUDA_OK(cudaStreamSynchronize(s));
+  mscclppResult_t async = mscclppSuccess;
+  mscclppCommGetAsyncError(comm, &async);
+  if (res == mscclppSuccess && async == mscclppSuccess) return 0;
+  fprintf(stderr, "rank %d: send/recv %s %s: result %d async %d: %s\n", rank_, p2pName[pattern], how, (int)res,
+          (int)async, mscclppGetLastError());
+  return 1;
+}
+
+static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t base, int small, int* calls) {
+  struct p2pOp ops[P2P_MAX_OPS];
+  size_t sendEnd = 0, recvEnd = 0;
+  const int nops = p2pOps(pattern, base, ops, &sendEnd, &recvEnd);
+  const size_t minAlloc = (size_t)4 << 20;
+  const size_t sendAlloc = small || sendEnd >= minAlloc ? sendEnd : minAlloc;
+  const size_t recvAlloc = small || recvEnd >= minAlloc ? recvEnd : minAlloc;
+  if (small && (sendAlloc >= ((size_t)2 << 20) || recvAlloc >= ((size_t)2 << 20))) return 0;
+  uint8_t *dsend, *drecv;
+  CUDA_OK(cudaMalloc((void**)&dsend, sendAlloc));
+  CUDA_OK(cudaMalloc((void**)&drecv, recvAlloc));
+  uint8_t* hin[2] = {calloc(sendEnd, 1), calloc(sendEnd, 1)};
+  uint8_t* hout = malloc(recvEnd);
+  uint8_t* hexp = malloc(recvEnd);
+  const char* how = small ? "small allocations" : "eager";
+  int bad = 0;
+  const int eager = 4;
+  p2pFillSends(ops, nops, hin[0], pattern, 0);
+  CUDA_OK(cudaMemcpyAsync(dsend, hin[0], sendEnd, cudaMemcpyHostToDevice, s));
+  for (int call = 0; call < eager && !bad; call++) {
+    CUDA_OK(cudaMemsetAsync(drecv, 0xA5, recvEnd, s));
+    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv);
+    /* the next call's sends, right behind this call on the stream */
+    uint8_t* next = hin[(call + 1) % 2];
+    p2pFillSends(ops, nops, next, pattern, call + 1);
+    CUDA_OK(cudaMemcpyAsync(dsend, next, sendEnd, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(hout, drecv, recvEnd, cudaMemcpyDeviceToHost, s));
+    bad += p2pStatus(comm, s, res, pattern, how);
+    if (call == 0) usleep(20000); /* the peers' answers (their mappings of the buffers) come meanwhile */
+    if (!bad) bad += p2pCheck(ops, nops, hout, hexp, recvEnd, pattern, call, how);
+    (*calls)++;
+  }
+  if (!bad) { /* captured: the outputs poisoned, then the call; the sends hold call `eager`'s bytes */
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CUDA_OK(cudaMemsetAsync(drecv, 0xA5, recvEnd, s));
+    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv);
+    CUDA_OK(cudaStreamEndCapture(s, &g));
+    const int replays = p2pReplays_;
+    if (res == mscclppSuccess) {
+      CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+      for (int i = 0; i < replays; i++) CUDA_OK(cudaGraphLaunch(ge, s));
+    }
+    bad += p2pStatus(comm, s, res, pattern, "graph");
+    if (!bad) {
+      CUDA_OK(cudaMemcpy(hout, drecv, recvEnd, cudaMemcpyDeviceToHost));
+      bad += p2pCheck(ops, nops, hout, hexp, recvEnd, pattern, eager, small ? "graph, small allocations" : "graph");
+    }
+    if (ge != NULL) cudaGraphExecDestroy(ge);
+    if (g != NULL) cudaGraphDestroy(g);
+    (*calls)++;
+  }
+  mscclppBootstrapBarrier(comm); /* peers may still map these */
+  CUDA_OK(cudaFree(dsend));
+  CUDA_OK(cudaFree(drecv));
+  free(hin[0]);
+  free(hin[1]);
+  free(hout);
+  free(hexp);
+  return bad;
+}
+
+/* Every pattern at a size of many chunks (each pair's block about
+ * maxBytes / 2 / nranks, at most 4 MiB: zero-copy once mapped), at one of a
+ * few KiB (the scratch), and in allocations under 2 MiB (the scratch). */
+static int p2pTests(mscclppComm_t comm, cudaStream_t s, size_t maxBytes, int* calls) {
+  size_t big = maxBytes / 2 / (size_t)nranks_;
+  if (big > ((size_t)4 << 20)) big = (size_t)4 << 20;
+  int bad = 0;
+  for (int pattern = 0; pattern < P2P_PATTERNS; pattern++) {
+    int b = p2pPattern(comm, s, pattern, big, 0, calls);
+    b += p2pPattern(comm, s, pattern, 3000, 0, calls);
+    b += p2pPattern(comm, s, pattern, (size_t)96 << 10, 1, calls);
+    if (rank_ == 0) printf("send/recv %s: %s\n", p2pName[pattern], b ? "WRONG" : "ok");
+    bad += b;
+  }
+  return bad;
+}
+
 /* runOne, and how long it took (rank 0 says: a slow big run shows where it is). */
 static int bigOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_t t, mscclppRedOp_t op, size_t count,
                   int placement, int graph) {
@@ -742,8 +936,11 @@ int main(int argc, char** argv) {
   if (graph && argv[2][5] == '=') replays_ = atoi(argv[2] + 6);
   const int a2avOnly = argc > 2 && strncmp(argv[2], "alltoallv", 9) == 0 && strcmp(argv[2], "alltoallv_errors") != 0;
   const int a2avErr = argc > 2 && strcmp(argv[2], "alltoallv_errors") == 0;
+  const int p2pOnly = argc > 2 && strncmp(argv[2], "p2p", 3) == 0;
+  if (p2pOnly && argv[2][3] == '=') replays_ = atoi(argv[2] + 4);
   if (a2avOnly && argv[2][9] == '=') replays_ = atoi(argv[2] + 10);
   if (graph || a2avOnly) a2avReplays_ = replays_;
+  if (graph || p2pOnly) p2pReplays_ = replays_ < 100 ? replays_ : 100;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) harnessSkip("no GPU");
   const char* lr = getenv("MSCCLPP_LOCAL_RANK");
@@ -766,6 +963,9 @@ int main(int argc, char** argv) {
   if (a2avErr) {
     failures += a2avErrors(comm, s);
     calls++;
+    matrixKinds = 0;
+  } else if (p2pOnly) {
+    failures += p2pTests(comm, s, maxBytes, &calls);
     matrixKinds = 0;
   } else if (a2avOnly) {
     failures += a2avTests(comm, s, &calls);
@@ -817,6 +1017,7 @@ int main(int argc, char** argv) {
     calls++;
   }
   if (matrixKinds > 0 && !order_) failures += a2avTests(comm, s, &calls);
+  if (matrixKinds > 0 && !order_) failures += p2pTests(comm, s, maxBytes, &calls);
   int localN = 0;
   mscclppCommLocalSize(comm, &localN);
   printf("rank %d (%d of %d ranks on its host): %d checked calls, %d wrong\n", rank_, localN, nranks_, calls,

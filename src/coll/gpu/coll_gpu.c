@@ -17,6 +17,11 @@
  * cudaMalloc buffer of this rank (a device-to-device copy before and after
  * the kernel, on the caller's stream).
  *
+ * Send/recv (mscclppCollGpuP2p) has no barrier to trade addresses at: the
+ * sender asks the receiver to map its buffer without waiting for the
+ * answer, and sends through the receiver's scratch until a later call finds
+ * it; then the receiver pulls (p2pKernel, coll_gpu_kernels.cu).
+ *
  * All-to-all-v (runAllToAllv) has its counts in device memory, so no host
  * knows its sizes: its kernel learns them from the peers at its first
  * barrier, and its grid is the same for every call.
@@ -150,6 +155,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   if (g->packetBlocks < 1) g->packetBlocks = 1;
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
+  g->p2pZeroCopy = comm->params.collP2pZeroCopy != 0;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, NULL, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
@@ -584,6 +590,82 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
   return res;
 }
 
+/* A send's buffer as its receiver maps it (p2pKernel pulls from it), or
+ * NULL: through the receiver's scratch. Sends of one chunk or less always
+ * go through the scratch (one copy each side, and the sender need not wait
+ * for the receiver). The mapping is learned without waiting: a first use
+ * asks the peer's export service and goes through the scratch; a later
+ * call finds the answer (mscclppCollGpuExportCollect). Only while the
+ * stream is captured is the answer waited for (one round trip to the
+ * peer's service, as the direct collectives do): a graph keeps the path it
+ * was captured with. */
+static mscclppResult_t p2pSource(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollP2pOp* op,
+                                 uint64_t chunk, int capturing, const uint8_t** src) {
+  *src = NULL;
+  if (!op->isSend || !g->p2pZeroCopy || op->bytes <= chunk) return mscclppSuccess;
+  if (op->peer == g->rank) {
+    *src = (const uint8_t*)op->buf;
+    return mscclppSuccess;
+  }
+  struct ownBuf b;
+  memset(&b, 0, sizeof(b));
+  int ok = 0;
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, op->buf, &b, &ok));
+  if (!ok) return mscclppSuccess; /* cannot be shared: the scratch */
+  uint64_t mapped = 0;
+  if (!mscclppCollGpuExportKnown(g, op->peer, b.id, &mapped)) {
+    if (!capturing) return mscclppCollGpuExportAsk(comm, g, &b, op->peer);
+    uint64_t all[MAXR] = {0};
+    MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &b, all));
+    mapped = all[op->peer];
+  }
+  *src = (const uint8_t*)(uintptr_t)(mapped + b.offset);
+  return mscclppSuccess;
+}
+
+/* The grid of a send/recv launch: a lane per distinct (direction, peer),
+ * in the order of the ops. A lane whose sends all go zero-copy only posts
+ * messages: one block. The others (every receive: its sender decides how
+ * the data comes) share this rank's part of the device (one 1024-thread
+ * block per SM among the ranks sharing it, one per chunk of the group's
+ * bytes), each at most one block per channel it uses. */
+static void p2pGrid(const struct mscclppCollGpu* g, struct mscclppCollGpuP2pList* P, uint64_t totalBytes,
+                    struct mscclppCollGpuLaunch* L) {
+  uint64_t want[2 * MAXR];
+  int work[2 * MAXR];
+  P->nlanes = 0;
+  for (uint32_t i = 0; i < P->nops; i++) {
+    const struct mscclppCollGpuP2p* op = &P->ops[i];
+    uint32_t l = 0;
+    while (l < P->nlanes && !(P->lanes[l].isSend == op->isSend && P->lanes[l].peer == op->peer)) l++;
+    if (l == P->nlanes) {
+      P->lanes[l].isSend = (int8_t)op->isSend;
+      P->lanes[l].peer = (int8_t)op->peer;
+      want[l] = 1;
+      work[l] = 0;
+      P->nlanes++;
+    }
+    uint64_t ch = (op->bytes + P->chunkBytes - 1) / P->chunkBytes;
+    if (ch > MSCCLPP_COLL_GPU_P2P_CHANNELS) ch = MSCCLPP_COLL_GPU_P2P_CHANNELS;
+    if (ch > want[l]) want[l] = ch;
+    if (!op->isSend || op->src == NULL) work[l] = 1;
+  }
+  uint32_t budget = blocksFor(g, totalBytes, P->chunkBytes, 1);
+  if (g->directBlocksMax > 0 && budget > g->directBlocksMax) budget = g->directBlocksMax;
+  uint32_t nwork = 0, idle = 0;
+  for (uint32_t l = 0; l < P->nlanes; l++) *(work[l] ? &nwork : &idle) += 1;
+  const uint32_t share = nwork > 0 && budget > idle + nwork ? (budget - idle) / nwork : 1;
+  uint32_t first = 0;
+  for (uint32_t l = 0; l < P->nlanes; l++) {
+    uint64_t n = work[l] ? (share < want[l] ? share : want[l]) : 1;
+    P->lanes[l].first = (uint16_t)first;
+    P->lanes[l].nblocks = (uint16_t)n;
+    first += (uint32_t)n;
+  }
+  L->nblocks = first;
+  L->nthreads = 1024;
+}
+
 mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
                                   mscclppStream_t stream) {
   if (nops > MSCCLPP_COLL_GPU_MAX_P2P)
@@ -600,22 +682,23 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     L.kind = MSCCLPP_COLL_SENDRECV;
     static _Thread_local struct mscclppCollGpuP2pList P;
     P.nops = 0;
-    uint32_t lanes = 0;
-    for (int i = 0; i < nops; i++) {
+    P.chunkBytes = g->p2pSlotBytes / (MSCCLPP_COLL_GPU_P2P_CHANNELS * MSCCLPP_COLL_GPU_P2P_DEPTH) / 16 * 16;
+    mscclppCollGpuExportCollect(g);
+    const int capturing = mscclppGpuStreamCapturing(stream);
+    uint64_t total = 0;
+    for (int i = 0; i < nops && res == mscclppSuccess; i++) {
       if (ops[i].bytes == 0) continue;
-      int dup = 0;
-      for (uint32_t j = 0; j < P.nops; j++)
-        if (P.ops[j].isSend == ops[i].isSend && P.ops[j].peer == ops[i].peer) dup = 1;
-      lanes += !dup;
-      P.ops[P.nops].isSend = ops[i].isSend;
-      P.ops[P.nops].peer = ops[i].peer;
-      P.ops[P.nops].buf = (uint8_t*)ops[i].buf;
-      P.ops[P.nops].bytes = ops[i].bytes;
+      struct mscclppCollGpuP2p* op = &P.ops[P.nops];
+      op->isSend = ops[i].isSend;
+      op->peer = ops[i].peer;
+      op->buf = (uint8_t*)ops[i].buf;
+      op->bytes = ops[i].bytes;
+      res = p2pSource(comm, g, &ops[i], P.chunkBytes, capturing, &op->src);
+      total += ops[i].bytes;
       P.nops++;
     }
-    if (P.nops > 0) {
-      L.nblocks = lanes;
-      L.nthreads = 1024;
+    if (res == mscclppSuccess && P.nops > 0) {
+      p2pGrid(g, &P, total, &L);
       res = launch(comm, g, &L, &P, stream, "sendrecv");
     }
   }

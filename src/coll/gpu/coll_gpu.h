@@ -6,17 +6,19 @@
  * Every rank owns one scratch allocation of device memory that every other
  * rank maps (a memory channel per peer); it holds
  *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
- *           p2p counters    ready[rank], ack[rank]
+ *           (two words per rank unused: the old send/recv counters)
  *           pointers ptr[rank]  (direct kernels: rank `rank`'s buffers)
  *           counts   a2av[rank] (alltoallv: rank `rank`'s input, as the
  *                    owner maps it, and its count and displacement for
  *                    the owner)
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
- *   p2p     nranks slots (slot q: data from rank q), two halves each
+ *   p2p     nranks slots (slot q: data from rank q), P2P_CHANNELS x
+ *           P2P_DEPTH chunks each
  *   ll2     LL16 packets of the two-phase allreduce: two parities x two
  *           phases x nranks slots (slot q: from rank q); a parity's half
  *           holds the largest slots, a call packs its slots at the start
  *           of its half (slots as large as its share)
+ *   p2pctl  send/recv control words, nranks x P2P_PEER_CTL_BYTES (below)
  * Counters only grow (epochs, rounds, chunk numbers), so nothing is reset
  * between calls; their running values live in mscclppCollGpuDevState in
  * device memory, so a CUDA graph replays correctly.
@@ -43,8 +45,17 @@
  *                      (the a2av slots): every block learns the whole column
  *                      and packs it itself; the grid is the same for every
  *                      call, as no host knows the sizes
- *   sendrecv           chunks through the receiver's scratch, two halves,
- *                      ready/ack counters; one block per (peer, direction)
+ *   sendrecv           per (sender, receiver) pair MSCCLPP_COLL_GPU_P2P_CHANNELS
+ *                      channels, each a ring of MSCCLPP_COLL_GPU_P2P_DEPTH
+ *                      messages (ready at the receiver, ack at the sender,
+ *                      message numbers that only grow). A message is a
+ *                      chunk of data in the receiver's scratch, or, where
+ *                      the receiver maps the sender's buffer, a pointer to
+ *                      it: the receiver then pulls the channel's share
+ *                      straight from the sender's buffer (zero-copy). The
+ *                      sender chooses per send, the receiver follows what
+ *                      each message says; the lanes (direction, peer) of a
+ *                      group share the grid (see p2pKernel)
  * A direct kernel is: barrier with every peer (their inputs are ready),
  * work, barrier (every peer is done with this rank's buffers).
  */
@@ -94,8 +105,22 @@ extern "C" {
  * of the scratch. */
 #define MSCCLPP_COLL_GPU_P2P_OFF(k, llSlot) (MSCCLPP_COLL_GPU_LL_OFF + 2 * (uint64_t)(k) * (llSlot))
 #define MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) (MSCCLPP_COLL_GPU_P2P_OFF(k, llSlot) + (uint64_t)(k) * (p2pSlot))
-#define MSCCLPP_COLL_GPU_SCRATCH_BYTES(k, llSlot, p2pSlot, ll2Slot) \
+/* send/recv control words, after the ll2 slots: per peer q, channel c
+ *   ctl  64 bytes {ready, unused, desc[DEPTH] of {zero-copy, source}}:
+ *        messages from rank q on channel c (written by q)
+ *   ack  8 bytes after the ctl array: messages rank q took from this
+ *        rank on channel c (written by q) */
+#define MSCCLPP_COLL_GPU_P2P_CHANNELS 64
+#define MSCCLPP_COLL_GPU_P2P_DEPTH 2
+#define MSCCLPP_COLL_GPU_P2P_CTL_BYTES 64
+#define MSCCLPP_COLL_GPU_P2P_PEER_CTL_BYTES \
+  (MSCCLPP_COLL_GPU_P2P_CHANNELS * (MSCCLPP_COLL_GPU_P2P_CTL_BYTES + 8))
+#define MSCCLPP_COLL_GPU_P2PCTL_OFF(k, llSlot, p2pSlot, ll2Slot) \
   (MSCCLPP_COLL_GPU_LL2_OFF(k, llSlot, p2pSlot) + 4 * (uint64_t)(k) * (ll2Slot))
+#define MSCCLPP_COLL_GPU_SCRATCH_BYTES(k, llSlot, p2pSlot, ll2Slot) \
+  (MSCCLPP_COLL_GPU_P2PCTL_OFF(k, llSlot, p2pSlot, ll2Slot) + (uint64_t)(k) * MSCCLPP_COLL_GPU_P2P_PEER_CTL_BYTES)
+MSCCLPP_STATIC_ASSERT(16 + 16 * MSCCLPP_COLL_GPU_P2P_DEPTH <= MSCCLPP_COLL_GPU_P2P_CTL_BYTES,
+                      "a channel's ready word and descriptors fit its control line");
 
 /* count slots: a2av[rank] = {input, count, displacement, unused} */
 #define MSCCLPP_COLL_GPU_A2AV_OFF (MSCCLPP_COLL_GPU_PTR_OFF + 16 * MSCCLPP_COLL_GPU_MAX_RANKS)
@@ -114,8 +139,10 @@ struct mscclppCollGpuDevState {
                                                     packet kernel of a communicator has the same grid,
                                                     so the copies stay equal, with no atomics */
   uint64_t ll2Round[MSCCLPP_COLL_GPU_MAX_BLOCKS]; /* calls of the two-phase packet kernel, per block (one grid) */
-  uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks sent to each rank */
-  uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS]; /* chunks received from each rank */
+  /* send/recv messages sent to / taken from each rank, per channel (a
+   * channel is served by one block of a launch: no atomics) */
+  uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2P_CHANNELS];
+  uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2P_CHANNELS];
   uint64_t a2avBlocksDone; /* blocks of all-to-all-v calls past their final barrier (atomic; every call has the
                               same grid, so a multiple of it ends a call) */
 };
@@ -131,6 +158,19 @@ struct mscclppCollGpuP2p {
   int peer;
   uint8_t* buf;
   uint64_t bytes;
+  /* a send the receiver pulls: buf as the peer maps it; NULL: through the
+   * peer's scratch. Receives: NULL (each message says). */
+  const uint8_t* src;
+};
+
+/* The blocks of one lane (a distinct direction and peer of the op list):
+ * [first, first + nblocks) of the grid. */
+struct mscclppCollGpuP2pLane {
+  int8_t isSend;
+  int8_t peer;
+  uint16_t first;
+  uint16_t nblocks;
+  uint16_t pad;
 };
 
 /* Everything one launch needs, by value (kernel parameters). */
@@ -157,7 +197,7 @@ struct mscclppCollGpuLaunch {
   uint32_t nthreads;
   uint32_t llGrid;       /* packet kernel: MSCCLPP_COLL_GPU_LL_SMALL, _MID or _BIG (its slots and counters) */
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
-  uint64_t p2pSlotBytes; /* bytes of one p2p slot (two halves) */
+  uint64_t p2pSlotBytes; /* bytes of one p2p slot (CHANNELS x DEPTH chunks) */
   uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
   struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
@@ -167,7 +207,9 @@ struct mscclppCollGpuLaunch {
  * them). */
 struct mscclppCollGpuP2pList {
   uint32_t nops;
-  uint32_t pad;
+  uint32_t nlanes;
+  uint64_t chunkBytes; /* of a scratch message: p2pSlotBytes / (CHANNELS x DEPTH), a multiple of 16 */
+  struct mscclppCollGpuP2pLane lanes[2 * MSCCLPP_COLL_GPU_MAX_RANKS];
   struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
 };
 

@@ -52,7 +52,7 @@
 
 struct exportRequest {
   uint32_t magic;
-  uint32_t pad;
+  uint32_t async; /* 1: answer on MSCCLPP_COLL_GPU_TAG_EXPORT_ASYNC (nobody waits for it) */
   uint64_t reqId;
   uint64_t id;   /* the allocation's buffer id in the asking rank */
   uint64_t base; /* its address there */
@@ -73,6 +73,13 @@ struct queued {
   struct exportRequest req;
 };
 
+struct exportAnswer {
+  int peer;
+  int32_t status;
+  uint64_t id;
+  uint64_t mapped;
+};
+
 struct mscclppCollGpuService {
   struct mscclppComm* comm;
   struct mscclppCollGpuMapOps ops;
@@ -89,6 +96,11 @@ struct mscclppCollGpuService {
   void** retired;
   int nretired, capRetired;
   atomic_int nretiredHint;
+  /* answers to this rank's requests nobody waits for (under lock;
+   * nanswersHint is read without it) */
+  struct exportAnswer* answers;
+  int nanswers, capAnswers;
+  atomic_int nanswersHint;
   /* the service thread's only */
   struct openEntry* open;
   int nopen;
@@ -131,6 +143,48 @@ static void onRequest(void* arg, int peer, const void* data, size_t size) {
   e->req = req;
   s->qCount++;
   pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* On the bootstrap's reading thread: an answer to a request of this rank
+ * that nobody waits for, kept for mscclppCollGpuExportCollect. */
+static void onAsyncAnswer(void* arg, int peer, const void* data, size_t size) {
+  struct mscclppCollGpuService* s = (struct mscclppCollGpuService*)arg;
+  struct exportReply rep;
+  if (size != sizeof(rep)) {
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: a %zu-byte export answer from rank %d (expected %zu): ignored", s->rank,
+                 size, peer, sizeof(rep));
+    return;
+  }
+  memcpy(&rep, data, sizeof(rep));
+  if (rep.magic != EXPORT_MAGIC) {
+    MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: an export answer from rank %d with a bad magic number: ignored", s->rank,
+                 peer);
+    return;
+  }
+  if (rep.status != mscclppSuccess) {
+    rep.why[sizeof(rep.why) - 1] = '\0';
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d cannot map rank %d's buffer (send/recv goes through the scratch): %s",
+                 peer, s->rank, rep.why);
+  }
+  pthread_mutex_lock(&s->lock);
+  if (s->nanswers == s->capAnswers) {
+    int cap = s->capAnswers ? 2 * s->capAnswers : 16;
+    struct exportAnswer* n = (struct exportAnswer*)realloc(s->answers, (size_t)cap * sizeof(*n));
+    if (n == NULL) { /* the allocation stays "asked": send/recv keeps the scratch for it */
+      pthread_mutex_unlock(&s->lock);
+      MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: out of memory keeping rank %d's export answer", s->rank, peer);
+      return;
+    }
+    s->answers = n;
+    s->capAnswers = cap;
+  }
+  struct exportAnswer* a = &s->answers[s->nanswers++];
+  a->peer = peer;
+  a->status = rep.status;
+  a->id = rep.id;
+  a->mapped = rep.mapped;
+  atomic_store_explicit(&s->nanswersHint, s->nanswers, memory_order_release);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -211,7 +265,8 @@ static void serve(struct mscclppCollGpuService* s, const struct queued* e) {
   rep.status = (int32_t)res;
   rep.mapped = (uint64_t)(uintptr_t)base;
   if (res != mscclppSuccess) snprintf(rep.why, sizeof(rep.why), "%s", mscclppGetLastError());
-  if (mscclppBootstrapSend(s->comm, e->peer, MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY, &rep, sizeof(rep)) != mscclppSuccess)
+  const int tag = e->req.async ? MSCCLPP_COLL_GPU_TAG_EXPORT_ASYNC : MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY;
+  if (mscclppBootstrapSend(s->comm, e->peer, tag, &rep, sizeof(rep)) != mscclppSuccess)
     MSCCLPP_WARN(MSCCLPP_LOG_COLL, "rank %d: cannot answer rank %d's export request: %s", s->rank, e->peer,
                  mscclppGetLastError());
 }
@@ -289,15 +344,15 @@ mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device,
     return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "cannot start the export service thread: %s",
                       strerror(err));
   }
-  mscclppResult_t res =
-      mscclppBootstrapSetHandler(comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT, onRequest, s);
   *out = s;
-  return res;
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSetHandler(comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT_ASYNC, onAsyncAnswer, s));
+  return mscclppBootstrapSetHandler(comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT, onRequest, s);
 }
 
 void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s) {
   if (s == NULL) return;
   (void)mscclppBootstrapSetHandler(s->comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT, NULL, NULL);
+  (void)mscclppBootstrapSetHandler(s->comm->bootstrap, MSCCLPP_COLL_GPU_TAG_EXPORT_ASYNC, NULL, NULL);
   pthread_mutex_lock(&s->lock);
   s->stop = 1;
   pthread_cond_signal(&s->cond);
@@ -308,6 +363,7 @@ void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s) {
   free(s->q);
   free(s->open);
   free(s->retired);
+  free(s->answers);
   free(s);
 }
 
@@ -427,4 +483,62 @@ mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCol
                                      uint64_t mapped[MSCCLPP_COLL_GPU_MAX_RANKS]) {
   uint64_t (*m)[MSCCLPP_COLL_GPU_MAX_RANKS] = (uint64_t (*)[MSCCLPP_COLL_GPU_MAX_RANKS])mapped;
   return mscclppCollGpuExportMany(comm, g, b, 1, m);
+}
+
+/* ---- mappings learned without waiting (send/recv) ------------------------------------ */
+
+int mscclppCollGpuExportKnown(const struct mscclppCollGpu* g, int peer, uint64_t id, uint64_t* mapped) {
+  return exportedFind(g, peer, id, mapped);
+}
+
+mscclppResult_t mscclppCollGpuExportAsk(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                        int peer) {
+  uint64_t mapped = 0;
+  if (b->id == 0 || peer == g->rank || exportedFind(g, peer, b->id, &mapped)) return mscclppSuccess;
+  for (int i = 0; i < g->nasked; i++)
+    if (g->asked[i].peer == peer && g->asked[i].id == b->id) return mscclppSuccess;
+  if (g->nasked == ASK_MAX) { /* a refused one makes room; else asked later, once answers came */
+    int i = 0;
+    while (i < g->nasked && g->asked[i].state != 2) i++;
+    if (i == g->nasked) return mscclppSuccess;
+    g->asked[i] = g->asked[--g->nasked];
+  }
+  struct exportRequest req;
+  memset(&req, 0, sizeof(req));
+  req.magic = EXPORT_MAGIC;
+  req.async = 1;
+  req.reqId = ++g->exportSeq;
+  req.id = b->id;
+  req.base = b->base;
+  memcpy(req.handle, b->handle, sizeof(req.handle));
+  MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapSend(comm, peer, MSCCLPP_COLL_GPU_TAG_EXPORT, &req, sizeof(req)));
+  g->asked[g->nasked].peer = peer;
+  g->asked[g->nasked].id = b->id;
+  g->asked[g->nasked].state = 1;
+  g->nasked++;
+  return mscclppSuccess;
+}
+
+void mscclppCollGpuExportCollect(struct mscclppCollGpu* g) {
+  struct mscclppCollGpuService* s = g->service;
+  if (s == NULL || atomic_load_explicit(&s->nanswersHint, memory_order_acquire) == 0) return;
+  pthread_mutex_lock(&s->lock);
+  struct exportAnswer* list = s->answers;
+  int n = s->nanswers;
+  s->answers = NULL;
+  s->nanswers = s->capAnswers = 0;
+  atomic_store_explicit(&s->nanswersHint, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&s->lock);
+  for (int k = 0; k < n; k++) {
+    const struct exportAnswer* a = &list[k];
+    int i = 0;
+    while (i < g->nasked && !(g->asked[i].peer == a->peer && g->asked[i].id == a->id)) i++;
+    if (a->status == mscclppSuccess) {
+      exportedAdd(g, a->peer, a->id, a->mapped);
+      if (i < g->nasked) g->asked[i] = g->asked[--g->nasked];
+    } else if (i < g->nasked) {
+      g->asked[i].state = 2; /* refused: through the scratch from now on */
+    }
+  }
+  free(list);
 }

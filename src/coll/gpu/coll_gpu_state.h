@@ -36,6 +36,10 @@
 #define MSCCLPP_COLL_GPU_TAG_BASE 0x7d000000
 #define MSCCLPP_COLL_GPU_TAG_EXPORT (MSCCLPP_COLL_GPU_TAG_BASE + 3)
 #define MSCCLPP_COLL_GPU_TAG_EXPORT_REPLY (MSCCLPP_COLL_GPU_TAG_BASE + 4)
+/* answers to requests nobody waits for (mscclppCollGpuExportAsk), taken by
+ * a handler */
+#define MSCCLPP_COLL_GPU_TAG_EXPORT_ASYNC (MSCCLPP_COLL_GPU_TAG_BASE + 5)
+#define ASK_MAX 64 /* (peer, allocation) asked without waiting, not yet answered or refused */
 
 /* One of this rank's buffers, as a peer can map it. */
 struct ownBuf {
@@ -66,6 +70,7 @@ struct mscclppCollGpu {
   int rank, nranks, device, nsm, sharing;
   uint32_t packetBlocks;
   uint32_t directBlocksMax; /* MSCCLPP_COLL_DIRECT_BLOCKS, 0: no limit */
+  int p2pZeroCopy;          /* MSCCLPP_COLL_P2P_ZERO_COPY: sends the receiver maps go zero-copy */
   int pdl;                  /* launch with programmatic dependent launch (MSCCLPP_COLL_PDL, compute capability >= 9) */
   int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
@@ -86,6 +91,13 @@ struct mscclppCollGpu {
   struct exportedEntry exported[MAXR][EXPORT_CACHE];
   int nexported[MAXR], exportNext[MAXR];
   uint64_t exportSeq;
+  /* asked without waiting (state 1: no answer yet; 2: the peer refused,
+   * not asked again) */
+  struct {
+    int peer, state;
+    uint64_t id;
+  } asked[ASK_MAX];
+  int nasked;
   struct mscclppCollGpuService* service;
   /* peers' mappings the service retired, taken by the application thread,
    * closed once the mark (recorded after this rank's last launch) is done */
@@ -116,6 +128,17 @@ mscclppResult_t mscclppCollGpuExport(struct mscclppComm* comm, struct mscclppCol
 #define MSCCLPP_COLL_GPU_EXPORT_MAX 4
 mscclppResult_t mscclppCollGpuExportMany(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
                                          int nb, uint64_t (*mapped)[MSCCLPP_COLL_GPU_MAX_RANKS]);
+
+/* Mappings learned without waiting (send/recv): Known says where peer
+ * maps this rank's allocation `id`, when an answer came (1) or not (0).
+ * Ask sends peer's service a request for b and returns at once (nothing
+ * when it is known, asked already or refused); its answer arrives on the
+ * bootstrap's thread, and Collect, on the application thread, files the
+ * answers that came into the cache that Known and Export read. */
+int mscclppCollGpuExportKnown(const struct mscclppCollGpu* g, int peer, uint64_t id, uint64_t* mapped);
+mscclppResult_t mscclppCollGpuExportAsk(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct ownBuf* b,
+                                        int peer);
+void mscclppCollGpuExportCollect(struct mscclppCollGpu* g);
 
 /* How a service maps a peer's allocation in this process (its thread calls
  * them): threadStart once (may be NULL), open a handle, close what open
