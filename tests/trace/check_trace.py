@@ -14,8 +14,8 @@ same calls (collective, size, type, root) in every rank. With --merged, JOB
 must be what mscclpp-trace merge made of the files: in the same layout, in
 time order, every rank's events with their times moved by the rank's clock
 offset, and nothing else. With --gpu-blocks N (a GPU run), every file must
-hold at least N kernel block spans, each naming a collective of its file
-(its seq) and a block track of its own.
+hold at least N kernel block spans of its communicator, each naming a
+collective of its file (its seq) and on a block track of its own.
 """
 import argparse
 import json
@@ -108,7 +108,7 @@ def main():
         if seqs != list(range(1, len(colls) + 1)):
             fail("%s: sequence numbers %s, expected 1..%d" % (path, seqs, len(colls)))
         if a.gpu_blocks:
-            check_gpu(path, events, set(seqs), a.gpu_blocks)
+            check_gpu(path, events, meta["comm"], set(seqs), a.gpu_blocks)
         calls[rank] = [(e["name"], e["args"]["size"], e["args"].get("type"), e["args"].get("root")) for e in colls]
         comms.add(meta["comm"])
         print("%s: rank %d of %d, %d events, %d calls, clock offset %d ns (round trip %d ns)" %
@@ -126,8 +126,9 @@ def main():
     print("trace check passed: %d files" % n)
 
 
-def check_gpu(path, events, seqs, least):
-    blocks = [e for e in events if e["cat"] == "gpu" and e["ph"] == "X"]
+def check_gpu(path, events, comm, seqs, least):
+    # the file's communicator's kernels (a hierarchy's child communicators have calls of their own)
+    blocks = [e for e in events if e["cat"] == "gpu" and e["ph"] == "X" and e["args"].get("comm") == comm]
     if len(blocks) < least:
         fail("%s: %d kernel block spans, expected at least %d" % (path, len(blocks), least))
     for e in blocks:
