@@ -3,9 +3,10 @@
  * The cost of one traced collective span (MSCCLPP_TRACE, src/core/trace.c):
  * the site of mscclppCollDispatch (a clock read before the call, one after,
  * one event of 13 arguments) repeated, tracing off and on, against a clock
- * read alone. Each figure is the median of ROUNDS rounds of `spans` spans,
- * in wall time and in the thread's CPU time (the second leaves out the time
- * a loaded machine gives to others). The session is opened once and written
+ * read alone (CLOCK_MONOTONIC, and the trace's clock: trace.h). Each
+ * figure is the median of ROUNDS rounds of `spans` spans, in wall time and
+ * in the thread's CPU time (the second leaves out the time a loaded machine
+ * gives to others). The session is opened once and written
  * at the end to a file under $TMPDIR (removed), as a traced run's would be.
  *
  *   bench_trace [spans per round (default 200000)]
@@ -44,6 +45,10 @@ static void clockReads(int n, volatile uint64_t* sink) {
   for (int i = 0; i < n; i++) *sink += mscclppTimeNs();
 }
 
+static void traceClockReads(int n, volatile uint64_t* sink) {
+  for (int i = 0; i < n; i++) *sink += mscclppTraceNow();
+}
+
 static void measure(const char* what, void (*body)(int, volatile uint64_t*), int n) {
   double wall[ROUNDS], cpu[ROUNDS];
   volatile uint64_t sink = 0;
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
   measure("span, tracing off", spans, n);
   /* every event of the rounds is kept: room for all of them */
   if (mscclppTraceAcquire(path, (int64_t)n * (ROUNDS + 1) + 16) != mscclppSuccess) return 1;
+  measure("trace clock read (mscclppTraceNow)", traceClockReads, n);
   measure("span, tracing on", spans, n);
   const uint64_t w0 = mscclppTimeNs();
   mscclppTraceRelease();

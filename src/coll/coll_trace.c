@@ -266,13 +266,16 @@ void mscclppCollTraceDestroy(struct mscclppCollTrace* t) {
       snprintf(name, sizeof(name), "gpu%d block %u", t->device, named);
       mscclppTraceTrackName(1u + (uint32_t)t->device * TRACKS_PER_DEVICE + named, name);
     }
-    MSCCLPP_TRACE_EMIT_ON(MSCCLPP_TRACE_GPU_BLOCK, 1u + (uint32_t)t->device * TRACKS_PER_DEVICE + block, t0, t1,
+    /* times in ns already (the GPU's clock moved onto CLOCK_MONOTONIC), not the trace's ticks */
+    MSCCLPP_TRACE_EMIT_ON(MSCCLPP_TRACE_GPU_BLOCK | MSCCLPP_TRACE_TIME_NS,
+                          1u + (uint32_t)t->device * TRACKS_PER_DEVICE + block, t0, t1,
                           MSCCLPP_TRACE_S(k < t->nkernels ? t->kernels[k] : "kernel"), (uint64_t)block, (uint64_t)sm,
                           seq, t->comm);
   }
   if (t->dropped > 0) {
     mscclppTraceDrop(t->dropped);
-    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "MSCCLPP_TRACE: %llu GPU block records lost (ring of %u slots overrun, or kept %llu)",
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+                 "MSCCLPP_TRACE: %llu GPU block records lost (ring of %u slots overrun, or more than %llu kept)",
                  (unsigned long long)t->dropped, MSCCLPP_COLL_TRACE_SLOTS, (unsigned long long)t->maxKept);
   }
   traceFree(t);

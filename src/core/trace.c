@@ -5,7 +5,7 @@
  * Buffers: each thread that records gets one buffer, registered once (under
  * the session lock) and found again through a thread-local pointer. A
  * buffer is a ring of RING_EVENTS events whose memory is faulted in when the
- * thread registers, and a spill file (an anonymous memory file): when the
+ * thread registers, and a spill file (unnamed, in $TMPDIR): when the
  * ring is full, its owner appends the whole ring to the file with one
  * pwrite(2) and starts over in the same memory. So recording an event stores
  * 128 bytes into memory that is already mapped and hot: no lock, no atomic
@@ -15,7 +15,8 @@
  * on the call path is what tracing used to cost: a page fault per 32
  * events, dear on a virtual machine (bench/RESULTS.md, "MSCCLPP_TRACE
  * overhead"); the kernel fills the file's pages through its own mapping,
- * which takes no fault in this process.
+ * which takes no fault in this process. The times are ticks of the trace's
+ * clock (trace.h), made CLOCK_MONOTONIC ns by the writer.
  *
  * Only the owner writes events: it fills the slot, then publishes it with a
  * release store of `count`. The writer of the file takes the buffer's
@@ -107,6 +108,97 @@ static struct {
   int64_t clockOffset, clockRtt;
 } session = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* ---- the trace's clock: ticks to ns (trace.h's mscclppTraceNow) ----
+ *
+ * With the TSC as the trace's clock, (ticks, CLOCK_MONOTONIC ns) pairs are
+ * read when a session opens, when it is written, and at spills at most
+ * every PAIR_EVERY_NS; the writer maps a tick by the straight line through
+ * the pairs on either side of it (the outermost two beyond them). NTP's
+ * slewing of CLOCK_MONOTONIC bends that line only between pairs. */
+
+#define PAIR_EVERY_NS 100000000ull /* 100 ms */
+
+int mscclppTraceTsc;
+
+struct clockPair {
+  uint64_t tick, ns;
+};
+
+static struct {
+  pthread_mutex_t lock;
+  struct clockPair* v;
+  size_t n, cap;
+} pairs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Whether this CPU's TSC is invariant (CPUID 0x80000007, EDX bit 8): the
+ * same rate on every core, in every power state. */
+static int tscInvariant(void) {
+#if defined(__x86_64__)
+  unsigned a = 0x80000000u, b = 0, c = 0, d = 0;
+  __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+  if (a < 0x80000007u) return 0;
+  a = 0x80000007u;
+  __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+  return (d >> 8) & 1u;
+#else
+  return 0;
+#endif
+}
+
+/* Add a pair now (force: even within PAIR_EVERY_NS of the last one, and
+ * waiting for the lock; else a recording thread's, which never waits: the
+ * writer holds the lock while it converts a session's times). */
+static void clockPairAdd(int force) {
+  if (!mscclppTraceTsc) return;
+  if (force)
+    pthread_mutex_lock(&pairs.lock);
+  else if (pthread_mutex_trylock(&pairs.lock) != 0)
+    return;
+  /* the tick halfway between two reads that bracket the clock's reading;
+   * of a few tries, the closest bracket (a thread descheduled between the
+   * reads would widen it) */
+  uint64_t tick = 0, ns = 0, width = UINT64_MAX;
+  for (int i = 0; i < 5; i++) {
+    const uint64_t a = mscclppTraceNow(), n = mscclppTimeNs(), b = mscclppTraceNow();
+    if (b - a < width) {
+      width = b - a;
+      tick = a + (b - a) / 2;
+      ns = n;
+    }
+  }
+  if (force || pairs.n == 0 || ns - pairs.v[pairs.n - 1].ns >= PAIR_EVERY_NS) {
+    if (pairs.n == pairs.cap) {
+      size_t cap = pairs.cap == 0 ? 64 : 2 * pairs.cap;
+      struct clockPair* grown = (struct clockPair*)realloc(pairs.v, cap * sizeof(*grown));
+      if (grown != NULL) {
+        pairs.v = grown;
+        pairs.cap = cap;
+      }
+    }
+    if (pairs.n < pairs.cap && (pairs.n == 0 || tick > pairs.v[pairs.n - 1].tick))
+      pairs.v[pairs.n++] = (struct clockPair){tick, ns};
+  }
+  pthread_mutex_unlock(&pairs.lock);
+}
+
+/* ns of a tick (pairs.lock held; the writer added a pair just before, so
+ * there are two at least). */
+static uint64_t ticksToNs(uint64_t tick) {
+  if (!mscclppTraceTsc || pairs.n < 2) return tick;
+  size_t lo = 0, hi = pairs.n - 1; /* the segment [k, k + 1] that holds tick, or the outermost one */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (pairs.v[mid].tick <= tick)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const struct clockPair p = pairs.v[lo], q = pairs.v[lo + 1];
+  const __int128 dt = (__int128)tick - (__int128)p.tick;
+  const __int128 ns = (__int128)p.ns + dt * (__int128)(q.ns - p.ns) / (__int128)(q.tick - p.tick);
+  return ns > 0 ? (uint64_t)ns : 1;
+}
+
 static pthread_once_t keyOnce = PTHREAD_ONCE_INIT;
 static pthread_key_t exitKey;
 static _Thread_local struct traceThread* self;
@@ -127,6 +219,20 @@ static void threadFree(struct traceThread* th) {
   free(th);
 }
 
+/* A spill file: an unnamed file in $TMPDIR (else /tmp), whose page cache
+ * the kernel fills for less than a memory file's pages (those are zeroed
+ * first); else a memory file; else none (-1): then the ring is all there
+ * is, and a session keeps at most RING_EVENTS events of the thread, the
+ * rest counted as dropped. Nothing outlives the process: the file has no
+ * name. */
+static int spillFileOpen(void) {
+  const char* dir = getenv("TMPDIR");
+  int fd = open(dir != NULL && dir[0] != '\0' ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && (dir == NULL || dir[0] == '\0' || (fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0))
+    fd = (int)syscall(SYS_memfd_create, "mscclpp-trace", 1u /* MFD_CLOEXEC */);
+  return fd;
+}
+
 /* The calling thread's buffer: its ring mapped and every page of it touched
  * now, so that recording never faults; NULL when memory is short (its events
  * are then lost). */
@@ -144,10 +250,7 @@ static struct traceThread* threadRegister(void) {
   }
   th->ring = (struct mscclppTraceEvent*)ring;
   memset(th->ring, 0, RING_EVENTS * EVENT_BYTES); /* every page written once: populated where MAP_POPULATE is not */
-  /* without a spill file (no memfd_create) the ring is all there is: a
-   * session keeps at most RING_EVENTS events of the thread, and counts the
-   * rest as dropped */
-  th->fd = (int)syscall(SYS_memfd_create, "mscclpp-trace", 1u /* MFD_CLOEXEC */);
+  th->fd = spillFileOpen();
   th->tid = (int)syscall(SYS_gettid);
   if (pthread_getname_np(pthread_self(), th->name, sizeof(th->name)) != 0) th->name[0] = '\0';
   pthread_mutex_lock(&session.lock);
@@ -177,6 +280,7 @@ static int spill(struct traceThread* th, uint64_t sp) {
   }
   if (left == 0) atomic_store_explicit(&th->spilled, sp + RING_EVENTS, memory_order_release);
   pthread_mutex_unlock(&th->spillLock);
+  clockPairAdd(0); /* a system call's worth of time already: keep the tick line straight over long runs */
   return left == 0 ? 0 : -1;
 }
 
@@ -308,11 +412,12 @@ static void expandPath(const char* tmpl, int rank, int written, char* out, size_
 struct entry {
   const struct mscclppTraceEvent* e;
   const struct traceThread* th;
+  uint64_t t0, t1; /* CLOCK_MONOTONIC ns (t1 0: an instant) */
 };
 
 static int byTime(const void* a, const void* b) {
-  const struct mscclppTraceEvent* x = ((const struct entry*)a)->e;
-  const struct mscclppTraceEvent* y = ((const struct entry*)b)->e;
+  const struct entry* x = (const struct entry*)a;
+  const struct entry* y = (const struct entry*)b;
   if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
   /* the enclosing span first */
   uint64_t ex = x->t1 > x->t0 ? x->t1 : x->t0, ey = y->t1 > y->t0 ? y->t1 : y->t0;
@@ -326,16 +431,17 @@ static int trackTid(const struct entry* en) {
 
 static void putEvent(FILE* f, int pid, const struct entry* en, const struct argSpec* specs) {
   const struct mscclppTraceEvent* e = en->e;
-  const struct argSpec* s = &specs[e->type];
-  const char* name = typeTable[e->type].name;
+  const unsigned type = e->type & ~MSCCLPP_TRACE_TIME_NS; /* < MSCCLPP_TRACE_TYPES: the writer checked */
+  const struct argSpec* s = &specs[type];
+  const char* name = typeTable[type].name;
   if (name[0] == '\0') name = e->nargs > 0 ? (const char*)(uintptr_t)e->arg[0] : "?";
-  fprintf(f, "{\"ph\":\"%s\",\"name\":", e->t1 != 0 ? "X" : "i");
+  fprintf(f, "{\"ph\":\"%s\",\"name\":", en->t1 != 0 ? "X" : "i");
   putString(f, name);
-  fprintf(f, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", typeTable[e->type].cat, pid, trackTid(en));
-  putMicros(f, e->t0);
-  if (e->t1 != 0) {
+  fprintf(f, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", typeTable[type].cat, pid, trackTid(en));
+  putMicros(f, en->t0);
+  if (en->t1 != 0) {
     fputs(",\"dur\":", f);
-    putMicros(f, e->t1 > e->t0 ? e->t1 - e->t0 : 0);
+    putMicros(f, en->t1 > en->t0 ? en->t1 - en->t0 : 0);
   } else {
     fputs(",\"s\":\"t\"", f);
   }
@@ -462,7 +568,8 @@ static int snapshotTake(struct traceThread* th) {
 
 /* Event i of the snapshot (base <= i < end). */
 static const struct mscclppTraceEvent* snapshotEvent(const struct traceThread* th, uint64_t base, uint64_t i) {
-  if (i < th->fileEnd) return (const struct mscclppTraceEvent*)((const char*)th->map + (i * EVENT_BYTES - th->mapFirst));
+  if (i < th->fileEnd)
+    return (const struct mscclppTraceEvent*)((const char*)th->map + (i * EVENT_BYTES - th->mapFirst));
   return &th->copy[i - (th->fileEnd > base ? th->fileEnd : base)];
 }
 
@@ -488,8 +595,9 @@ static void writeSession(void) {
   for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
     const uint64_t base = atomic_load_explicit(&th->base, memory_order_relaxed);
     if (snapshotTake(th) != 0) {
-      MSCCLPP_WARN(MSCCLPP_LOG_ENV, "MSCCLPP_TRACE: out of memory reading thread %d's %" PRIu64 " events; they are lost",
-                   th->tid, th->end - base);
+      MSCCLPP_WARN(MSCCLPP_LOG_ENV,
+                   "MSCCLPP_TRACE: out of memory reading thread %d's %" PRIu64 " events; they are lost", th->tid,
+                   th->end - base);
       dropped += th->end - base;
       th->fileEnd = 0; /* nothing held: snapshotRelease frees nothing more */
       continue;
@@ -498,16 +606,28 @@ static void writeSession(void) {
   }
   struct entry* ent = (struct entry*)malloc((n > 0 ? n : 1) * sizeof(*ent));
   size_t k = 0;
+  clockPairAdd(1); /* the ticks' line reaches the events just taken */
+  pthread_mutex_lock(&pairs.lock);
   for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
     dropped += atomic_exchange(&th->dropped, 0);
     const uint64_t base = atomic_load_explicit(&th->base, memory_order_relaxed);
     if (th->map == NULL && th->copy == NULL) continue; /* nothing, or lost above */
     for (uint64_t i = base; ent != NULL && i < th->end; i++) {
-      ent[k].e = snapshotEvent(th, base, i);
+      const struct mscclppTraceEvent* e = snapshotEvent(th, base, i);
+      if ((e->type & ~MSCCLPP_TRACE_TIME_NS) >= MSCCLPP_TRACE_TYPES) { /* not an event type: a caller's mistake */
+        dropped++;
+        continue;
+      }
+      const int ns = (e->type & MSCCLPP_TRACE_TIME_NS) != 0;
+      ent[k].e = e;
       ent[k].th = th;
+      ent[k].t0 = ns ? e->t0 : ticksToNs(e->t0);
+      ent[k].t1 = e->t1 == 0 ? 0 : ns ? e->t1 : ticksToNs(e->t1);
+      if (ent[k].t1 != 0 && ent[k].t1 <= ent[k].t0) ent[k].t1 = ent[k].t0 + 1; /* a span stays a span */
       k++;
     }
   }
+  pthread_mutex_unlock(&pairs.lock);
   char path[PATH_MAX_BYTES + 16];
   expandPath(session.pathTemplate, session.identified ? session.rank : -1, session.written, path, sizeof(path));
   if (ent == NULL) {
@@ -561,6 +681,12 @@ mscclppResult_t mscclppTraceAcquire(const char* pathTemplate, int64_t maxEvents)
     session.clockKnown = 0;
     session.clockOffset = session.clockRtt = 0;
     if (!session.atexitSet && atexit(writeAtExit) == 0) session.atexitSet = 1;
+    static int clockChosen;
+    if (!clockChosen) { /* once: ticks already recorded keep their meaning */
+      mscclppTraceTsc = tscInvariant();
+      clockChosen = 1;
+    }
+    clockPairAdd(1);
     atomic_store(&mscclppTraceActive, 1);
   }
   session.refs++;

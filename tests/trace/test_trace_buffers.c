@@ -5,7 +5,8 @@
  * (three threads, several rings each), the session's limit per thread drops
  * and counts the rest, and a thread that records while sessions are written
  * loses nothing it does not count: every event it recorded is in exactly
- * one file, or counted as dropped.
+ * one file, or counted as dropped; and the file's times are
+ * CLOCK_MONOTONIC ns, whatever clock recorded them.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -45,6 +46,7 @@ struct fileSummary {
   long gaps;            /* ... or more than one after it (events dropped between) */
   uint64_t last[4];
   int haveLast[4];
+  double ts[4][2]; /* the first two events' times of each `who`, ns */
   int ok;
 };
 
@@ -70,6 +72,8 @@ static int readFile(const char* path, struct fileSummary* s) {
     long who = strtol(p + 7, NULL, 10);
     uint64_t i = strtoull(t + 6, NULL, 10);
     if (who < 0 || who > 3) continue;
+    const char* ts = strstr(line, "\"ts\":");
+    if (ts != NULL && s->seen[who] < 2) s->ts[who][s->seen[who]] = strtod(ts + 5, NULL) * 1000.0;
     if (s->haveLast[who] && i <= s->last[who]) s->outOfOrder++;
     if (s->haveLast[who] && i > s->last[who] + 1) s->gaps++;
     s->last[who] = i;
@@ -197,6 +201,35 @@ static void testWriteWhileRecording(void) {
   CHECK(total == (long)recorded);
 }
 
+/* The file's times are CLOCK_MONOTONIC ns whatever the trace's clock
+ * (trace.h: the TSC where it is invariant): an event recorded between two
+ * readings of CLOCK_MONOTONIC is written between them (within 5 us), at
+ * the session's start and 50 ms later. */
+static void testTimesAreMonotonicNs(void) {
+  char tmpl[300], path[300];
+  snprintf(tmpl, sizeof(tmpl), "%s/clock.json", dir);
+  CHECK_RES(mscclppTraceAcquire(tmpl, 1 << 20), mscclppSuccess);
+  uint64_t before[2], after[2];
+  for (int k = 0; k < 2; k++) {
+    if (k > 0) usleep(50000);
+    before[k] = mscclppTimeNs();
+    record(0, (uint64_t)k);
+    after[k] = mscclppTimeNs();
+  }
+  mscclppTraceRelease();
+  nextFile("clock.json", path, sizeof(path));
+  struct fileSummary s;
+  CHECK(readFile(path, &s) == 0);
+  CHECK(s.seen[0] == 2);
+  for (int k = 0; k < 2 && s.seen[0] == 2; k++) {
+    printf("event %d: %.0f ns after the clock read before it, %.0f ns before the one after (TSC clock: %d)\n", k,
+           s.ts[0][k] - (double)before[k], (double)after[k] - s.ts[0][k], mscclppTraceTsc);
+    CHECK(s.ts[0][k] >= (double)before[k] - 5000.0);
+    CHECK(s.ts[0][k] <= (double)after[k] + 5000.0);
+  }
+  unlink(path);
+}
+
 int main(int argc, char** argv) {
   harnessInit(argc, argv);
   const char* tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
@@ -208,6 +241,7 @@ int main(int argc, char** argv) {
   RUN(testSpillRoundTrip);
   RUN(testSessionLimit);
   RUN(testWriteWhileRecording);
+  RUN(testTimesAreMonotonicNs);
   rmdir(dir);
   return harnessFinish();
 }
