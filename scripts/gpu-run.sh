@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -183,6 +183,27 @@ if [ "$what" = moe ]; then
     done
   fi
 fi
+if [ "$what" = all ] || [ "$what" = trace ]; then
+  # MSCCLPP_TRACE on the GPU (issue 25: at most 5% at 1 KiB allreduce, on
+  # against off). What a block's record costs the kernel, by where it goes:
+  have bench_trace_gpu && step bench_trace_gpu 120 "$BIN/bench_trace_gpu"
+  if have mscclpp-perf; then
+    tdir=$(mktemp -d)
+    mkdir -p "$tdir/graph"
+    # 4 ranks under MPS, tracing off and on alternated 5 times: both medians and the ratio; the last
+    # traced run's files checked: every rank's calls with kernel block spans (one block per 1 KiB call)
+    step trace_overhead_4 400 bash scripts/trace-overhead.sh -n 4 -r 5 -i 5000 -w 200 -k "$tdir/eager" "$BIN"
+    have mscclpp-trace && step trace_check_eager_4 120 bash -c "python3 tests/trace/check_trace.py --require allreduce \
+      --gpu-blocks 10000 $tdir/eager/rank*.json && $BIN/mscclpp-trace merge $tdir/eager/rank*.json -o $tdir/eager.json \
+      && $BIN/mscclpp-trace summary $tdir/eager.json"
+    # a CUDA graph of 100 calls replayed 20 times: the replays record too (2000 block spans per rank at least)
+    step trace_graph_4 200 mscclpp-run -n 4 --timeout 190 -- "$BIN/mscclpp-perf" allreduce -b 1K -e 1K -n 100 -w 5 \
+      -c 0 -G 20 --trace "$tdir/graph/rank%r.json"
+    step trace_check_graph_4 120 python3 tests/trace/check_trace.py --require allreduce --gpu-blocks 2000 \
+      "$tdir"/graph/rank*.json
+    rm -rf "$tdir"
+  fi
+fi
 if [ "$what" = all ] || [ "$what" = net ]; then
   have channel_worker_gpu && step net_gpu_staged_2 200 env MSCCLPP_NET_IFNAME==lo mscclpp-run -n 2 --timeout 190 -- "$BIN/channel_worker_gpu" net 67108864
   have channel_worker_gpu && step "channel_mp_gpu_2 (after net)" 300 mscclpp-run -n 2 --timeout 280 -- "$BIN/channel_worker_gpu" gpu quick
@@ -280,6 +301,6 @@ if [ "$what" = py ]; then
   grep -E "\] (PASS|FAIL):|^gpu_ddp: [0-9]+ ranks.*: (PASS|FAIL)|^torch_layers: (PASS|FAIL)" "$LOG"
   sed -n '/^# allreduce, float32 sum, in place/,/^torch_layers: /p' "$LOG"
 fi
-grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline|^(chaos|torch_shrink|kernels in flight|resources):|^kill to first|^  of which" "$LOG" | tail -n 80
+grep -E "^(PASS|FAIL|SKIPPED|[0-9]+ passed)|ratio|goal|us |µs|GB/s|M/s|ERROR|error|wrong|roofline|on/off|vs none|block spans|records numbered|^(chaos|torch_shrink|kernels in flight|resources):|^kill to first|^  of which" "$LOG" | tail -n 80
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"

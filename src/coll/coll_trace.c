@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The host side of the GPU kernel events (coll_trace.h): the ring, the
- * slots each launch gets, the records read back into the trace, and the
- * GPU clock's offset to the host's.
+ * The host side of the GPU kernel events (coll_trace.h): the ring, its
+ * records copied out and kept, the kernels' names, and the GPU clock's
+ * offset to the host's.
  *
  * A communicator's ring is made at its first launch while tracing is on
- * (mscclppCollTraceLaunch), so nothing is allocated when
- * tracing is off. Launches are remembered in order; at every later launch
- * and at destroy the oldest ones whose blocks have all written their record
- * are read back, each block one span on a track of its own ("gpu<d> block
- * <b>"). A launch that would need slots still held by an unfinished one
- * first gives up on that one (its missing blocks count as dropped): a slow
- * kernel never makes the host wait.
+ * (mscclppCollTraceLaunch), so nothing is allocated when tracing is off.
+ * A launch costs the host nothing but filling its arguments: the kernels
+ * number their records themselves. When the launches since the last copy
+ * may have filled half the ring, the launch copies the ring out on the
+ * library's stream (never the application's: the collective's stream does
+ * not wait) and takes the records that are whole, in their order, into a
+ * list; destroy copies it out a last time and turns the list into trace
+ * events, each block one span on a track of its own ("gpu<d> block <b>").
+ * A record still missing while far newer ones are whole (a block that is
+ * still running, or never ran) is counted as dropped once it is a quarter
+ * of the ring behind; records the device wrote over before they were
+ * copied (a graph replayed many times with no launch between: replays are
+ * not seen from the host) are counted as dropped too.
  *
  * Clocks: %globaltimer is not CLOCK_MONOTONIC. The ring is made with a
  * one-thread kernel that answers the host's pings through mapped memory
@@ -43,27 +49,29 @@ void mscclppCollTraceDestroy(struct mscclppCollTrace* t) { (void)t; }
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 
-#define PENDING 1024            /* launches remembered */
 #define CLOCK_ROUNDS 16         /* pings of the clock calibration */
 #define CLOCK_WAIT_NS 50000000u /* how long the host waits for the calibration kernel */
 #define TRACKS_PER_DEVICE 1024u /* track ids: 1 + device * this + block */
-
-struct traceLaunch {
-  uint32_t base, nblocks, tag;
-  const char* kernel;
-  uint64_t comm, seq;
-};
+#define COPY_AT (MSCCLPP_COLL_TRACE_SLOTS / 2)   /* blocks launched since the last copy that start one */
+#define GIVE_UP (MSCCLPP_COLL_TRACE_SLOTS / 4)   /* how far behind a missing record is counted as dropped */
+#define COPY_WAIT_S 1.0                          /* a copy's wait at a launch */
+#define FINAL_COPY_WAIT_S 10.0                   /* ... at destroy */
 
 struct mscclppCollTrace {
   int device;
-  struct mscclppCollTraceRecord* host; /* the ring, as the host reads it */
-  struct mscclppCollTraceRecord* dev;  /* ... as the GPU writes it */
-  uint32_t next;                       /* the next launch's first slot */
-  uint32_t used;                       /* slots held by remembered launches */
-  uint32_t tag;
-  uint32_t named;                      /* blocks whose track is named */
-  struct traceLaunch pending[PENDING];
-  uint32_t head, count;
+  uint64_t comm;
+  struct mscclppCollTraceRecord* ring;  /* device memory, the counter after the slots */
+  struct mscclppCollTraceRecord* stage; /* pinned host memory: the ring's copy */
+  uint64_t* cells;                      /* the clock calibration's (pinned, mapped) */
+  mscclppGpuStream_t stream;            /* the library's stream of the device: the copies */
+  int copyPending;                      /* a copy that timed out is still enqueued (stage busy) */
+  uint64_t next;                        /* the next record to take */
+  uint64_t launched;                    /* blocks launched since the last copy */
+  uint64_t seq;                         /* the newest call's seq: the records' 32 bits made whole */
+  const char* kernels[MSCCLPP_COLL_TRACE_MAX_KERNELS];
+  uint32_t nkernels;
+  struct mscclppCollTraceRecord* kept; /* records taken, in order */
+  uint64_t nkept, capKept, maxKept;
   int64_t gpuToHost; /* add to a %globaltimer reading to get CLOCK_MONOTONIC */
   uint64_t dropped;
 };
@@ -110,99 +118,167 @@ static void calibrate(struct mscclppCollTrace* t, uint64_t* cellsHost, uint64_t*
                  t->device, why != NULL ? why : "the calibration kernel did not answer");
 }
 
-static mscclppResult_t traceCreate(int device, struct mscclppCollTrace** out) {
+static void traceFree(struct mscclppCollTrace* t) {
+  if (t->ring != NULL) mscclppGpuDeviceFree(t->device, t->ring);
+  /* a copy still enqueued writes into stage: leave it (it is small) rather than free it under the copy */
+  if (t->stage != NULL && !t->copyPending) mscclppGpuHostFreeMapped(t->device, t->stage);
+  mscclppGpuHostFreeMapped(t->device, t->cells); /* the calibration kernel is done: the device was synchronized */
+  mscclppGpuStreamDestroy(t->stream);
+  free(t->kept);
+  free(t);
+}
+
+static mscclppResult_t traceCreate(int device, uint64_t comm, int64_t maxRecords, struct mscclppCollTrace** out) {
   struct mscclppCollTrace* t = (struct mscclppCollTrace*)calloc(1, sizeof(*t));
   if (t == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "MSCCLPP_TRACE: out of memory");
   t->device = device;
-  const size_t ringBytes = MSCCLPP_COLL_TRACE_SLOTS * sizeof(struct mscclppCollTraceRecord);
-  void *host = NULL, *dev = NULL;
-  mscclppResult_t res =
-      mscclppGpuHostAllocMapped(device, ringBytes + MSCCLPP_COLL_TRACE_CELLS * sizeof(uint64_t), &host, &dev);
+  t->comm = comm;
+  t->maxKept = maxRecords > 0 ? (uint64_t)maxRecords : 1;
+  void *ring = NULL, *stage = NULL, *stageDev = NULL, *cells = NULL, *cellsDev = NULL;
+  mscclppResult_t res = mscclppGpuDeviceAlloc(device, MSCCLPP_COLL_TRACE_RING_BYTES, &ring);
+  if (res == mscclppSuccess) {
+    t->ring = (struct mscclppCollTraceRecord*)ring;
+    res = mscclppGpuHostAllocMapped(device, MSCCLPP_COLL_TRACE_RING_BYTES, &stage, &stageDev);
+  }
+  if (res == mscclppSuccess) {
+    t->stage = (struct mscclppCollTraceRecord*)stage;
+    res = mscclppGpuStreamCreate(device, &t->stream);
+  }
+  if (res == mscclppSuccess) res = mscclppGpuHostAllocMapped(device, MSCCLPP_COLL_TRACE_CELLS * sizeof(uint64_t),
+                                                              &cells, &cellsDev);
   if (res != mscclppSuccess) {
-    free(t);
+    traceFree(t);
     return res;
   }
-  t->host = (struct mscclppCollTraceRecord*)host;
-  t->dev = (struct mscclppCollTraceRecord*)dev;
-  calibrate(t, (uint64_t*)((char*)host + ringBytes), (uint64_t*)((char*)dev + ringBytes));
+  t->cells = (uint64_t*)cells;
+  calibrate(t, t->cells, (uint64_t*)cellsDev);
   *out = t;
   return mscclppSuccess;
 }
 
-/* Read the oldest launch back: its finished blocks become spans; `force`:
- * also when some have not finished (they are dropped). 1 when it was read. */
-static int readOldest(struct mscclppCollTrace* t, int force) {
-  const struct traceLaunch* l = &t->pending[t->head];
-  uint32_t done = 0;
-  for (uint32_t b = 0; b < l->nblocks; b++)
-    done += __atomic_load_n(&t->host[(l->base + b) & (MSCCLPP_COLL_TRACE_SLOTS - 1)].tag, __ATOMIC_ACQUIRE) == l->tag;
-  if (done < l->nblocks && !force) return 0;
-  for (uint32_t b = 0; b < l->nblocks; b++) {
-    const struct mscclppCollTraceRecord* r = &t->host[(l->base + b) & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
-    if (__atomic_load_n(&r->tag, __ATOMIC_ACQUIRE) != l->tag) continue;
-    uint64_t t0 = r->start + (uint64_t)t->gpuToHost, t1 = r->end + (uint64_t)t->gpuToHost;
-    if (t1 <= t0) t1 = t0 + 1; /* a span, never an instant */
-    MSCCLPP_TRACE_EMIT_ON(MSCCLPP_TRACE_GPU_BLOCK, 1u + (uint32_t)t->device * TRACKS_PER_DEVICE + b, t0, t1,
-                          MSCCLPP_TRACE_S(l->kernel), (uint64_t)b, (uint64_t)r->sm, l->seq, l->comm);
+/* Keep one whole record (the list grows by doubling, up to maxKept). */
+static void keep(struct mscclppCollTrace* t, const struct mscclppCollTraceRecord* r) {
+  if (t->nkept >= t->maxKept) {
+    t->dropped++;
+    return;
   }
-  t->dropped += l->nblocks - done;
-  t->used -= l->nblocks;
-  t->head = (t->head + 1) % PENDING;
-  t->count--;
-  return 1;
+  if (t->nkept == t->capKept) {
+    uint64_t cap = t->capKept == 0 ? 4096 : 2 * t->capKept;
+    if (cap > t->maxKept) cap = t->maxKept;
+    struct mscclppCollTraceRecord* grown =
+        (struct mscclppCollTraceRecord*)realloc(t->kept, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) {
+      t->dropped++;
+      return;
+    }
+    t->kept = grown;
+    t->capKept = cap;
+  }
+  t->kept[t->nkept++] = *r;
+}
+
+/* Copy the ring out and take what is whole; `final`: the device is done, a
+ * record still missing never comes. A copy that does not finish in time
+ * stays enqueued and is waited for at the next try. */
+static void copyOut(struct mscclppCollTrace* t, int final) {
+  if (t->copyPending) {
+    int done = 0;
+    if (mscclppGpuStreamQuery(t->stream, &done) != mscclppSuccess || !done) {
+      if (!final || mscclppGpuStreamSynchronize(t->stream, FINAL_COPY_WAIT_S) != mscclppSuccess) return;
+    }
+    t->copyPending = 0;
+  }
+  if (mscclppGpuMemcpyAsync(t->stream, t->stage, t->ring, MSCCLPP_COLL_TRACE_RING_BYTES) != mscclppSuccess) return;
+  if (mscclppGpuStreamSynchronize(t->stream, final ? FINAL_COPY_WAIT_S : COPY_WAIT_S) != mscclppSuccess) {
+    t->copyPending = 1; /* logged; stage is the copy's until it is done */
+    return;
+  }
+  t->launched = 0;
+  const uint64_t counted = *(const uint64_t*)(t->stage + MSCCLPP_COLL_TRACE_SLOTS);
+  if (counted > t->next + MSCCLPP_COLL_TRACE_SLOTS) { /* overwritten before they were copied */
+    t->dropped += counted - MSCCLPP_COLL_TRACE_SLOTS - t->next;
+    t->next = counted - MSCCLPP_COLL_TRACE_SLOTS;
+  }
+  while (t->next < counted) {
+    const struct mscclppCollTraceRecord* r = &t->stage[t->next & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+    const uint64_t stamp = t->next + 1;
+    if (r->stamp == stamp && (uint32_t)(r->check >> 32) == (uint32_t)stamp) {
+      keep(t, r);
+    } else if (final || counted - t->next > GIVE_UP) {
+      t->dropped++;
+    } else {
+      break; /* a block still running: taken at the next copy */
+    }
+    t->next++;
+  }
+}
+
+/* The index of `kernel` in the ring's table (names are compared by address:
+ * they are static strings). */
+static uint32_t kernelIndex(struct mscclppCollTrace* t, const char* kernel) {
+  for (uint32_t k = t->nkernels; k-- > 0;)
+    if (t->kernels[k] == kernel) return k;
+  if (t->nkernels == MSCCLPP_COLL_TRACE_MAX_KERNELS) return MSCCLPP_COLL_TRACE_MAX_KERNELS - 1; /* named by the last */
+  t->kernels[t->nkernels] = kernel;
+  return t->nkernels++;
 }
 
 void mscclppCollTraceLaunch(struct mscclppCollTrace** tp, int device, uint32_t nblocks, const char* kernel,
-                            uint64_t comm, uint64_t seq, struct mscclppCollTraceArgs* args) {
+                            uint64_t comm, uint64_t seq, int64_t maxRecords, struct mscclppCollTraceArgs* args) {
   memset(args, 0, sizeof(*args));
-  if (*tp == NULL && traceCreate(device, tp) != mscclppSuccess) return; /* logged; the launch runs untraced */
+  if (*tp == NULL && traceCreate(device, comm, maxRecords, tp) != mscclppSuccess) return; /* logged; untraced */
   struct mscclppCollTrace* t = *tp;
-  if (nblocks == 0 || nblocks > MSCCLPP_COLL_TRACE_SLOTS || nblocks >= TRACKS_PER_DEVICE) return;
-  while (t->count > 0 && readOldest(t, 0)) {
-  }
-  while (t->count > 0 && (t->count == PENDING || t->used + nblocks > MSCCLPP_COLL_TRACE_SLOTS)) readOldest(t, 1);
-  for (; t->named < nblocks; t->named++) {
-    char name[48];
-    snprintf(name, sizeof(name), "gpu%d block %u", device, t->named);
-    mscclppTraceTrackName(1u + (uint32_t)device * TRACKS_PER_DEVICE + t->named, name);
-  }
-  if (++t->tag == 0) t->tag = 1;
-  struct traceLaunch* l = &t->pending[(t->head + t->count) % PENDING];
-  l->base = t->next;
-  l->nblocks = nblocks;
-  l->tag = t->tag;
-  l->kernel = kernel;
-  l->comm = comm;
-  l->seq = seq;
-  t->count++;
-  t->used += nblocks;
-  t->next = (t->next + nblocks) & (MSCCLPP_COLL_TRACE_SLOTS - 1);
-  args->ring = t->dev;
-  args->base = l->base;
-  args->tag = l->tag;
+  if (nblocks == 0 || nblocks > TRACKS_PER_DEVICE || nblocks > MSCCLPP_COLL_TRACE_MAX_BLOCKS) return;
+  t->launched += nblocks;
+  if (t->launched >= COPY_AT) copyOut(t, 0);
+  t->seq = seq;
+  args->ring = t->ring;
+  args->seq = (uint32_t)seq;
+  args->kernel = kernelIndex(t, kernel);
 }
 
 void mscclppCollTraceKernel(struct mscclppComm* comm, int device, uint32_t nblocks, const char* kernel,
                             mscclppStream_t stream, struct mscclppCollTraceArgs* args) {
+  (void)stream; /* captured launches record too: their records are numbered on the device */
   memset(args, 0, sizeof(*args));
   struct mscclppCollState* st = NULL;
-  if (!mscclppTraceOn() || mscclppGpuStreamCapturing((struct CUstream_st*)stream) ||
-      mscclppCollStateOf(comm, &st) != mscclppSuccess)
-    return;
-  mscclppCollTraceLaunch(&st->gpuTrace, device, nblocks, kernel, comm->id, st->traceSeq, args);
+  if (!mscclppTraceOn() || mscclppCollStateOf(comm, &st) != mscclppSuccess) return;
+  mscclppCollTraceLaunch(&st->gpuTrace, device, nblocks, kernel, comm->id, st->traceSeq, comm->params.traceEvents,
+                         args);
 }
 
 void mscclppCollTraceDestroy(struct mscclppCollTrace* t) {
   if (t == NULL) return;
   /* the kernels are done (the backends' releases waited for the device) */
-  while (t->count > 0) readOldest(t, 1);
+  copyOut(t, 1);
+  uint32_t named = 0;
+  for (uint64_t i = 0; i < t->nkept; i++) {
+    const struct mscclppCollTraceRecord* r = &t->kept[i];
+    const uint32_t block = (uint32_t)(r->info & 0xffffu), sm = (uint32_t)(r->info >> 16 & 0xffu),
+                   k = (uint32_t)(r->info >> 24 & 0xffu), seq32 = (uint32_t)(r->info >> 32);
+    /* the call's number, whole: the newest call's, less how far back its low 32 bits are */
+    const uint64_t seq = t->seq - (uint32_t)((uint32_t)t->seq - seq32);
+    const uint64_t t0 = r->start + (uint64_t)t->gpuToHost;
+    uint64_t t1 = t0 + (r->check & 0xffffffffull);
+    if (t1 <= t0) t1 = t0 + 1; /* a span, never an instant */
+    for (; named <= block && named < TRACKS_PER_DEVICE; named++) {
+      char name[48];
+      snprintf(name, sizeof(name), "gpu%d block %u", t->device, named);
+      mscclppTraceTrackName(1u + (uint32_t)t->device * TRACKS_PER_DEVICE + named, name);
+    }
+    /* times in ns already (the GPU's clock moved onto CLOCK_MONOTONIC), not the trace's ticks */
+    MSCCLPP_TRACE_EMIT_ON(MSCCLPP_TRACE_GPU_BLOCK | MSCCLPP_TRACE_TIME_NS,
+                          1u + (uint32_t)t->device * TRACKS_PER_DEVICE + block, t0, t1,
+                          MSCCLPP_TRACE_S(k < t->nkernels ? t->kernels[k] : "kernel"), (uint64_t)block, (uint64_t)sm,
+                          seq, t->comm);
+  }
   if (t->dropped > 0) {
     mscclppTraceDrop(t->dropped);
-    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "MSCCLPP_TRACE: %llu GPU block records lost (ring of %u slots overrun)",
-                 (unsigned long long)t->dropped, MSCCLPP_COLL_TRACE_SLOTS);
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+                 "MSCCLPP_TRACE: %llu GPU block records lost (ring of %u slots overrun, or more than %llu kept)",
+                 (unsigned long long)t->dropped, MSCCLPP_COLL_TRACE_SLOTS, (unsigned long long)t->maxKept);
   }
-  mscclppGpuHostFreeMapped(t->device, t->host);
-  free(t);
+  traceFree(t);
 }
 
 #endif /* MSCCLPP_HAVE_CUDA */

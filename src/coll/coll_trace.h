@@ -4,14 +4,16 @@
  * their host side (coll_trace.c) share.
  *
  * Each block's thread 0 reads %globaltimer when the block starts (after it
- * waits for the previous kernel on the stream) and when it leaves the
- * kernel, and writes one record into a ring in pinned host memory mapped
- * into the GPU: the kernel's own stores, so nothing is copied and the
- * stream never waits. The record's tag is written last, with release
- * order, so the host reads a record only once it is whole. The host hands
- * each launch `nblocks` consecutive slots (block b writes slot
- * (base + b) mod MSCCLPP_COLL_TRACE_SLOTS) and a tag of its own, and reads
- * the finished records back at later launches and at destroy.
+ * waits for the previous kernel on the stream) and takes the record's
+ * number from a counter in device memory (an atomic add whose answer is
+ * needed only at the end), and when it leaves the kernel it writes one
+ * 32-byte record into a ring in device memory: two 16-byte stores, each of
+ * which carries the record's number, so the host takes a record only when
+ * both halves are of the same one. No fence, nothing written to host
+ * memory, no extra operation on the stream: the host copies the ring out
+ * on the library's own stream when it is half full and at destroy
+ * (coll_trace.c). The record's number comes from the device, not from the
+ * launch, so the launches of a captured CUDA graph record at every replay.
  *
  * Off, the launch carries ring == NULL and each block tests one kernel
  * parameter, once at its start and once at its end.
@@ -29,27 +31,35 @@ extern "C" {
 
 #define MSCCLPP_COLL_TRACE_SLOTS 16384u /* a power of two */
 
-/* One block of one launch. */
+/* One block of one launch, record number n (counted from 0 per ring). */
 struct mscclppCollTraceRecord {
+  /* first store */
   uint64_t start; /* %globaltimer, ns */
-  uint64_t end;
-  uint32_t sm;  /* %smid */
-  uint32_t tag; /* the launch's tag; written last */
+  uint64_t check; /* (n + 1) mod 2^32 << 32 | the block's ns (saturated at 2^32 - 1) */
+  /* second store */
+  uint64_t info;  /* the call's seq mod 2^32 << 32 | kernel << 24 | sm mod 256 << 16 | block */
+  uint64_t stamp; /* n + 1 (0: never written) */
 };
-MSCCLPP_STATIC_ASSERT(sizeof(struct mscclppCollTraceRecord) == 24, "a trace record is 24 bytes");
+MSCCLPP_STATIC_ASSERT(sizeof(struct mscclppCollTraceRecord) == 32, "a trace record is two 16-byte stores");
 MSCCLPP_STATIC_ASSERT((MSCCLPP_COLL_TRACE_SLOTS & (MSCCLPP_COLL_TRACE_SLOTS - 1)) == 0,
                       "the ring's slots are a power of two");
+#define MSCCLPP_COLL_TRACE_MAX_BLOCKS 65536u /* the record's block field */
+#define MSCCLPP_COLL_TRACE_MAX_KERNELS 256u  /* the record's kernel field: names per ring */
+
+/* The ring's device allocation: the slots, then the record counter. */
+#define MSCCLPP_COLL_TRACE_RING_BYTES \
+  ((uint64_t)MSCCLPP_COLL_TRACE_SLOTS * sizeof(struct mscclppCollTraceRecord) + sizeof(uint64_t))
 
 /* A launch's part of the kernel parameters. */
 struct mscclppCollTraceArgs {
-  struct mscclppCollTraceRecord* ring; /* the ring as the GPU maps it; NULL: not traced */
-  uint32_t base;                       /* the launch's first slot */
-  uint32_t tag;                        /* never 0 */
+  struct mscclppCollTraceRecord* ring; /* device memory, the counter after the slots; NULL: not traced */
+  uint32_t seq;                        /* the call's trace sequence number, mod 2^32 */
+  uint32_t kernel;                     /* the kernel's name: an index into the host's table */
 };
 
-/* The clock calibration's words, after the ring in the same mapping: the
- * host writes PING = i, the kernel answers with its %globaltimer in TIME and
- * PONG = i (coll_trace.c). */
+/* The clock calibration's words, in pinned host memory mapped into the GPU:
+ * the host writes PING = i, the kernel answers with its %globaltimer in
+ * TIME and PONG = i (coll_trace.c). */
 #define MSCCLPP_COLL_TRACE_CELL_PING 0
 #define MSCCLPP_COLL_TRACE_CELL_TIME 1
 #define MSCCLPP_COLL_TRACE_CELL_PONG 2
@@ -60,16 +70,17 @@ struct mscclppCollTraceArgs {
 struct mscclppCollTrace;
 
 /* args for a launch of `nblocks` blocks of `kernel` (a string that lives as
- * long as the process) that is call `seq` of communicator `comm`: the
- * slots, the tag and the ring, which *t (made here at the first call, on
- * `device`, with its clock calibration) holds. Call it only while tracing
- * is on and the launch's stream is not being captured (a graph would
- * replay the same slots); args->ring stays NULL when the ring cannot be
- * made or the grid does not fit. */
+ * long as the process) that is call `seq` of communicator `comm`: the ring,
+ * which *t holds (made here at the first call, on `device`, with its clock
+ * calibration; `maxRecords` bounds the records it keeps, later ones are
+ * counted as dropped), and the call's fields. A captured launch records at
+ * every replay. Call it with the thread's capture mode relaxed (the first
+ * call allocates). args->ring stays NULL when the ring cannot be made or
+ * the grid is too large to record. */
 void mscclppCollTraceLaunch(struct mscclppCollTrace** t, int device, uint32_t nblocks, const char* kernel,
-                            uint64_t comm, uint64_t seq, struct mscclppCollTraceArgs* args);
-/* Read back every record (after the device is done with the ring) and free
- * it. NULL is a no-op. */
+                            uint64_t comm, uint64_t seq, int64_t maxRecords, struct mscclppCollTraceArgs* args);
+/* Read back every record (after the device is done with the ring), put
+ * them in the trace and free the ring. NULL is a no-op. */
 void mscclppCollTraceDestroy(struct mscclppCollTrace* t);
 
 /* coll_trace_kernels.cu: enqueue the clock calibration's one-thread kernel
@@ -83,24 +94,32 @@ mscclppResult_t mscclppCollTraceClockEnqueue(uint64_t* cells, uint32_t rounds, v
 #endif
 
 #if defined(__CUDACC__)
-/* Declared first in a kernel (after its stream-order wait): records the
- * block's start and, when the kernel returns by any path, its end. */
+/* Declared first in a kernel (after its stream-order wait): takes the
+ * block's start and record number and, when the kernel returns by any path,
+ * writes its record. */
 struct mscclppCollTraceBlock {
   const struct mscclppCollTraceArgs* args;
   uint64_t start;
+  unsigned long long n;
   __device__ __forceinline__ explicit mscclppCollTraceBlock(const struct mscclppCollTraceArgs& a)
-      : args(&a), start(0) {
-    if (a.ring != nullptr && threadIdx.x == 0) start = mscclppClockNs();
+      : args(&a), start(0), n(0) {
+    if (a.ring == nullptr || threadIdx.x != 0) return;
+    start = mscclppClockNs();
+    n = atomicAdd(reinterpret_cast<unsigned long long*>(a.ring + MSCCLPP_COLL_TRACE_SLOTS), 1ull);
   }
   __device__ __forceinline__ ~mscclppCollTraceBlock() {
     if (args->ring == nullptr || threadIdx.x != 0) return;
-    struct mscclppCollTraceRecord* r = &args->ring[(args->base + blockIdx.x) & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+    const uint64_t ns = mscclppClockNs() - start;
     uint32_t sm;
     __asm__ __volatile__("mov.u32 %0, %%smid;" : "=r"(sm));
-    r->start = start;
-    r->end = mscclppClockNs();
-    r->sm = sm;
-    mscclppStoreReleaseSys32(&r->tag, args->tag); /* the record is whole before its tag */
+    const uint64_t stamp = (uint64_t)n + 1;
+    const uint64_t check = stamp << 32 | (ns < 0xffffffffull ? ns : 0xffffffffull);
+    const uint64_t info = (uint64_t)args->seq << 32 | (uint64_t)(args->kernel & 0xffu) << 24 |
+                          (uint64_t)(sm & 0xffu) << 16 | (uint64_t)(blockIdx.x & 0xffffu);
+    struct mscclppCollTraceRecord* r = &args->ring[n & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+    /* plain stores, cached in L2 only: the host's copy reads them there */
+    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
+    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
   }
 };
 #elif defined(__cplusplus)

@@ -3,17 +3,33 @@
  * Trace buffers and the trace file (trace.h).
  *
  * Buffers: each thread that records gets one buffer, registered once (under
- * the session lock) and found again through a thread-local pointer. A buffer
- * is a ring of `capacity` events in chunks of CHUNK_EVENTS, allocated by
- * the owner when first used. Only the owner writes events: it fills the
- * slot, then publishes it with a release store of `count`, so recording
- * takes no lock and no atomic read-modify-write. The writer of the file
- * reads a buffer's events [base, count) after an acquire load of count
- * (it may do so while the owner goes on recording), then moves `base` to
- * what it read with a release store; the owner loads base with acquire
- * before reusing a slot, so a slot is overwritten only after the writer
- * has read it. A session records at most `capacity` events per thread;
- * later ones are counted as dropped.
+ * the session lock) and found again through a thread-local pointer. A
+ * buffer is a ring of RING_EVENTS events whose memory is faulted in when the
+ * thread registers, and a spill file (unnamed, in $TMPDIR): when the
+ * ring is full, its owner appends the whole ring to the file with one
+ * pwrite(2) and starts over in the same memory. So recording an event stores
+ * 128 bytes into memory that is already mapped and hot: no lock, no atomic
+ * read-modify-write, no page fault, and one system call per RING_EVENTS
+ * events. Event i (counted since the thread's first) is in the file at
+ * i * 128 once i < spilled, else in ring slot i % RING_EVENTS. Fresh memory
+ * on the call path is what tracing used to cost: a page fault per 32
+ * events, dear on a virtual machine (bench/RESULTS.md, "MSCCLPP_TRACE
+ * overhead"); the kernel fills the file's pages through its own mapping,
+ * which takes no fault in this process. The times are ticks of the trace's
+ * clock (trace.h), made CLOCK_MONOTONIC ns by the writer.
+ *
+ * Only the owner writes events: it fills the slot, then publishes it with a
+ * release store of `count`. The writer of the file takes the buffer's
+ * spillLock, reads `count` and `spilled` (acquire), copies the ring's part
+ * of the session's events [base, count) and lets go: while it holds the
+ * lock the owner cannot spill (it only try-locks, and drops the event when
+ * that fails), so the slots it copies are not reused under it; the owner
+ * goes on writing the slots after `count`, which the copy does not read.
+ * The file's part is read after the lock is gone: the owner only appends
+ * past it. Then the writer moves `base` to the count it read (release); the
+ * owner loads base with acquire for the session's limit (`maxEvents` events
+ * per thread; later ones are counted as dropped), and the file's pages of
+ * events written are given back (a punched hole).
  *
  * Buffers live as long as the process (a thread may record at any time),
  * except those of threads that have exited, which the writer frees once it
@@ -28,34 +44,46 @@
 #include "core/trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
 
-#define CHUNK_EVENTS 4096u
+#define RING_EVENTS 1024u /* a thread's ring: 128 KiB, 32 pages (one pwrite(2) per this many events) */
+#define EVENT_BYTES ((uint64_t)sizeof(struct mscclppTraceEvent))
 #define PATH_MAX_BYTES 512
 #define TRACK_TID_BASE (1u << 30) /* tids of tracks that are not threads: after every thread id */
 
 atomic_int mscclppTraceActive;
+/* The open session's limit of events per thread (MSCCLPP_TRACE_EVENTS). */
+static _Atomic uint64_t sessionMaxEvents = 1;
 
 struct traceThread {
   struct traceThread* next;
   int tid;
   char name[32];
-  uint64_t capacity; /* events; a multiple of CHUNK_EVENTS */
-  struct mscclppTraceEvent** chunks;
-  _Atomic uint64_t count; /* events recorded since the thread's first (owner: release) */
-  _Atomic uint64_t base;  /* the current session's first event (writer: release) */
+  struct mscclppTraceEvent* ring; /* RING_EVENTS events, faulted in at registration */
+  int fd;                         /* the spill file; -1: none (the ring is all there is) */
+  pthread_mutex_t spillLock;      /* the owner's spill against the writer's copy (see above) */
+  _Atomic uint64_t count;         /* events recorded since the thread's first (owner: release) */
+  _Atomic uint64_t spilled;       /* events [0, spilled) are in the file (owner, under spillLock) */
+  _Atomic uint64_t base;          /* the current session's first event (writer: release) */
   _Atomic uint64_t dropped;
   atomic_int exited;
-  uint64_t end; /* the writer's: what it writes of this buffer (session.lock) */
+  /* the writer's (session.lock) */
+  uint64_t end, fileEnd;          /* what it writes of this buffer: [base, end); [base, fileEnd) from the file */
+  struct mscclppTraceEvent* copy; /* the ring's part, copied */
+  void* map;                      /* the file's part, mapped */
+  size_t mapBytes;
+  uint64_t mapFirst;              /* the event at map's start */
 };
 
 struct traceTrack {
@@ -74,12 +102,102 @@ static struct {
   int written;  /* sessions this process has written */
   int atexitSet;
   char pathTemplate[PATH_MAX_BYTES];
-  int64_t maxEvents;
   int identified, rank, nranks;
   uint64_t comm;
   int clockKnown;
   int64_t clockOffset, clockRtt;
 } session = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- the trace's clock: ticks to ns (trace.h's mscclppTraceNow) ----
+ *
+ * With the TSC as the trace's clock, (ticks, CLOCK_MONOTONIC ns) pairs are
+ * read when a session opens, when it is written, and at spills at most
+ * every PAIR_EVERY_NS; the writer maps a tick by the straight line through
+ * the pairs on either side of it (the outermost two beyond them). NTP's
+ * slewing of CLOCK_MONOTONIC bends that line only between pairs. */
+
+#define PAIR_EVERY_NS 100000000ull /* 100 ms */
+
+int mscclppTraceTsc;
+
+struct clockPair {
+  uint64_t tick, ns;
+};
+
+static struct {
+  pthread_mutex_t lock;
+  struct clockPair* v;
+  size_t n, cap;
+} pairs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Whether this CPU's TSC is invariant (CPUID 0x80000007, EDX bit 8): the
+ * same rate on every core, in every power state. */
+static int tscInvariant(void) {
+#if defined(__x86_64__)
+  unsigned a = 0x80000000u, b = 0, c = 0, d = 0;
+  __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+  if (a < 0x80000007u) return 0;
+  a = 0x80000007u;
+  __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+  return (d >> 8) & 1u;
+#else
+  return 0;
+#endif
+}
+
+/* Add a pair now (force: even within PAIR_EVERY_NS of the last one, and
+ * waiting for the lock; else a recording thread's, which never waits: the
+ * writer holds the lock while it converts a session's times). */
+static void clockPairAdd(int force) {
+  if (!mscclppTraceTsc) return;
+  if (force)
+    pthread_mutex_lock(&pairs.lock);
+  else if (pthread_mutex_trylock(&pairs.lock) != 0)
+    return;
+  /* the tick halfway between two reads that bracket the clock's reading;
+   * of a few tries, the closest bracket (a thread descheduled between the
+   * reads would widen it) */
+  uint64_t tick = 0, ns = 0, width = UINT64_MAX;
+  for (int i = 0; i < 5; i++) {
+    const uint64_t a = mscclppTraceNow(), n = mscclppTimeNs(), b = mscclppTraceNow();
+    if (b - a < width) {
+      width = b - a;
+      tick = a + (b - a) / 2;
+      ns = n;
+    }
+  }
+  if (force || pairs.n == 0 || ns - pairs.v[pairs.n - 1].ns >= PAIR_EVERY_NS) {
+    if (pairs.n == pairs.cap) {
+      size_t cap = pairs.cap == 0 ? 64 : 2 * pairs.cap;
+      struct clockPair* grown = (struct clockPair*)realloc(pairs.v, cap * sizeof(*grown));
+      if (grown != NULL) {
+        pairs.v = grown;
+        pairs.cap = cap;
+      }
+    }
+    if (pairs.n < pairs.cap && (pairs.n == 0 || tick > pairs.v[pairs.n - 1].tick))
+      pairs.v[pairs.n++] = (struct clockPair){tick, ns};
+  }
+  pthread_mutex_unlock(&pairs.lock);
+}
+
+/* ns of a tick (pairs.lock held; the writer added a pair just before, so
+ * there are two at least). */
+static uint64_t ticksToNs(uint64_t tick) {
+  if (!mscclppTraceTsc || pairs.n < 2) return tick;
+  size_t lo = 0, hi = pairs.n - 1; /* the segment [k, k + 1] that holds tick, or the outermost one */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (pairs.v[mid].tick <= tick)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const struct clockPair p = pairs.v[lo], q = pairs.v[lo + 1];
+  const __int128 dt = (__int128)tick - (__int128)p.tick;
+  const __int128 ns = (__int128)p.ns + dt * (__int128)(q.ns - p.ns) / (__int128)(q.tick - p.tick);
+  return ns > 0 ? (uint64_t)ns : 1;
+}
 
 static pthread_once_t keyOnce = PTHREAD_ONCE_INIT;
 static pthread_key_t exitKey;
@@ -94,20 +212,45 @@ static void threadExited(void* p) {
 }
 static void makeKey(void) { (void)pthread_key_create(&exitKey, threadExited); }
 
+static void threadFree(struct traceThread* th) {
+  if (th->ring != NULL) munmap(th->ring, RING_EVENTS * EVENT_BYTES);
+  if (th->fd >= 0) close(th->fd);
+  pthread_mutex_destroy(&th->spillLock);
+  free(th);
+}
+
+/* A spill file: an unnamed file in $TMPDIR (else /tmp), whose page cache
+ * the kernel fills for less than a memory file's pages (those are zeroed
+ * first); else a memory file; else none (-1): then the ring is all there
+ * is, and a session keeps at most RING_EVENTS events of the thread, the
+ * rest counted as dropped. Nothing outlives the process: the file has no
+ * name. */
+static int spillFileOpen(void) {
+  const char* dir = getenv("TMPDIR");
+  int fd = open(dir != NULL && dir[0] != '\0' ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && (dir == NULL || dir[0] == '\0' || (fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0))
+    fd = (int)syscall(SYS_memfd_create, "mscclpp-trace", 1u /* MFD_CLOEXEC */);
+  return fd;
+}
+
+/* The calling thread's buffer: its ring mapped and every page of it touched
+ * now, so that recording never faults; NULL when memory is short (its events
+ * are then lost). */
 static struct traceThread* threadRegister(void) {
   pthread_once(&keyOnce, makeKey);
-  pthread_mutex_lock(&session.lock);
-  int64_t maxEvents = session.maxEvents > 0 ? session.maxEvents : 1;
-  pthread_mutex_unlock(&session.lock);
-  uint64_t capacity = ((uint64_t)maxEvents + CHUNK_EVENTS - 1) / CHUNK_EVENTS * CHUNK_EVENTS;
   struct traceThread* th = (struct traceThread*)calloc(1, sizeof(*th));
   if (th == NULL) return NULL;
-  th->chunks = (struct mscclppTraceEvent**)calloc(capacity / CHUNK_EVENTS, sizeof(*th->chunks));
-  if (th->chunks == NULL) {
-    free(th);
+  th->fd = -1;
+  pthread_mutex_init(&th->spillLock, NULL);
+  void* ring = mmap(NULL, RING_EVENTS * EVENT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                    -1, 0);
+  if (ring == MAP_FAILED) {
+    threadFree(th);
     return NULL;
   }
-  th->capacity = capacity;
+  th->ring = (struct mscclppTraceEvent*)ring;
+  memset(th->ring, 0, RING_EVENTS * EVENT_BYTES); /* every page written once: populated where MAP_POPULATE is not */
+  th->fd = spillFileOpen();
   th->tid = (int)syscall(SYS_gettid);
   if (pthread_getname_np(pthread_self(), th->name, sizeof(th->name)) != 0) th->name[0] = '\0';
   pthread_mutex_lock(&session.lock);
@@ -119,25 +262,42 @@ static struct traceThread* threadRegister(void) {
   return th;
 }
 
+/* Append the full ring, events [sp, sp + RING_EVENTS) in slot order (spills
+ * start at 0 and go by whole rings), to the file. 0, or -1 when the writer
+ * holds the buffer or the file cannot grow: the ring stays as it is. */
+static int spill(struct traceThread* th, uint64_t sp) {
+  if (th->fd < 0 || pthread_mutex_trylock(&th->spillLock) != 0) return -1;
+  const char* p = (const char*)th->ring;
+  size_t left = RING_EVENTS * EVENT_BYTES;
+  off_t at = (off_t)(sp * EVENT_BYTES);
+  while (left > 0) {
+    ssize_t w = pwrite(th->fd, p, left, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    at += w;
+    left -= (size_t)w;
+  }
+  if (left == 0) atomic_store_explicit(&th->spilled, sp + RING_EVENTS, memory_order_release);
+  pthread_mutex_unlock(&th->spillLock);
+  clockPairAdd(0); /* a system call's worth of time already: keep the tick line straight over long runs */
+  return left == 0 ? 0 : -1;
+}
+
 void mscclppTraceEmit(uint32_t type, uint32_t track, uint64_t t0, uint64_t t1, int nargs, const uint64_t* args) {
   struct traceThread* th = self;
   if (th == NULL && (th = threadRegister()) == NULL) return;
-  uint64_t i = atomic_load_explicit(&th->count, memory_order_relaxed);
-  if (i - atomic_load_explicit(&th->base, memory_order_acquire) >= th->capacity) {
+  const uint64_t i = atomic_load_explicit(&th->count, memory_order_relaxed);
+  const uint64_t base = atomic_load_explicit(&th->base, memory_order_acquire);
+  const uint64_t sp = atomic_load_explicit(&th->spilled, memory_order_relaxed); /* only this thread moves it */
+  /* full: the session's limit; or the ring, and it cannot be spilled (no
+   * file: a slot is free again once the writer has taken its event) */
+  if (i - base >= atomic_load_explicit(&sessionMaxEvents, memory_order_relaxed) ||
+      (i - sp >= RING_EVENTS && (th->fd >= 0 ? spill(th, sp) != 0 : i - base >= RING_EVENTS))) {
     atomic_fetch_add_explicit(&th->dropped, 1, memory_order_relaxed);
     return;
   }
-  uint64_t slot = i % th->capacity;
-  struct mscclppTraceEvent* chunk = th->chunks[slot / CHUNK_EVENTS];
-  if (chunk == NULL) {
-    chunk = (struct mscclppTraceEvent*)malloc(CHUNK_EVENTS * sizeof(*chunk));
-    if (chunk == NULL) {
-      atomic_fetch_add_explicit(&th->dropped, 1, memory_order_relaxed);
-      return;
-    }
-    th->chunks[slot / CHUNK_EVENTS] = chunk;
-  }
-  struct mscclppTraceEvent* e = &chunk[slot % CHUNK_EVENTS];
+  struct mscclppTraceEvent* e = &th->ring[i % RING_EVENTS];
   if (nargs > MSCCLPP_TRACE_MAX_ARGS) nargs = MSCCLPP_TRACE_MAX_ARGS;
   e->t0 = t0;
   e->t1 = t1;
@@ -252,11 +412,12 @@ static void expandPath(const char* tmpl, int rank, int written, char* out, size_
 struct entry {
   const struct mscclppTraceEvent* e;
   const struct traceThread* th;
+  uint64_t t0, t1; /* CLOCK_MONOTONIC ns (t1 0: an instant) */
 };
 
 static int byTime(const void* a, const void* b) {
-  const struct mscclppTraceEvent* x = ((const struct entry*)a)->e;
-  const struct mscclppTraceEvent* y = ((const struct entry*)b)->e;
+  const struct entry* x = (const struct entry*)a;
+  const struct entry* y = (const struct entry*)b;
   if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
   /* the enclosing span first */
   uint64_t ex = x->t1 > x->t0 ? x->t1 : x->t0, ey = y->t1 > y->t0 ? y->t1 : y->t0;
@@ -270,16 +431,17 @@ static int trackTid(const struct entry* en) {
 
 static void putEvent(FILE* f, int pid, const struct entry* en, const struct argSpec* specs) {
   const struct mscclppTraceEvent* e = en->e;
-  const struct argSpec* s = &specs[e->type];
-  const char* name = typeTable[e->type].name;
+  const unsigned type = e->type & ~MSCCLPP_TRACE_TIME_NS; /* < MSCCLPP_TRACE_TYPES: the writer checked */
+  const struct argSpec* s = &specs[type];
+  const char* name = typeTable[type].name;
   if (name[0] == '\0') name = e->nargs > 0 ? (const char*)(uintptr_t)e->arg[0] : "?";
-  fprintf(f, "{\"ph\":\"%s\",\"name\":", e->t1 != 0 ? "X" : "i");
+  fprintf(f, "{\"ph\":\"%s\",\"name\":", en->t1 != 0 ? "X" : "i");
   putString(f, name);
-  fprintf(f, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", typeTable[e->type].cat, pid, trackTid(en));
-  putMicros(f, e->t0);
-  if (e->t1 != 0) {
+  fprintf(f, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", typeTable[type].cat, pid, trackTid(en));
+  putMicros(f, en->t0);
+  if (en->t1 != 0) {
     fputs(",\"dur\":", f);
-    putMicros(f, e->t1 > e->t0 ? e->t1 - e->t0 : 0);
+    putMicros(f, en->t1 > en->t0 ? en->t1 - en->t0 : 0);
   } else {
     fputs(",\"s\":\"t\"", f);
   }
@@ -366,6 +528,63 @@ static int writeFile(const char* path, const struct entry* ent, size_t n, uint64
   return 0;
 }
 
+/* The writer's view of one buffer's events of the session, [base, end)
+ * (session.lock held): the ring's part copied under the spill lock, the
+ * file's part mapped. 0, or -1 when memory is short (then nothing is held). */
+static int snapshotTake(struct traceThread* th) {
+  const uint64_t base = atomic_load_explicit(&th->base, memory_order_relaxed); /* only the writer moves it */
+  th->copy = NULL;
+  th->map = NULL;
+  th->mapBytes = 0;
+  pthread_mutex_lock(&th->spillLock);
+  th->end = atomic_load_explicit(&th->count, memory_order_acquire);
+  th->fileEnd = atomic_load_explicit(&th->spilled, memory_order_acquire);
+  const uint64_t from = th->fileEnd > base ? th->fileEnd : base;
+  int ok = 1;
+  if (th->end > from) {
+    th->copy = (struct mscclppTraceEvent*)malloc((size_t)(th->end - from) * EVENT_BYTES);
+    ok = th->copy != NULL;
+    for (uint64_t i = from; ok && i < th->end; i++) th->copy[i - from] = th->ring[i % RING_EVENTS];
+  }
+  pthread_mutex_unlock(&th->spillLock);
+  if (ok && th->fileEnd > base) {
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    th->mapFirst = base * EVENT_BYTES / page * page;
+    th->mapBytes = (size_t)(th->fileEnd * EVENT_BYTES - th->mapFirst);
+    void* map = mmap(NULL, th->mapBytes, PROT_READ, MAP_SHARED, th->fd, (off_t)th->mapFirst);
+    if (map == MAP_FAILED) {
+      th->mapBytes = 0;
+      ok = 0;
+    } else {
+      th->map = map;
+    }
+  }
+  if (!ok) {
+    free(th->copy);
+    th->copy = NULL;
+  }
+  return ok ? 0 : -1;
+}
+
+/* Event i of the snapshot (base <= i < end). */
+static const struct mscclppTraceEvent* snapshotEvent(const struct traceThread* th, uint64_t base, uint64_t i) {
+  if (i < th->fileEnd)
+    return (const struct mscclppTraceEvent*)((const char*)th->map + (i * EVENT_BYTES - th->mapFirst));
+  return &th->copy[i - (th->fileEnd > base ? th->fileEnd : base)];
+}
+
+/* Let go of the snapshot; the file's pages of events now written go back
+ * to the system. */
+static void snapshotRelease(struct traceThread* th) {
+  free(th->copy);
+  th->copy = NULL;
+  if (th->map != NULL) munmap(th->map, th->mapBytes);
+  th->map = NULL;
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), done = th->fileEnd * EVENT_BYTES / page * page;
+  if (th->fd >= 0 && done > 0)
+    (void)fallocate(th->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)done); /* memory back; best effort */
+}
+
 /* Write the session (session.lock held), then start the next one after it:
  * every buffer's base moves past what was written (an event recorded while
  * this runs goes into the next session's file), and buffers of exited
@@ -374,20 +593,41 @@ static void writeSession(void) {
   size_t n = 0;
   uint64_t dropped = 0;
   for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
-    th->end = atomic_load_explicit(&th->count, memory_order_acquire);
-    n += (size_t)(th->end - atomic_load(&th->base));
+    const uint64_t base = atomic_load_explicit(&th->base, memory_order_relaxed);
+    if (snapshotTake(th) != 0) {
+      MSCCLPP_WARN(MSCCLPP_LOG_ENV,
+                   "MSCCLPP_TRACE: out of memory reading thread %d's %" PRIu64 " events; they are lost", th->tid,
+                   th->end - base);
+      dropped += th->end - base;
+      th->fileEnd = 0; /* nothing held: snapshotRelease frees nothing more */
+      continue;
+    }
+    n += (size_t)(th->end - base);
   }
   struct entry* ent = (struct entry*)malloc((n > 0 ? n : 1) * sizeof(*ent));
   size_t k = 0;
+  clockPairAdd(1); /* the ticks' line reaches the events just taken */
+  pthread_mutex_lock(&pairs.lock);
   for (struct traceThread* th = session.threads; th != NULL; th = th->next) {
     dropped += atomic_exchange(&th->dropped, 0);
-    for (uint64_t i = atomic_load(&th->base); ent != NULL && i < th->end; i++) {
-      uint64_t slot = i % th->capacity;
-      ent[k].e = &th->chunks[slot / CHUNK_EVENTS][slot % CHUNK_EVENTS];
+    const uint64_t base = atomic_load_explicit(&th->base, memory_order_relaxed);
+    if (th->map == NULL && th->copy == NULL) continue; /* nothing, or lost above */
+    for (uint64_t i = base; ent != NULL && i < th->end; i++) {
+      const struct mscclppTraceEvent* e = snapshotEvent(th, base, i);
+      if ((e->type & ~MSCCLPP_TRACE_TIME_NS) >= MSCCLPP_TRACE_TYPES) { /* not an event type: a caller's mistake */
+        dropped++;
+        continue;
+      }
+      const int ns = (e->type & MSCCLPP_TRACE_TIME_NS) != 0;
+      ent[k].e = e;
       ent[k].th = th;
+      ent[k].t0 = ns ? e->t0 : ticksToNs(e->t0);
+      ent[k].t1 = e->t1 == 0 ? 0 : ns ? e->t1 : ticksToNs(e->t1);
+      if (ent[k].t1 != 0 && ent[k].t1 <= ent[k].t0) ent[k].t1 = ent[k].t0 + 1; /* a span stays a span */
       k++;
     }
   }
+  pthread_mutex_unlock(&pairs.lock);
   char path[PATH_MAX_BYTES + 16];
   expandPath(session.pathTemplate, session.identified ? session.rank : -1, session.written, path, sizeof(path));
   if (ent == NULL) {
@@ -402,11 +642,10 @@ static void writeSession(void) {
   struct traceThread** link = &session.threads;
   while (*link != NULL) {
     struct traceThread* th = *link;
+    snapshotRelease(th);
     if (atomic_load(&th->exited)) {
       *link = th->next;
-      for (uint64_t c = 0; c < th->capacity / CHUNK_EVENTS; c++) free(th->chunks[c]);
-      free(th->chunks);
-      free(th);
+      threadFree(th);
       continue;
     }
     atomic_store_explicit(&th->base, th->end, memory_order_release);
@@ -436,16 +675,25 @@ mscclppResult_t mscclppTraceAcquire(const char* pathTemplate, int64_t maxEvents)
   pthread_mutex_lock(&session.lock);
   if (session.refs == 0) {
     snprintf(session.pathTemplate, sizeof(session.pathTemplate), "%s", pathTemplate);
-    session.maxEvents = maxEvents;
+    atomic_store(&sessionMaxEvents, (uint64_t)maxEvents);
     session.identified = 0;
     session.comm = 0;
     session.clockKnown = 0;
     session.clockOffset = session.clockRtt = 0;
     if (!session.atexitSet && atexit(writeAtExit) == 0) session.atexitSet = 1;
+    static int clockChosen;
+    if (!clockChosen) { /* once: ticks already recorded keep their meaning */
+      mscclppTraceTsc = tscInvariant();
+      clockChosen = 1;
+    }
+    clockPairAdd(1);
     atomic_store(&mscclppTraceActive, 1);
   }
   session.refs++;
   pthread_mutex_unlock(&session.lock);
+  /* the creating thread records the collectives: its ring is made now, not
+   * at its first call */
+  if (self == NULL) (void)threadRegister();
   return mscclppSuccess;
 }
 

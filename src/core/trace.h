@@ -31,6 +31,9 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "core/util.h"
 #include "mscclpp/core.h"
@@ -68,9 +71,9 @@ enum mscclppTraceType { MSCCLPP_TRACE_EVENT_TABLE(MSCCLPP_TRACE_ID) MSCCLPP_TRAC
 
 /* One recorded event: 128 bytes, two cache lines. */
 struct mscclppTraceEvent {
-  uint64_t t0;    /* CLOCK_MONOTONIC ns */
+  uint64_t t0;    /* trace ticks (mscclppTraceNow), or CLOCK_MONOTONIC ns with MSCCLPP_TRACE_TIME_NS */
   uint64_t t1;    /* end (a span), or 0 (an instant) */
-  uint16_t type;  /* enum mscclppTraceType */
+  uint16_t type;  /* enum mscclppTraceType, | MSCCLPP_TRACE_TIME_NS */
   uint16_t nargs;
   uint32_t track; /* 0: the recording thread's; else a track of its own (mscclppTraceTrackName) */
   uint64_t arg[MSCCLPP_TRACE_MAX_ARGS];
@@ -83,9 +86,27 @@ extern atomic_int mscclppTraceActive;
 static inline int mscclppTraceOn(void) {
   return __builtin_expect(atomic_load_explicit(&mscclppTraceActive, memory_order_relaxed) != 0, 0);
 }
-static inline uint64_t mscclppTraceNow(void) { return mscclppTimeNs(); }
+/* Nonzero when the trace's clock is the TSC (set at the process's first
+ * session, never changed after). */
+extern int mscclppTraceTsc;
+
+/* The trace's clock, in ticks: the time-stamp counter on x86-64 where it
+ * is invariant (it counts at a constant rate on every core; one rdtsc is
+ * about half of a clock_gettime, and a traced call reads two), else
+ * CLOCK_MONOTONIC ns. trace.c turns ticks into CLOCK_MONOTONIC ns when it
+ * writes the file, from (ticks, ns) pairs it reads now and then. Never 0. */
+static inline uint64_t mscclppTraceNow(void) {
+#if defined(__x86_64__)
+  if (__builtin_expect(mscclppTraceTsc != 0, 1)) return __rdtsc();
+#endif
+  return mscclppTimeNs();
+}
 /* The start of a span: the time when tracing is on, else 0 (no clock read). */
-static inline uint64_t mscclppTraceBegin(void) { return mscclppTraceOn() ? mscclppTimeNs() : 0; }
+static inline uint64_t mscclppTraceBegin(void) { return mscclppTraceOn() ? mscclppTraceNow() : 0; }
+
+/* A type's flag: the event's times are CLOCK_MONOTONIC ns, not ticks (a
+ * GPU block's, from %globaltimer). */
+#define MSCCLPP_TRACE_TIME_NS 0x8000u
 
 /* Record one event on the calling thread's buffer (track 0) or on `track`.
  * Never fails: an event past the buffer's capacity is counted as dropped. */

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Check the per-rank trace files that MSCCLPP_TRACE wrote.
 
-  check_trace.py [--expect a,b,...] [--require name,...] [--merged JOB] FILE...
+  check_trace.py [--expect a,b,...] [--require name,...] [--merged JOB] [--gpu-blocks N] FILE...
 
 Each file must be valid JSON (json.load) and in the layout the library
 writes: the otherData line, the traceEvents line, one event object per line,
@@ -13,7 +13,9 @@ occur. Across the files: one file per rank 0..n-1, one communicator, and the
 same calls (collective, size, type, root) in every rank. With --merged, JOB
 must be what mscclpp-trace merge made of the files: in the same layout, in
 time order, every rank's events with their times moved by the rank's clock
-offset, and nothing else.
+offset, and nothing else. With --gpu-blocks N (a GPU run), every file must
+hold at least N kernel block spans of its communicator, each naming a
+collective of its file (its seq) and on a block track of its own.
 """
 import argparse
 import json
@@ -57,6 +59,7 @@ def main():
     ap.add_argument("--expect", default="")
     ap.add_argument("--require", default="")
     ap.add_argument("--merged", default="")
+    ap.add_argument("--gpu-blocks", type=int, default=0)
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     expect = [x for x in a.expect.split(",") if x]
@@ -104,6 +107,8 @@ def main():
         seqs = [e["args"]["seq"] for e in colls]
         if seqs != list(range(1, len(colls) + 1)):
             fail("%s: sequence numbers %s, expected 1..%d" % (path, seqs, len(colls)))
+        if a.gpu_blocks:
+            check_gpu(path, events, meta["comm"], set(seqs), a.gpu_blocks)
         calls[rank] = [(e["name"], e["args"]["size"], e["args"].get("type"), e["args"].get("root")) for e in colls]
         comms.add(meta["comm"])
         print("%s: rank %d of %d, %d events, %d calls, clock offset %d ns (round trip %d ns)" %
@@ -119,6 +124,21 @@ def main():
     if a.merged:
         check_merged(a.merged, a.files)
     print("trace check passed: %d files" % n)
+
+
+def check_gpu(path, events, comm, seqs, least):
+    # the file's communicator's kernels (a hierarchy's child communicators have calls of their own)
+    blocks = [e for e in events if e["cat"] == "gpu" and e["ph"] == "X" and e["args"].get("comm") == comm]
+    if len(blocks) < least:
+        fail("%s: %d kernel block spans, expected at least %d" % (path, len(blocks), least))
+    for e in blocks:
+        args = e["args"]
+        if args.get("seq") not in seqs:
+            fail("%s: kernel %s block %s names call %s, which this file does not have" %
+                 (path, e["name"], args.get("block"), args.get("seq")))
+        if e["tid"] < (1 << 30):
+            fail("%s: kernel %s block %s is on a thread's track (tid %d)" % (path, e["name"], args.get("block"), e["tid"]))
+    print("%s: %d kernel block spans, of %d calls" % (path, len(blocks), len(set(e["args"]["seq"] for e in blocks))))
 
 
 def ns(us):

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What recording a kernel block's start and end costs the kernel, by where
+ * the record goes (MSCCLPP_TRACE's GPU events, src/coll/coll_trace.h):
+ *
+ *   none      no record (tracing off: the kernel tests one parameter)
+ *   device    the library's way: the record's number from a counter in
+ *             device memory, the record written to a ring in device memory
+ *             with two 16-byte stores (mscclppCollTraceBlock itself)
+ *   mapped    the same record written to pinned host memory mapped into
+ *             the GPU, plain stores, no fence
+ *   mapped+release  ... its last word stored with release order at system
+ *             scope, as the first version of the GPU events did
+ *
+ * One block of 256 threads per kernel; the kernel's thread 0 spins for
+ * `work` ns first (0, or the length of a small collective), the others
+ * wait at a barrier. Timed two ways, each the median of 5 rounds, µs per
+ * kernel: 20 000 launches back to back on a stream (eager: the host's
+ * launch rate shows when the kernel is shorter), and a CUDA graph of 200
+ * launches replayed 100 times (the device's time per kernel alone).
+ *
+ *   bench_trace_gpu            (exits 77 without a GPU)
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_stats.h"
+#include "coll/coll_trace.h"
+
+#define THREADS 256
+#define EAGER 20000
+#define GRAPH_LEN 200
+#define GRAPH_REPLAYS 100
+#define ROUNDS 5
+
+enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, MODES };
+static const char* const modeNames[MODES] = {"none", "device", "mapped", "mapped+release"};
+
+struct Params {
+  struct mscclppCollTraceArgs trace;        /* DEVICE */
+  struct mscclppCollTraceRecord* mapped;    /* MAPPED, MAPPED_RELEASE */
+  uint64_t work;                            /* ns thread 0 spins */
+};
+
+static __device__ __forceinline__ void body(uint64_t work) {
+  if (threadIdx.x == 0 && work > 0) {
+    const uint64_t t0 = mscclppClockNs();
+    while (mscclppClockNs() - t0 < work) {
+    }
+  }
+  __syncthreads();
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ Params P) {
+  if (MODE == DEVICE) {
+    mscclppCollTraceBlock traceBlock(P.trace);
+    body(P.work);
+    return;
+  }
+  uint64_t start = 0;
+  if (MODE != NONE && threadIdx.x == 0) start = mscclppClockNs();
+  body(P.work);
+  if (MODE == NONE || threadIdx.x != 0) return;
+  /* a slot per launch is enough here: the host never reads them */
+  volatile uint64_t* r = reinterpret_cast<volatile uint64_t*>(&P.mapped[blockIdx.x]);
+  uint32_t sm;
+  __asm__ __volatile__("mov.u32 %0, %%smid;" : "=r"(sm));
+  r[0] = start;
+  r[1] = mscclppClockNs() - start;
+  r[2] = sm;
+  if (MODE == MAPPED_RELEASE)
+    __asm__ __volatile__("st.release.sys.global.u64 [%0], %1;" ::"l"(r + 3), "l"(start + 1) : "memory");
+  else
+    r[3] = start + 1;
+}
+
+static void launch(int mode, const Params& p, cudaStream_t s) {
+  switch (mode) {
+    case NONE:
+      recordKernel<NONE><<<1, THREADS, 0, s>>>(p);
+      break;
+    case DEVICE:
+      recordKernel<DEVICE><<<1, THREADS, 0, s>>>(p);
+      break;
+    case MAPPED:
+      recordKernel<MAPPED><<<1, THREADS, 0, s>>>(p);
+      break;
+    default:
+      recordKernel<MAPPED_RELEASE><<<1, THREADS, 0, s>>>(p);
+      break;
+  }
+}
+
+#define CK(x)                                                                         \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                        \
+    }                                                                                 \
+  } while (0)
+
+static double eagerUs(int mode, const Params& p, cudaStream_t s, cudaEvent_t a, cudaEvent_t b) {
+  for (int i = 0; i < 200; i++) launch(mode, p, s);
+  CK(cudaEventRecord(a, s));
+  for (int i = 0; i < EAGER; i++) launch(mode, p, s);
+  CK(cudaEventRecord(b, s));
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1000.0 / EAGER;
+}
+
+static double graphUs(int mode, const Params& p, cudaStream_t s, cudaEvent_t a, cudaEvent_t b) {
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < GRAPH_LEN; i++) launch(mode, p, s);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&x, g, 0));
+  CK(cudaGraphLaunch(x, s));
+  CK(cudaEventRecord(a, s));
+  for (int i = 0; i < GRAPH_REPLAYS; i++) CK(cudaGraphLaunch(x, s));
+  CK(cudaEventRecord(b, s));
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaGraphExecDestroy(x));
+  CK(cudaGraphDestroy(g));
+  return ms * 1000.0 / (GRAPH_LEN * GRAPH_REPLAYS);
+}
+
+int main(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    printf("SKIP: needs a GPU\n");
+    return 77;
+  }
+  cudaStream_t s;
+  cudaEvent_t a, b;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  void* ring = NULL;
+  CK(cudaMalloc(&ring, MSCCLPP_COLL_TRACE_RING_BYTES));
+  CK(cudaMemset(ring, 0, MSCCLPP_COLL_TRACE_RING_BYTES));
+  void* mappedHost = NULL;
+  void* mappedDev = NULL;
+  CK(cudaHostAlloc(&mappedHost, 4096, cudaHostAllocMapped));
+  CK(cudaHostGetDevicePointer(&mappedDev, mappedHost, 0));
+  const uint64_t works[2] = {0, 3000};
+  printf("# one block of %d threads per kernel; us per kernel, median of %d rounds\n", THREADS, ROUNDS);
+  printf("# %-16s %8s %10s %10s %10s %10s\n", "record", "work ns", "eager", "vs none", "graph", "vs none");
+  for (int w = 0; w < 2; w++) {
+    double base[2] = {0, 0};
+    for (int mode = 0; mode < MODES; mode++) {
+      Params p;
+      memset(&p, 0, sizeof(p));
+      p.work = works[w];
+      if (mode == DEVICE) {
+        p.trace.ring = (struct mscclppCollTraceRecord*)ring;
+        p.trace.seq = 1;
+      }
+      p.mapped = (struct mscclppCollTraceRecord*)mappedDev;
+      double e[ROUNDS], g[ROUNDS];
+      for (int r = 0; r < ROUNDS; r++) {
+        e[r] = eagerUs(mode, p, s, a, b);
+        g[r] = graphUs(mode, p, s, a, b);
+      }
+      const double em = benchSortMedian(e, ROUNDS), gm = benchSortMedian(g, ROUNDS);
+      if (mode == NONE) {
+        base[0] = em;
+        base[1] = gm;
+      }
+      printf("  %-16s %8llu %10.3f %+9.1f%% %10.3f %+9.1f%%\n", modeNames[mode], (unsigned long long)works[w], em,
+             100.0 * (em / base[0] - 1), gm, 100.0 * (gm / base[1] - 1));
+    }
+  }
+  /* every traced launch numbered a record, graph replays included, and the
+   * newest record is whole */
+  const uint64_t expected = 2ull * ROUNDS * (200 + EAGER + GRAPH_LEN * (1 + GRAPH_REPLAYS));
+  uint64_t counted = 0;
+  CK(cudaMemcpy(&counted, (char*)ring + MSCCLPP_COLL_TRACE_SLOTS * sizeof(struct mscclppCollTraceRecord),
+                sizeof(counted), cudaMemcpyDeviceToHost));
+  struct mscclppCollTraceRecord last;
+  CK(cudaMemcpy(&last, (struct mscclppCollTraceRecord*)ring + ((counted - 1) & (MSCCLPP_COLL_TRACE_SLOTS - 1)),
+                sizeof(last), cudaMemcpyDeviceToHost));
+  const int whole = last.stamp == counted && (uint32_t)(last.check >> 32) == (uint32_t)counted &&
+                    (uint32_t)(last.info >> 32) == 1u;
+  printf("# device ring: %llu records numbered of %llu launches, the last one %s\n", (unsigned long long)counted,
+         (unsigned long long)expected, whole ? "whole" : "NOT WHOLE");
+  CK(cudaFreeHost(mappedHost));
+  CK(cudaFree(ring));
+  return counted == expected && whole ? 0 : 1;
+}
