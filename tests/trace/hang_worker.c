@@ -28,7 +28,9 @@
  * not made; in proxy mode, its wait timed out) as expected: what the test
  * checks is the launcher's diagnosis. HANG_RANKS_PER_HOST=L makes hosts of
  * L ranks (MSCCLPP_HOSTID): peers on other hosts go over the network
- * transport, through the proxy.
+ * transport, through the proxy. HANG_DEVICE=1 (silent mode, on a GPU): the
+ * buffers are device memory, so the GPU backend's kernels wait, and a
+ * rank's call #2 fails when the communicator reports its kernel's timeout.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -147,8 +149,22 @@ int main(int argc, char** argv) {
     (void)mscclppCommDestroy(comm);
     return ok ? 0 : 1;
   }
-  static float a[COUNT * 64], b[COUNT * 64];
-  for (int i = 0; i < COUNT; i++) a[i] = (float)rank;
+  static float hostA[COUNT * 64], hostB[COUNT * 64];
+  float* a = hostA;
+  float* b = hostB;
+  const int device = getenv("HANG_DEVICE") != NULL && atoi(getenv("HANG_DEVICE")) != 0;
+  if (device) { /* GPU buffers: the GPU backend's kernels (their values do not matter) */
+    void *da = NULL, *db = NULL;
+    if (mscclppMemAlloc(comm, mscclppMemKindDevice, sizeof(hostA), &da) != mscclppSuccess ||
+        mscclppMemAlloc(comm, mscclppMemKindDevice, sizeof(hostB), &db) != mscclppSuccess) {
+      fprintf(stderr, "hang_worker: rank %d: device buffers: %s\n", rank, mscclppGetLastError());
+      return 1;
+    }
+    a = (float*)da;
+    b = (float*)db;
+  } else {
+    for (int i = 0; i < COUNT; i++) a[i] = (float)rank;
+  }
   int good = mscclppAllReduce(a, b, COUNT, mscclppFloat32, mscclppSum, comm, NULL) == mscclppSuccess;
   if (!good) fprintf(stderr, "hang_worker: rank %d: the first allreduce failed: %s\n", rank, mscclppGetLastError());
   fflush(stderr);
@@ -166,7 +182,17 @@ int main(int argc, char** argv) {
       for (double waited = 0; waited < timeoutSec() + 1; waited += 0.05) pause50ms();
     }
   } else if (good && rank != nranks - 1) {
-    if (mscclppAllReduce(a, b, COUNT, mscclppFloat32, mscclppSum, comm, NULL) == mscclppSuccess) {
+    mscclppResult_t res = mscclppAllReduce(a, b, COUNT, mscclppFloat32, mscclppSum, comm, NULL);
+    if (device && res == mscclppSuccess) {
+      /* enqueued: its kernel times out on the GPU, and the communicator says so */
+      mscclppResult_t async = mscclppSuccess;
+      for (double waited = 0; waited < 4 * timeoutSec() && async == mscclppSuccess; waited += 0.05) {
+        pause50ms();
+        (void)mscclppCommGetAsyncError(comm, &async);
+      }
+      res = async;
+    }
+    if (res == mscclppSuccess) {
       fprintf(stderr, "hang_worker: rank %d: the call without rank %d succeeded\n", rank, nranks - 1);
       good = 0;
     }
@@ -183,6 +209,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 20; i++) pause50ms(); /* a second more, for the launcher's request of a report */
   }
   fflush(stderr);
+  if (device) {
+    (void)mscclppMemFree(comm, a);
+    (void)mscclppMemFree(comm, b);
+  }
   (void)mscclppCommDestroy(comm); /* the peers may be gone: its error does not matter here */
   return good ? 0 : 1;
 }

@@ -50,6 +50,14 @@ case "$mode" in
   silent)
     has "rank $last never entered allreduce #2 (its last call was allreduce #1, completed)"
     grep -q "mscclpp-report: pid=[0-9]* why=timeout" "$out" || fail "no report from a wait that timed out"
+    if [ "${HANG_DEVICE:-0}" != 0 ]; then
+      # the GPU kernel's wait, from the wait board: rank 0's allreduce #2 polls rank $last's packets or flag
+      hasRe "^\[0\] mscclpp-report: pid=[0-9]+ comm=0x[0-9a-f]+ rank=0 devwait=flag state=(waiting|timedout) peer=$last expect=[0-9]+ (has=[0-9]+ )?call=allreduce#2 block=[0-9]+ thread=[0-9]+$"
+      hasRe "rank 0's kernel (waits|timed out waiting) in allreduce #2 for a flag from rank $last \(expected [0-9]+(, has [0-9]+)?\); rank $last's last call was allreduce #1 \(completed\)"
+      echo "ok: $mode on the GPU, $n ranks, $secs s"
+      [ "$rc" -eq 0 ] || fail "mscclpp-run exited $rc"
+      exit 0
+    fi
     hasRe "^\[0\] mscclpp-report: pid=[0-9]+ comm=0x[0-9a-f]+ rank=0 wait=receive peer=$last sem=$sig chan=data expect=3 has=2 call=allreduce#2"
     hasRe "rank 0 wait(s|ed) in allreduce #2 for a data signal from rank $last on semaphore $sig \(expected 3, has 2\) for [0-9]+ ms(, then failed)?; rank $last's last call was allreduce #1 \(completed\)"
     if [ -n "$perHost" ]; then
