@@ -117,6 +117,12 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
   have coll_gpu_worker && step "coll_gpu_2 memcheck" 400 mscclpp-run -n 2 --timeout 390 -- \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 300000
+  # the hang report on the GPU backend: the last rank never calls allreduce
+  # #2; rank 0's kernel waits for its packets, writes its note on the wait
+  # board (peer, call), times out, and the reports and the launcher's
+  # diagnosis say so (tests/trace/test_hang_report.sh, HANG_DEVICE=1)
+  have hang_worker && step hang_report_gpu_2 120 env HANG_DEVICE=1 MSCCLPP_TIMEOUT=4 \
+    bash "$BIN/test_hang_report.sh" "$BIN/mscclpp-run" "$BIN/hang_worker" silent 2
 fi
 if [ "$what" = collport ] || [ "$what" = tests ] || [ "$what" = all ]; then
   # The GPU collectives over port channels (coll/coll_gpu_port.c), checked

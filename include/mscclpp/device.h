@@ -71,6 +71,9 @@ MSCCLPP_API uint64_t mscclppHostClockNs(void);
  * whose yields keep returning at once (nobody else wants its core) yields
  * at most once every 20 us. */
 MSCCLPP_API void mscclppHostWaitBackoff(uint64_t waitedNs);
+/* A small number for the calling thread, the same on every call (the wait
+ * board's slot of a host-backend "kernel" thread: see mscclppWaitNote). */
+MSCCLPP_API uint32_t mscclppHostThreadNumber(void);
 #ifdef __cplusplus
 }
 #endif
@@ -182,6 +185,14 @@ MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxed64(uint64_t* p, uint64_t v) {
 MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxedSys64(uint64_t* p, uint64_t v) {
 #if defined(MSCCLPP_DEVICE_CUDA)
   __asm__ __volatile__("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE void mscclppStoreRelaxedSys32(uint32_t* p, uint32_t v) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  __asm__ __volatile__("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
   __atomic_store_n(p, v, __ATOMIC_RELAXED);
 #endif
@@ -425,12 +436,64 @@ MSCCLPP_DEVICE_INLINE void mscclppDeviceRaiseWide(const mscclppWaitContext* ctx,
   mscclppStoreReleaseSys32(ctx->abortFlag, 1u);
 }
 
+/* ---- the wait board: what a long wait waits for ------------------------------
+ * The hang report (the host's, written from a signal handler that cannot
+ * call CUDA) must say what each stuck device-side wait waits for. A wait
+ * that has lasted MSCCLPP_WAIT_NOTE_AFTER_NS writes a note of it into the
+ * board of its abort object: MSCCLPP_WAIT_BOARD_NOTES notes of 64 bytes in
+ * the same host-mapped page as the error word (MSCCLPP_WAIT_BOARD_FROM_ERROR_
+ * WORD bytes after it), so the host reads them with plain loads. A wait that
+ * then succeeds or is aborted takes its note back; one that times out makes
+ * it final (state TIMEDOUT, the last value it saw) before it records the
+ * error word. Nothing is written or read before the wait has lasted that
+ * long, and the check rides on the clock read the timeout needs anyway: the
+ * fast path is unchanged. A note's slot is a hash of the waiter (GPU: block
+ * and thread; host backend: mscclppHostThreadNumber), so with more long
+ * waits than notes a later one overwrites an earlier one: the board is a
+ * snapshot, as the report is. */
+#define MSCCLPP_WAIT_BOARD_NOTES 32u
+#define MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD 960u /* error word at line 1 of the page: the board fills lines 16..47 */
+#define MSCCLPP_WAIT_NOTE_AFTER_NS 10000000ull  /* 10 ms */
+#define MSCCLPP_WAIT_NOTE_FREE 0u
+#define MSCCLPP_WAIT_NOTE_WAITING 1u
+#define MSCCLPP_WAIT_NOTE_TIMEDOUT 2u
+/* What a note's wait is: the MSCCLPP_DEVICE_ERROR_TIMEOUT_* kinds (1..4), or: */
+#define MSCCLPP_WAIT_NOTE_FLAG 16u /* a collective kernel's flag, counter or packet that a peer writes */
+#define MSCCLPP_WAIT_PEER_UNKNOWN 0xffffffffu
+#define MSCCLPP_WAIT_OBSERVED_UNKNOWN 0xffffffffffffffffull /* a poll of packets reads no counter */
+
+typedef struct {
+  uint64_t state;    /* MSCCLPP_WAIT_NOTE_*: stored last, with release order */
+  uint64_t expected; /* the value waited for: signal number, FIFO position, flag */
+  uint64_t observed; /* the value seen when the note was written (a semaphore: signals arrived so far);
+                        MSCCLPP_WAIT_OBSERVED_UNKNOWN */
+  uint64_t call;     /* the communicator's call number the wait belongs to; 0: not known here */
+  uint64_t sinceNs;  /* when the wait began, on the waiter's clock (%globaltimer, CLOCK_MONOTONIC) */
+  uint32_t kind;     /* what is waited for: MSCCLPP_DEVICE_ERROR_TIMEOUT_*, MSCCLPP_WAIT_NOTE_FLAG, ... */
+  uint32_t peer;     /* the rank it waits for; MSCCLPP_WAIT_PEER_UNKNOWN */
+  uint32_t sem;      /* the semaphore's id (mscclppSemaphoreDeviceHandle.id); 0: not a semaphore */
+  uint32_t where;    /* GPU: block << 16 | thread; host backend: the thread's number */
+  uint64_t reserved;
+} mscclppWaitNote;
+MSCCLPP_STATIC_ASSERT(sizeof(mscclppWaitNote) == 64, "a wait note is one cache line");
+
+/* Who a wait waits for, as far as the waiting code knows: what the note
+ * says besides the value waited for. */
+typedef struct {
+  uint64_t observed;
+  uint64_t call;
+  uint32_t peer;
+  uint32_t sem;
+} mscclppWaitWho;
+#define MSCCLPP_WAIT_WHO_NONE {MSCCLPP_WAIT_OBSERVED_UNKNOWN, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0}
+
 /* State of one bounded wait; start with MSCCLPP_WAIT_STATE_INIT. */
 typedef struct {
   uint64_t startNs;
   uint32_t spins;
+  uint32_t note; /* 1 + the board slot of this wait's note; 0: none written */
 } mscclppWaitState;
-#define MSCCLPP_WAIT_STATE_INIT {0, 0}
+#define MSCCLPP_WAIT_STATE_INIT {0, 0, 0}
 
 /* How many spins between two looks at the clock and the abort flag. On the
  * GPU a look at the abort flag is a PCIe read (~1 us), so it is rare. */
@@ -445,28 +508,112 @@ typedef struct {
 #define MSCCLPP_WAIT_CHECK_INTERVAL 8u
 #endif
 
-/* One step of a bounded wait: call it once per failed poll. Returns
+MSCCLPP_DEVICE_INLINE mscclppWaitNote* mscclppWaitBoard(const mscclppWaitContext* ctx) {
+  return (mscclppWaitNote*)((char*)ctx->errorWord + MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD);
+}
+
+/* The waiter's identity: its board slot is derived from it. */
+MSCCLPP_DEVICE_INLINE uint32_t mscclppWaitWhere(void) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  return (uint32_t)blockIdx.x << 16 | ((uint32_t)threadIdx.x & 0xffffu);
+#else
+  return mscclppHostThreadNumber();
+#endif
+}
+
+MSCCLPP_DEVICE_INLINE uint32_t mscclppWaitSlotOf(uint32_t where) {
+  /* GPU: blocks 0-3 x threads 0-7 (a barrier's waiters) all apart */
+  return ((where >> 16) * 8u + (where & 0xffffu)) % MSCCLPP_WAIT_BOARD_NOTES;
+}
+
+/* Write (or rewrite) this wait's note: the fields, then the state with
+ * release order. Slow path only. */
+MSCCLPP_DEVICE_INLINE void mscclppWaitNoteWrite(const mscclppWaitContext* ctx, mscclppWaitState* st, uint32_t state,
+                                                unsigned kind, uint64_t value, const mscclppWaitWho* who) {
+  const uint32_t where = mscclppWaitWhere();
+  const uint32_t slot = st->note != 0 ? st->note - 1 : mscclppWaitSlotOf(where);
+  mscclppWaitNote* n = mscclppWaitBoard(ctx) + slot;
+  mscclppStoreRelaxedSys64(&n->expected, value);
+  mscclppStoreRelaxedSys64(&n->observed, who->observed);
+  mscclppStoreRelaxedSys64(&n->call, who->call);
+  mscclppStoreRelaxedSys64(&n->sinceNs, st->startNs);
+  mscclppStoreRelaxedSys32(&n->kind, kind);
+  mscclppStoreRelaxedSys32(&n->peer, who->peer);
+  mscclppStoreRelaxedSys32(&n->sem, who->sem);
+  mscclppStoreRelaxedSys32(&n->where, where);
+  mscclppStoreReleaseSys64(&n->state, state);
+  st->note = slot + 1;
+}
+
+/* The wait is over (it succeeded or was aborted): take its note back, if it
+ * wrote one and nobody has overwritten it since. */
+MSCCLPP_DEVICE_INLINE void mscclppWaitNoteDrop(const mscclppWaitContext* ctx, mscclppWaitState* st) {
+  if (st->note == 0) return;
+  mscclppWaitNote* n = mscclppWaitBoard(ctx) + (st->note - 1);
+  if (mscclppLoadRelaxedSys64(&n->sinceNs) == st->startNs && mscclppLoadRelaxedSys32(&n->where) == mscclppWaitWhere())
+    mscclppStoreReleaseSys64(&n->state, MSCCLPP_WAIT_NOTE_FREE);
+  st->note = 0;
+}
+
+/* Whether this waiter writes a note: always when it knows its semaphore or
+ * peer; a wait that knows neither (a FIFO position, a packet flag: often
+ * every thread of a block waits so) leaves it to lane 0 of each warp, so
+ * that a long wait of many threads is not many notes over PCIe. */
+MSCCLPP_DEVICE_INLINE int mscclppWaitNoteWanted(const mscclppWaitWho* who) {
+#if defined(MSCCLPP_DEVICE_CUDA)
+  return who->sem != 0 || who->peer != MSCCLPP_WAIT_PEER_UNKNOWN || (threadIdx.x & 31u) == 0;
+#else
+  (void)who;
+  return 1;
+#endif
+}
+
+/* Call after a wait's loop has seen what it waited for: one test of a
+ * register unless the wait wrote a note. */
+MSCCLPP_DEVICE_INLINE void mscclppWaitEnd(const mscclppWaitContext* ctx, mscclppWaitState* st) {
+  if (st->note != 0) mscclppWaitNoteDrop(ctx, st);
+}
+
+/* One step of a bounded wait that says who it waits for: call it once per
+ * failed poll, and mscclppWaitEnd once the poll succeeds. Returns
  * mscclppSuccess (poll again), mscclppAborted (the abort flag is up), or
  * mscclppTimeout (the wait ran past ctx->timeoutNs; recorded as device error
- * `kind` with `value`, which also raises the abort flag). */
-MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppWaitStep(const mscclppWaitContext* ctx, mscclppWaitState* st,
-                                                      unsigned kind, uint64_t value) {
+ * `kind` with `value`, which also raises the abort flag). A wait that lasts
+ * MSCCLPP_WAIT_NOTE_AFTER_NS writes its note (who, value); a timeout makes
+ * the note final. */
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppWaitStepWho(const mscclppWaitContext* ctx, mscclppWaitState* st,
+                                                         unsigned kind, uint64_t value, const mscclppWaitWho* who) {
   if ((++st->spins & (MSCCLPP_WAIT_CHECK_INTERVAL - 1u)) != 0) {
     mscclppSpinPause();
     return mscclppSuccess;
   }
-  if (mscclppLoadRelaxedSys32(ctx->abortFlag) != 0) return mscclppAborted;
+  if (mscclppLoadRelaxedSys32(ctx->abortFlag) != 0) {
+    mscclppWaitNoteDrop(ctx, st);
+    return mscclppAborted;
+  }
   uint64_t now = mscclppClockNs();
   if (st->startNs == 0) {
     st->startNs = now;
   } else if (now - st->startNs > ctx->timeoutNs) {
+    if (mscclppWaitNoteWanted(who)) /* before the error word */
+      mscclppWaitNoteWrite(ctx, st, MSCCLPP_WAIT_NOTE_TIMEDOUT, kind, value, who);
     mscclppDeviceRaise(ctx, kind, 0, value);
     return mscclppTimeout;
+  } else if (st->note == 0 && now - st->startNs > MSCCLPP_WAIT_NOTE_AFTER_NS && mscclppWaitNoteWanted(who)) {
+    mscclppWaitNoteWrite(ctx, st, MSCCLPP_WAIT_NOTE_WAITING, kind, value, who);
   }
 #if defined(MSCCLPP_DEVICE_HOST)
   mscclppHostWaitBackoff(now - st->startNs);
 #endif
   return mscclppSuccess;
+}
+
+/* mscclppWaitStepWho for a wait that knows no more than its value (a FIFO
+ * position, a packet flag). */
+MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppWaitStep(const mscclppWaitContext* ctx, mscclppWaitState* st,
+                                                      unsigned kind, uint64_t value) {
+  const mscclppWaitWho who = MSCCLPP_WAIT_WHO_NONE;
+  return mscclppWaitStepWho(ctx, st, kind, value, &who);
 }
 
 #endif /* MSCCLPP_DEVICE_H_ */

@@ -154,6 +154,7 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceWaitPolling(const mscclpp
     uint64_t tail = mscclppLoadAcquireSys64(fifo->tail);
     if (last - tail < fifo->size) {
       mscclppStoreRelaxed64(fifo->tailCache, tail);
+      mscclppWaitEnd(&fifo->wait, &st);
       return mscclppSuccess;
     }
     /* the proxy must take `missing` more triggers before this one fits */
@@ -161,7 +162,8 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceWaitPolling(const mscclpp
     uint64_t sleepNs = missing * fifo->fullSleepNsPerSlot;
     if (sleepNs > MSCCLPP_FIFO_FULL_SLEEP_MAX_NS) sleepNs = MSCCLPP_FIFO_FULL_SLEEP_MAX_NS;
     if (sleepNs > 0) mscclppDeviceSleepNs((uint32_t)sleepNs);
-    mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, last);
+    const mscclppWaitWho who = {tail, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0};
+    mscclppResult_t r = mscclppWaitStepWho(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, last, &who);
     if (r != mscclppSuccess) return r;
   }
 }
@@ -176,8 +178,12 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceWaitShared(const mscclppF
     /* tailCache <= tail <= last + 1: no underflow */
     uint64_t missing = last - tailCache - fifo->size + 1;
     tailCache = mscclppFifoDeviceWaitTail(fifo, missing);
-    if (last - tailCache < fifo->size) return mscclppSuccess;
-    mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, last);
+    if (last - tailCache < fifo->size) {
+      mscclppWaitEnd(&fifo->wait, &st);
+      return mscclppSuccess;
+    }
+    const mscclppWaitWho who = {tailCache, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0};
+    mscclppResult_t r = mscclppWaitStepWho(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, last, &who);
     if (r != mscclppSuccess) return r;
   }
 }
@@ -208,11 +214,14 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceClaim(const mscclppFifoDe
         head = mscclppLoadRelaxedGpu64(fifo->head);
         used = (int64_t)(head - tailCache);
         if (used <= 0 || (uint64_t)used + count <= fifo->size) break;
-        mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, head + count - 1);
+        const mscclppWaitWho who = {tailCache, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0};
+        mscclppResult_t r =
+            mscclppWaitStepWho(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_PUSH, head + count - 1, &who);
         if (r != mscclppSuccess) return r;
         /* bounded: claim anyway and wait in position order */
         if (mscclppClockNs() - start > MSCCLPP_FIFO_PRECLAIM_MAX_NS) break;
       }
+      mscclppWaitEnd(&fifo->wait, &st);
     }
   }
   MSCCLPP_FIFO_DEVICE_STAT(MSCCLPP_FIFO_STAT_CLAIM);
@@ -335,10 +344,13 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceSync(const mscclppFifoDev
    * acquire load per poll lengthened the round trip on the H200:
    * bench/HISTORY.md, the H200 FIFO run "after the first optimisation
    * round"). */
-  while (mscclppLoadRelaxedSys64(fifo->tail) <= position) {
-    mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SYNC, position);
+  uint64_t tail;
+  while ((tail = mscclppLoadRelaxedSys64(fifo->tail)) <= position) {
+    const mscclppWaitWho who = {tail, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0};
+    mscclppResult_t r = mscclppWaitStepWho(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SYNC, position, &who);
     if (r != mscclppSuccess) return r;
   }
+  mscclppWaitEnd(&fifo->wait, &st);
   return mscclppSuccess;
 }
 
@@ -351,10 +363,13 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppFifoDeviceFlush(const mscclppFifoDe
   /* Spin relaxed; once the value is seen, one acquire load of the same word
    * synchronizes with the proxy's release store of it (or a later one), so
    * what the proxy completed before publishing is visible after we return. */
-  while (mscclppLoadRelaxedSys64(fifo->completed) <= position) {
-    mscclppResult_t r = mscclppWaitStep(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_FLUSH, position);
+  uint64_t done;
+  while ((done = mscclppLoadRelaxedSys64(fifo->completed)) <= position) {
+    const mscclppWaitWho who = {done, 0, MSCCLPP_WAIT_PEER_UNKNOWN, 0};
+    mscclppResult_t r = mscclppWaitStepWho(&fifo->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_FLUSH, position, &who);
     if (r != mscclppSuccess) return r;
   }
+  mscclppWaitEnd(&fifo->wait, &st);
   (void)mscclppLoadAcquireSys64(fifo->completed);
   return mscclppSuccess;
 }

@@ -197,6 +197,7 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppUnpackPackets16(void* dst, const vo
       mscclppResult_t r = mscclppWaitStep(wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, flag);
       if (r != mscclppSuccess) return r;
     }
+    mscclppWaitEnd(wait, &st);
     uint64_t off = i * MSCCLPP_LL16_DATA_BYTES;
     uint32_t m = bytes - off < MSCCLPP_LL16_DATA_BYTES ? (uint32_t)(bytes - off) : MSCCLPP_LL16_DATA_BYTES;
     mscclppPacketScatter(d + off, (uint64_t)d0 | (uint64_t)d1 << 32, m);
@@ -229,6 +230,7 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppUnpackPackets8(void* dst, const voi
       mscclppResult_t r = mscclppWaitStep(wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, flag);
       if (r != mscclppSuccess) return r;
     }
+    mscclppWaitEnd(wait, &st);
     uint64_t off = i * MSCCLPP_LL8_DATA_BYTES;
     uint32_t m = bytes - off < MSCCLPP_LL8_DATA_BYTES ? (uint32_t)(bytes - off) : MSCCLPP_LL8_DATA_BYTES;
     mscclppPacketScatter(d + off, v, m);

@@ -51,7 +51,10 @@ typedef struct {
   uint64_t* outboundCount;
   mscclppWaitContext wait;
   uint32_t scope; /* MSCCLPP_SEMAPHORE_SCOPE_*; 0 (SYS) unless creation proved GPU enough */
-  uint32_t reserved;
+  /* The semaphore's number in its communicator's channels (1, 2, ...; 0:
+   * none, as for mscclppSemaphoreCreate's): a wait that lasts names it in
+   * its wait note (mscclppWaitNote), and the hang report names its peer. */
+  uint32_t id;
 } mscclppSemaphoreDeviceHandle;
 
 /* The two counters of one semaphore held in registers by the ONE thread
@@ -117,10 +120,12 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceSpin(const mscclppSe
                                                                  uint64_t seen, uint64_t want) {
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
   while (seen < want) {
-    mscclppResult_t r = mscclppWaitStep(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want);
+    const mscclppWaitWho who = {seen, 0, MSCCLPP_WAIT_PEER_UNKNOWN, sem->id};
+    mscclppResult_t r = mscclppWaitStepWho(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want, &who);
     if (r != mscclppSuccess) return r;
     seen = mscclppLoadRelaxedSys64(sem->inbound);
   }
+  mscclppWaitEnd(&sem->wait, &st);
   (void)mscclppSemaphoreDeviceLoadAcquire(sem);
   return mscclppSuccess;
 }
@@ -150,10 +155,13 @@ MSCCLPP_DEVICE_INLINE mscclppResult_t mscclppSemaphoreDeviceRelaxedWaitCounted(c
                                                                                mscclppSemaphoreDeviceCounts* c) {
   uint64_t want = c->consumed + 1;
   mscclppWaitState st = MSCCLPP_WAIT_STATE_INIT;
-  while (mscclppLoadRelaxedSys64(sem->inbound) < want) {
-    mscclppResult_t r = mscclppWaitStep(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want);
+  uint64_t seen;
+  while ((seen = mscclppLoadRelaxedSys64(sem->inbound)) < want) {
+    const mscclppWaitWho who = {seen, 0, MSCCLPP_WAIT_PEER_UNKNOWN, sem->id};
+    mscclppResult_t r = mscclppWaitStepWho(&sem->wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, want, &who);
     if (r != mscclppSuccess) return r;
   }
+  mscclppWaitEnd(&sem->wait, &st);
   c->consumed = want;
   return mscclppSuccess;
 }

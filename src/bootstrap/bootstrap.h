@@ -165,8 +165,10 @@ mscclppResult_t mscclppBootstrapClockSync(struct mscclppBootstrap* bs, int round
  * `table` (nranks * bytes) gets every rank's `bytes` at its rank's place and
  * present[r] says whether rank r gave them: rank 0 waits waitSec at most
  * for all (keep it below MSCCLPP_TIMEOUT, which bounds how long the others
- * wait for rank 0's answer). A collective, as allgather: every rank calls
- * it, in the same order. */
+ * wait for rank 0's answer). A collective among checks: every rank calls
+ * it, in the same order as the other checks; its tags are apart from the
+ * other collectives', so that checks that not every rank made (a revoke
+ * interrupted them) leave those in step. */
 mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const void* mine, size_t bytes, double waitSec,
                                             void* table, uint8_t* present);
 

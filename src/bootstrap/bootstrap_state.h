@@ -127,6 +127,11 @@ struct mscclppBootstrap {
   atomic_int stop;
   size_t maxPiece;
   uint32_t collSeq; /* collectives issued; their tag */
+  /* call checks issued (mscclppBootstrapGatherCheck): their tags are
+   * negative (CHECK_TAG in messages.c), apart from the collectives', so
+   * that a check some ranks began and a revoke interrupted leaves the
+   * collectives' tags equal on every rank */
+  uint32_t checkSeq;
   /* mscclppBootstrapInterrupt: operations that began before the count
    * changed fail (why: interruptWhy, under lock) */
   atomic_uint interrupts;

@@ -616,7 +616,13 @@ mscclppResult_t mscclppBootstrapGatherCheck(struct mscclppBootstrap* bs, const v
                                             void* table, uint8_t* present) {
   int n = bs->nranks, r = bs->rank;
   if (mscclppBsIsLost(bs)) return mscclppBsLostError(bs, "call check");
-  int tag = (int)(bs->collSeq++ & 0x7fffffff);
+  /* Its own counter and tags, INT32_MIN + 0 .. 2^30 - 1 (the collectives'
+   * are >= 0, the shrink's -1): only the ranks that reach a call check
+   * count it, and a revoke can stop a check that rank 0 never began. On one
+   * shared counter those ranks' later bootstrap collectives (the barrier
+   * after a revoke, say) would then use other tags than rank 0's and read
+   * its stale fingerprints as their messages. */
+  int tag = (int)(0x80000000u | (bs->checkSeq++ & 0x3fffffffu));
   const size_t verdict = (size_t)n * bytes + (size_t)n;
   uint8_t* buf = (uint8_t*)malloc(verdict);
   if (buf == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_BOOTSTRAP, "call check: out of memory");

@@ -20,13 +20,25 @@
 #define HELLO_VERSION 1u
 #define HELLO_BYTES 32
 
-/* Registered memory holding inbound counters, one line each. */
+/* What each line of an arena is, for the hang report (channel.h,
+ * mscclppChannelSemLookup). */
+struct semInfo {
+  uint32_t id;
+  int peer;
+  uint32_t kind; /* MSCCLPP_CHANNEL_KIND_* */
+  int tag;
+};
+
+/* Registered memory holding inbound counters, one line each. A new arena
+ * is published (ctx->arenas) and a line counted (used) with release order
+ * after it is filled in: the report reads them without the lock. */
 struct semArena {
   enum mscclppSemArenaKind kind;
   void* ptr;
   struct mscclppRegisteredMemory* mem;
-  uint32_t used;
+  uint32_t used; /* __atomic */
   struct semArena* next;
+  struct semInfo info[ARENA_SLOTS];
 };
 
 /* Unregistered memory of the kernels' device holding expected / outbound
@@ -56,8 +68,9 @@ struct mscclppChannelContext {
   struct semArena* arenas;
   struct counterBlock* counters;
   struct openedMem* opened;
-  struct mscclppPortExecutor* exec;
+  struct mscclppPortExecutor* exec; /* __atomic (the report reads it) */
   int live;
+  uint32_t semIds; /* semaphore ends made so far: the last id */
 };
 
 static const char* arenaKindName(enum mscclppSemArenaKind k) {
@@ -139,7 +152,11 @@ double mscclppChannelContextTimeout(const struct mscclppChannelContext* ctx) { r
 mscclppResult_t mscclppChannelContextExecutor(struct mscclppChannelContext* ctx, struct mscclppPortExecutor** exec) {
   mscclppResult_t res = mscclppSuccess;
   pthread_mutex_lock(&ctx->lock);
-  if (ctx->exec == NULL) res = mscclppPortExecutorCreate(ctx, ctx->fifoSize, &ctx->exec);
+  if (ctx->exec == NULL) {
+    struct mscclppPortExecutor* e = NULL;
+    res = mscclppPortExecutorCreate(ctx, ctx->fifoSize, &e);
+    if (res == mscclppSuccess) __atomic_store_n(&ctx->exec, e, __ATOMIC_RELEASE);
+  }
   if (res == mscclppSuccess) *exec = ctx->exec;
   pthread_mutex_unlock(&ctx->lock);
   return res;
@@ -161,9 +178,10 @@ mscclppResult_t mscclppChannelProxyStop(struct mscclppChannelContext* ctx) {
 /* ---- arenas ------------------------------------------------------------------- */
 
 /* With ctx->lock held: a fresh inbound line of `kind` and a fresh line of
- * local counters. */
+ * local counters, for a semaphore of a channel of `chanKind` to `peer` on
+ * `tag`. */
 static mscclppResult_t allocEndLocked(struct mscclppChannelContext* ctx, enum mscclppSemArenaKind kind,
-                                      struct mscclppSemEnd* end) {
+                                      uint32_t chanKind, int peer, int tag, struct mscclppSemEnd* end) {
   struct semArena* a = ctx->arenas;
   while (a != NULL && (a->kind != kind || a->used == ARENA_SLOTS)) a = a->next;
   if (a == NULL) {
@@ -186,7 +204,7 @@ static mscclppResult_t allocEndLocked(struct mscclppChannelContext* ctx, enum ms
       return res;
     }
     a->next = ctx->arenas;
-    ctx->arenas = a;
+    __atomic_store_n(&ctx->arenas, a, __ATOMIC_RELEASE);
     MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL, "new %s semaphore arena of %u lines", arenaKindName(kind), ARENA_SLOTS);
   }
   struct counterBlock* b = ctx->counters;
@@ -202,7 +220,15 @@ static mscclppResult_t allocEndLocked(struct mscclppChannelContext* ctx, enum ms
     b->next = ctx->counters;
     ctx->counters = b;
   }
-  uint64_t off = (uint64_t)a->used++ * SLOT_BYTES;
+  const uint32_t slot = a->used;
+  const uint64_t off = (uint64_t)slot * SLOT_BYTES;
+  struct semInfo* info = &a->info[slot];
+  info->id = ++ctx->semIds;
+  info->peer = peer;
+  info->kind = chanKind;
+  info->tag = tag;
+  __atomic_store_n(&a->used, slot + 1, __ATOMIC_RELEASE);
+  end->id = info->id;
   end->inboundMem = a->mem;
   end->inboundOffset = off;
   end->inboundDev = (uint64_t*)((char*)a->mem->devPtr + off);
@@ -267,9 +293,10 @@ static mscclppResult_t releaseCachedLocked(struct mscclppChannelContext* ctx, st
 
 /* ---- the creation handshake ------------------------------------------------------- */
 
-static const char* channelKindName(uint32_t k) {
+const char* mscclppChannelKindName(uint32_t k) {
   return k == MSCCLPP_CHANNEL_KIND_PORT ? "port" : k == MSCCLPP_CHANNEL_KIND_MEMORY ? "memory" : "unknown";
 }
+#define channelKindName mscclppChannelKindName
 
 /* Hello: magic u32 | version u32 | channel kind u32 | sender rank u32 |
  * semaphore offset u64 | memory record length u32 | semaphore record length
@@ -284,7 +311,7 @@ mscclppResult_t mscclppChannelExchange(struct mscclppChannelContext* ctx, struct
   mscclppResult_t res;
 
   pthread_mutex_lock(&ctx->lock);
-  res = allocEndLocked(ctx, kind, end);
+  res = allocEndLocked(ctx, kind, channelKind, peer, tag, end);
   pthread_mutex_unlock(&ctx->lock);
   if (res != mscclppSuccess) return res;
 
@@ -368,4 +395,31 @@ mscclppResult_t mscclppChannelRelease(struct mscclppChannelContext* ctx, struct 
   pthread_mutex_unlock(&ctx->lock);
   peer->mem = peer->semMem = NULL;
   return res != mscclppSuccess ? res : r2;
+}
+
+/* ---- the hang report ---------------------------------------------------------------- */
+
+int mscclppChannelSemLookup(const struct mscclppChannelContext* ctx, uint32_t id, struct mscclppChannelSemInfo* out) {
+  if (ctx == NULL || id == 0) return 0;
+  for (const struct semArena* a = __atomic_load_n(&ctx->arenas, __ATOMIC_ACQUIRE); a != NULL; a = a->next) {
+    const uint32_t used = __atomic_load_n(&a->used, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < used && i < ARENA_SLOTS; i++) {
+      if (a->info[i].id != id) continue;
+      out->peer = a->info[i].peer;
+      out->kind = a->info[i].kind;
+      out->tag = a->info[i].tag;
+      /* device memory of a GPU is not the host's to read */
+      out->inboundHost = a->kind != MSCCLPP_SEM_ARENA_DEVICE || ctx->device < 0
+                             ? (const uint64_t*)(const void*)((const char*)a->ptr + (size_t)i * SLOT_BYTES)
+                             : NULL;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void mscclppChannelReportProxy(const struct mscclppChannelContext* ctx, const struct mscclppReportRecord* rec) {
+  if (ctx == NULL) return;
+  const struct mscclppPortExecutor* e = __atomic_load_n(&ctx->exec, __ATOMIC_ACQUIRE);
+  if (e != NULL) mscclppPortExecutorReport(e, rec);
 }

@@ -76,6 +76,7 @@ struct mscclppSemEnd {
   uint64_t* inboundDev;       /* as kernels see it */
   uint64_t* expectedDev;      /* local counter block */
   uint64_t* outboundCountDev; /* local counter block */
+  uint32_t id;                /* the semaphore's number in the context (1, 2, ...): its handle's id */
   /* the peer's inbound line, opened here */
   struct mscclppRegisteredMemory* remoteMem;
   uint64_t remoteOffset;
@@ -103,6 +104,33 @@ mscclppResult_t mscclppChannelExchange(struct mscclppChannelContext* ctx, struct
 /* Drop the references mscclppChannelExchange took (closing opened memories
  * no channel uses any more) and count the channel out. */
 mscclppResult_t mscclppChannelRelease(struct mscclppChannelContext* ctx, struct mscclppChannelPeerInfo* peer);
+
+/* ---- the hang report (core/report.h): read from a signal handler ----------------
+ * These read the context without locks and call only async-signal-safe
+ * functions; the context must stay alive while they run (its communicator
+ * detaches its report source before destroying it). */
+
+/* What semaphore `id` (a handle's id) is: its channel's peer, kind
+ * (MSCCLPP_CHANNEL_KIND_*) and tag, and its inbound counter if this
+ * process's host can read it (NULL for device memory). 0 when the id is
+ * unknown. */
+struct mscclppChannelSemInfo {
+  int peer;
+  uint32_t kind;
+  int tag;
+  const uint64_t* inboundHost;
+};
+int mscclppChannelSemLookup(const struct mscclppChannelContext* ctx, uint32_t id, struct mscclppChannelSemInfo* out);
+/* "port", "memory" */
+const char* mscclppChannelKindName(uint32_t kind);
+
+/* Report lines of the port channels' proxy (port_channel.c): its FIFO's
+ * counters and first pending triggers decoded. Nothing without a port
+ * channel executor. */
+struct mscclppReportRecord;
+struct mscclppPortExecutor;
+void mscclppChannelReportProxy(const struct mscclppChannelContext* ctx, const struct mscclppReportRecord* rec);
+void mscclppPortExecutorReport(const struct mscclppPortExecutor* exec, const struct mscclppReportRecord* rec);
 
 /* The context's fields the channel files read. */
 struct mscclppAbort* mscclppChannelContextAbort(struct mscclppChannelContext* ctx);

@@ -154,6 +154,7 @@ mscclppResult_t mscclppMemoryChannelBuild(struct mscclppChannelContext* ctx, str
   h->sem.expected = end.expectedDev;
   h->sem.outbound = (uint64_t*)((char*)ch->peer.semMem->devPtr + ch->peer.semOffset);
   h->sem.outboundCount = end.outboundCountDev;
+  h->sem.id = end.id;
   mscclppAbortWaitContext(mscclppChannelContextAbort(ctx), mscclppChannelContextTimeout(ctx), 1, &h->sem.wait);
   h->sem.scope = gpuScope ? MSCCLPP_SEMAPHORE_SCOPE_GPU : MSCCLPP_SEMAPHORE_SCOPE_SYS;
   MSCCLPP_INFO(MSCCLPP_LOG_CHANNEL,

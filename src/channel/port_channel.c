@@ -37,6 +37,7 @@
 #include "channel/channel.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
 #include "proxy/fifo.h"
@@ -49,6 +50,7 @@ struct portSem {
   struct mscclppRegisteredMemory* remote;
   uint64_t remoteOffset;
   uint32_t connIndex;
+  int peer;          /* conn's remote rank + 1 (0: never used), for the hang report (which reads no connection) */
   uint64_t outbound; /* proxy thread */
 };
 
@@ -205,6 +207,70 @@ static mscclppResult_t execProgress(void* arg, int* allDone) {
   return mscclppSuccess;
 }
 
+/* ---- the hang report ------------------------------------------------------------------- */
+
+/* How many pending triggers the report decodes. */
+#define REPORT_TRIGGERS 4
+
+static const char* triggerOpName(uint32_t op) {
+  static const char* const names[MSCCLPP_TRIGGER_BUILTIN_MASK + 1] = {
+      "none",         "put",          "signal",          "put+signal",
+      "flush",        "put+flush",    "signal+flush",    "put+signal+flush",
+      "inline",       "put+inline",   "inline+signal",   "put+inline+signal",
+      "inline+flush", "put+inline+flush", "inline+signal+flush", "put+inline+signal+flush"};
+  return op <= MSCCLPP_TRIGGER_BUILTIN_MASK ? names[op] : "user";
+}
+
+/* channel.h. Runs in a signal handler: loads only. The tables change only
+ * while the proxy is stopped and under e->lock, which this does not take: a
+ * half-changed entry gives a wrong number in a report, never a bad
+ * pointer (no connection or memory is dereferenced). */
+void mscclppPortExecutorReport(const struct mscclppPortExecutor* e, const struct mscclppReportRecord* rec) {
+  const struct mscclppFifo* f = e->fifo;
+  uint64_t tail = 0, completed = 0, head = 0;
+  int headKnown = 0;
+  mscclppFifoSnapshot(f, &tail, &completed, &head, &headKnown);
+  /* the pushed triggers from the tail on, by their commit bits (a GPU's
+   * head is in device memory) */
+  mscclppTrigger first[REPORT_TRIGGERS];
+  uint64_t pending = 0;
+  for (mscclppTrigger t; pending < f->size && mscclppFifoPeek(f, tail + pending, &t); pending++)
+    if (pending < REPORT_TRIGGERS) first[pending] = t;
+  struct mscclppReportLine l;
+  mscclppReportLineStart(&l, rec);
+  mscclppReportLineStr(&l, "proxy", "port");
+  mscclppReportLineStr(&l, "state", __atomic_load_n(&e->running, __ATOMIC_RELAXED) ? "running" : "stopped");
+  mscclppReportLineU(&l, "tail", tail);
+  if (headKnown) mscclppReportLineU(&l, "head", head);
+  mscclppReportLineU(&l, "completed", completed);
+  mscclppReportLineU(&l, "pending", pending);
+  mscclppReportLineEmit(&l);
+  for (uint64_t i = 0; i < pending && i < REPORT_TRIGGERS; i++) {
+    mscclppTriggerFields fl;
+    mscclppTriggerUnpack(&first[i], &fl);
+    uint64_t bytes = fl.size;
+    if (fl.op & MSCCLPP_TRIGGER_INLINE) {
+      uint64_t data;
+      uint32_t n;
+      mscclppTriggerUnpackInline(&first[i], &data, &n);
+      bytes = n;
+    } else if (!(fl.op & MSCCLPP_TRIGGER_DATA)) {
+      bytes = 0;
+    }
+    mscclppReportLineStart(&l, rec);
+    mscclppReportLineU(&l, "trigger", tail + i);
+    mscclppReportLineStr(&l, "op", triggerOpName(fl.op));
+    mscclppReportLineU(&l, "chan", fl.semaphoreId);
+    const int peer =
+        fl.semaphoreId < (uint32_t)MAX_SEMS ? __atomic_load_n(&e->sems[fl.semaphoreId].peer, __ATOMIC_RELAXED) : 0;
+    if (peer > 0) mscclppReportLineI(&l, "peer", peer - 1);
+    mscclppReportLineU(&l, "bytes", bytes);
+    if (fl.op & (MSCCLPP_TRIGGER_DATA | MSCCLPP_TRIGGER_INLINE)) mscclppReportLineU(&l, "dst", fl.dstMemoryId);
+    if (fl.op & MSCCLPP_TRIGGER_DATA) mscclppReportLineU(&l, "src", fl.srcMemoryId);
+    mscclppReportLineEmit(&l);
+  }
+}
+
 /* ---- the executor ---------------------------------------------------------------------- */
 
 mscclppResult_t mscclppPortExecutorCreate(struct mscclppChannelContext* ctx, int fifoSize,
@@ -341,6 +407,7 @@ static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclp
   s->remote = remote;
   s->remoteOffset = remoteOffset;
   s->connIndex = (uint32_t)connSlot;
+  s->peer = conn->remoteRank + 1;
   s->outbound = 0;
   *id = (uint32_t)semSlot;
   return mscclppSuccess;
@@ -358,7 +425,9 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
     e->anyProgress = 0;
     for (int i = 0; i < e->connEnd; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
   }
+  const int peer = s->peer; /* the hang report still names it for triggers pushed before */
   memset(s, 0, sizeof(*s));
+  s->peer = peer;
 }
 
 /* ---- port channels --------------------------------------------------------------------- */
@@ -500,6 +569,7 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   h->inbound.expected = end.expectedDev;
   h->inbound.outbound = NULL;
   h->inbound.outboundCount = NULL;
+  h->inbound.id = end.id;
   mscclppAbortWaitContext(e->abort, mscclppChannelContextTimeout(ctx), 1, &h->inbound.wait);
   h->semaphoreId = semId;
   h->dst = dstId;

@@ -27,7 +27,9 @@ mscclppResult_t mscclppCommChannelsOf(struct mscclppComm* comm, struct mscclppMe
     cfg.device = comm->device;
     cfg.timeoutSec = comm->params.timeout;
     cfg.fifoSize = (int)comm->params.fifoSize;
-    res = mscclppChannelContextCreate(&cfg, &comm->channels);
+    struct mscclppChannelContext* made = NULL;
+    res = mscclppChannelContextCreate(&cfg, &made);
+    if (res == mscclppSuccess) __atomic_store_n(&comm->channels, made, __ATOMIC_RELEASE); /* comm_report.c reads it */
   }
   if (res == mscclppSuccess) *out = comm->channels;
   pthread_mutex_unlock(&comm->lazyLock);
@@ -44,7 +46,7 @@ mscclppResult_t mscclppCommChannelsRelease(struct mscclppComm* comm) {
                      comm->rank);
   } else if (comm->channels != NULL) {
     res = mscclppChannelContextDestroy(comm->channels);
-    comm->channels = NULL;
+    comm->channels = NULL; /* the hang report's source was detached before (comm.c) */
   }
   pthread_mutex_unlock(&comm->lazyLock);
   return res;

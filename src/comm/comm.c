@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/report.h"
 #include "core/trace.h"
+#include "gpu/abort.h"
 #include "memory/memory.h"
 #include "mscclpp/seed.h"
 
@@ -89,6 +90,7 @@ static mscclppResult_t fromBootstrap(const struct mscclppParams* params, struct 
   comm->id = mscclppBootstrapJobHash(bs);
   comm->traced = traced;
   comm->report = mscclppReportOpen(&comm->params, comm->rank, comm->nranks, comm->id);
+  mscclppCommReportAttach(comm);
   mscclppBootstrapLocalInfo(comm->bootstrap, &comm->localRank, &comm->localNranks);
   MSCCLPP_INFO(MSCCLPP_LOG_INIT, "communicator created: rank %d of %d, local rank %d of %d (%s)", comm->rank,
                comm->nranks, comm->localRank, comm->localNranks, source);
@@ -190,10 +192,20 @@ mscclppResult_t mscclppCommInitFromEnv(mscclppComm_t* comm) {
 mscclppResult_t mscclppCommDestroy(mscclppComm_t comm) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommDestroy"));
   uint64_t t0 = mscclppTraceBegin();
-  if (comm->collRelease != NULL) comm->collRelease(comm);       /* collectives' channels and scratch */
-  mscclppSeedRelease(comm);                                     /* the seed API's connections are the comm's */
-  MSCCLPP_RETURN_ON_ERROR(mscclppCommChannelsRelease(comm));    /* refuses while channels live */
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemContextDestroy(comm->mem)); /* refuses while memory or connections live */
+  /* a kernel's error not read yet becomes the first error now, its hang
+   * report with this communicator's details; then the report reads no more
+   * of it (a refusal below attaches again) */
+  struct mscclppAbort* abort = __atomic_load_n(&comm->abort, __ATOMIC_ACQUIRE);
+  if (abort != NULL) (void)mscclppAbortPollDevice(abort);
+  mscclppCommReportDetach(comm);
+  if (comm->collRelease != NULL) comm->collRelease(comm); /* collectives' channels and scratch */
+  mscclppSeedRelease(comm);                               /* the seed API's connections are the comm's */
+  mscclppResult_t res = mscclppCommChannelsRelease(comm); /* refuses while channels live */
+  if (res == mscclppSuccess) res = mscclppMemContextDestroy(comm->mem); /* refuses while memory or connections live */
+  if (res != mscclppSuccess) {
+    mscclppCommReportAttach(comm);
+    return res;
+  }
   mscclppCommAbortRelease(comm); /* after the memory layer's waits and the proxy are gone */
   mscclppBootstrapDestroy(comm->bootstrap);
   if (t0 != 0)

@@ -147,4 +147,12 @@ void mscclppCommAbortRelease(struct mscclppComm* comm);
 /* The first error of the abort object, else the bootstrap's lost peer. */
 mscclppResult_t mscclppCommAsyncError(struct mscclppComm* comm, mscclppResult_t* error);
 
+/* comm/comm_report.c. The hang report's details of comm (its device-side
+ * waits, its proxy's queue): attached to its record at creation, detached
+ * (waiting for reports being written) before destruction frees anything.
+ * They read comm->abort and comm->channels, which are therefore stored
+ * with release order once made. */
+void mscclppCommReportAttach(struct mscclppComm* comm);
+void mscclppCommReportDetach(struct mscclppComm* comm);
+
 #endif /* MSCCLPP_SRC_COMM_COMM_H_ */

@@ -6,7 +6,9 @@
  *    borrow its parent's;
  *  - a watcher thread that turns a peer lost by the bootstrap into an abort,
  *    so that kernels and proxy waits on the surviving ranks return within
- *    about WATCH_PERIOD_NS instead of running into the timeout;
+ *    about WATCH_PERIOD_NS instead of running into the timeout, and a
+ *    kernel's error word into the first error (and its hang report) when
+ *    no proxy thread reads it;
  *  - the asynchronous error the application reads;
  *  - revoke: the abort raised and the bootstrap interrupted by the
  *    application, and whether calls are still running.
@@ -20,6 +22,7 @@
 #include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "gpu/abort.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_ipc.h"
@@ -39,6 +42,10 @@ static void* watchMain(void* arg) {
       mscclppAbortRaiseLogged(comm->abort, mscclppRemoteError); /* the bootstrap logged the loss */
       told = 1;
     }
+    /* a kernel's error word (a device-side timeout, say) becomes the first
+     * error here, with the hang report it writes, even when no proxy thread
+     * runs to read it */
+    if (!told && mscclppAbortPollDevice(comm->abort) != mscclppSuccess) told = 1;
     if (!told && mscclppAbortIsRaised(comm->abort)) told = 1;
     struct timespec ts = {0, WATCH_PERIOD_NS};
     nanosleep(&ts, NULL);
@@ -54,12 +61,13 @@ static mscclppResult_t abortLocked(struct mscclppComm* comm) {
     device = MSCCLPP_HOST_BACKEND_DEVICE;
   struct mscclppAbort* abort = NULL;
   MSCCLPP_RETURN_ON_ERROR(mscclppAbortCreate(device, &abort));
-  comm->abort = abort;
   comm->device = device;
+  __atomic_store_n(&comm->abort, abort, __ATOMIC_RELEASE); /* the hang report reads it (comm_report.c) */
   __atomic_store_n(&comm->watcherStop, 0, __ATOMIC_RELEASE);
   int err = pthread_create(&comm->watcher, NULL, watchMain, comm);
   if (err != 0) {
-    comm->abort = NULL;
+    __atomic_store_n(&comm->abort, (struct mscclppAbort*)NULL, __ATOMIC_RELEASE);
+    mscclppReportSync();
     mscclppAbortDestroy(abort);
     return mscclppErr(mscclppSystemError, MSCCLPP_LOG_INIT, "cannot start the peer-loss watcher: %s", strerror(err));
   }
@@ -87,9 +95,9 @@ mscclppResult_t mscclppCommBorrowAbort(struct mscclppComm* child, struct mscclpp
                      "rank %d: the communicator already has its own abort object; it cannot share rank %d's",
                      child->rank, parent->rank);
   } else {
-    child->abort = abort;
     child->abortBorrowed = 1;
     child->device = parent->device;
+    __atomic_store_n(&child->abort, abort, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&child->lazyLock);
   return res;

@@ -4,7 +4,11 @@
  * the writer. The writer runs in a signal handler, so it formats into stack
  * buffers by hand and calls nothing but write(2) and clock_gettime(2), both
  * async-signal-safe; it takes no lock (a handler that interrupts a thread
- * holding one would deadlock).
+ * holding one would deadlock). The records' sources (report.h) run inside
+ * it under the same rules. A writer counts itself in `writers` for its
+ * whole run, so that mscclppReportSync can tell when nothing a source
+ * unpublished is read any more (a count, not a lock: a handler that
+ * interrupts the thread in Sync finishes before Sync goes on).
  */
 #include "core/report.h"
 
@@ -22,20 +26,16 @@
 static struct mscclppReportRecord pool[MSCCLPP_REPORT_RECORDS];
 static int reportAllErrors;    /* __atomic: some communicator was made with MSCCLPP_REPORT=1 */
 static int handlerState;       /* __atomic: 0 not tried, 1 installed, 2 refused (another handler) */
+static int writers;            /* __atomic: reports being written now */
 
 /* ---- formatting into a line, by hand ---- */
 
-struct line {
-  char buf[512];
-  size_t len;
-};
-
-static void put(struct line* l, const char* s) {
+static void put(struct mscclppReportLine* l, const char* s) {
   if (s == NULL) s = "?";
   for (; *s != '\0' && l->len < sizeof(l->buf) - 1; s++) l->buf[l->len++] = (*s == '\n' || *s == '\r') ? ' ' : *s;
 }
 
-static void putU(struct line* l, uint64_t v) {
+static void putU(struct mscclppReportLine* l, uint64_t v) {
   char tmp[24];
   int n = 0;
   do {
@@ -45,7 +45,7 @@ static void putU(struct line* l, uint64_t v) {
   while (n > 0 && l->len < sizeof(l->buf) - 1) l->buf[l->len++] = tmp[--n];
 }
 
-static void putI(struct line* l, int64_t v) {
+static void putI(struct mscclppReportLine* l, int64_t v) {
   if (v < 0) {
     put(l, "-");
     putU(l, (uint64_t)0 - (uint64_t)v);
@@ -54,20 +54,20 @@ static void putI(struct line* l, int64_t v) {
   }
 }
 
-static void putHex(struct line* l, uint64_t v) {
+static void putHex(struct mscclppReportLine* l, uint64_t v) {
   static const char digits[] = "0123456789abcdef";
   put(l, "0x");
   for (int i = 15; i >= 0 && l->len < sizeof(l->buf) - 1; i--) l->buf[l->len++] = digits[(v >> (4 * i)) & 15];
 }
 
 /* The line's prefix: "mscclpp-report: pid=P ". */
-static void start(struct line* l, int64_t pid) {
+static void start(struct mscclppReportLine* l, int64_t pid) {
   l->len = 0;
   put(l, MSCCLPP_REPORT_PREFIX "pid=");
   putI(l, pid);
 }
 
-static void emit(struct line* l) {
+static void emit(struct mscclppReportLine* l) {
   l->buf[l->len++] = '\n'; /* put() leaves room for it */
   size_t off = 0;
   while (off < l->len) {
@@ -84,10 +84,66 @@ static uint64_t nowNs(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- lines for sources ---- */
+
+void mscclppReportLineStart(struct mscclppReportLine* l, const struct mscclppReportRecord* rec) {
+  struct mscclppReportLine* m = l;
+  start(m, (int64_t)getpid());
+  put(m, " comm=");
+  putHex(m, __atomic_load_n(&rec->commId, __ATOMIC_RELAXED));
+  put(m, " rank=");
+  putI(m, __atomic_load_n(&rec->rank, __ATOMIC_RELAXED));
+}
+
+void mscclppReportLineStr(struct mscclppReportLine* l, const char* key, const char* value) {
+  struct mscclppReportLine* m = l;
+  put(m, " ");
+  put(m, key);
+  put(m, "=");
+  put(m, value);
+}
+
+void mscclppReportLineU(struct mscclppReportLine* l, const char* key, uint64_t value) {
+  struct mscclppReportLine* m = l;
+  put(m, " ");
+  put(m, key);
+  put(m, "=");
+  putU(m, value);
+}
+
+void mscclppReportLineI(struct mscclppReportLine* l, const char* key, int64_t value) {
+  struct mscclppReportLine* m = l;
+  put(m, " ");
+  put(m, key);
+  put(m, "=");
+  putI(m, value);
+}
+
+const char* mscclppReportKindOf(const struct mscclppReportRecord* rec, uint64_t seq) {
+  uint64_t issued = __atomic_load_n(&rec->issuedSeq, __ATOMIC_RELAXED);
+  if (seq == 0 || seq > issued || issued - seq >= MSCCLPP_REPORT_KINDS) return NULL;
+  return __atomic_load_n(&rec->kinds[seq % MSCCLPP_REPORT_KINDS], __ATOMIC_RELAXED);
+}
+
+void mscclppReportLineCall(struct mscclppReportLine* l, const char* key, const struct mscclppReportRecord* rec,
+                           uint64_t seq) {
+  const char* kind = mscclppReportKindOf(rec, seq);
+  struct mscclppReportLine* m = l;
+  put(m, " ");
+  put(m, key);
+  put(m, "=");
+  put(m, seq == 0 ? "none" : kind != NULL ? kind : "?");
+  put(m, "#");
+  putU(m, seq);
+}
+
+void mscclppReportLineEmit(struct mscclppReportLine* l) { emit(l); }
+
 void mscclppReportWrite(const char* why, const char* detail) {
   int saved = errno;
+  __atomic_add_fetch(&writers, 1, __ATOMIC_SEQ_CST); /* before any source is read (mscclppReportSync) */
   const int64_t pid = (int64_t)getpid();
-  struct line l;
+  struct mscclppReportLine l;
   int n = 0;
   for (int i = 0; i < MSCCLPP_REPORT_RECORDS; i++) n += __atomic_load_n(&pool[i].used, __ATOMIC_ACQUIRE) == 1;
   start(&l, pid);
@@ -138,9 +194,16 @@ void mscclppReportWrite(const char* why, const char* detail) {
     put(&l, " peer=");
     putI(&l, __atomic_load_n(&r->waitPeer, __ATOMIC_RELAXED));
     put(&l, " sem=");
-    put(&l, __atomic_load_n(&r->waitSem, __ATOMIC_RELAXED));
+    putU(&l, __atomic_load_n(&r->waitSem, __ATOMIC_RELAXED));
+    put(&l, " chan=");
+    put(&l, __atomic_load_n(&r->waitChan, __ATOMIC_RELAXED));
     put(&l, " expect=");
     putU(&l, __atomic_load_n(&r->waitExpect, __ATOMIC_RELAXED));
+    const uint64_t* counter = __atomic_load_n(&r->waitCounter, __ATOMIC_RELAXED);
+    if (counter != NULL) {
+      put(&l, " has=");
+      putU(&l, __atomic_load_n(counter, __ATOMIC_RELAXED));
+    }
     put(&l, " call=");
     put(&l, issued == 0 || kind == NULL ? "none" : kind);
     put(&l, "#");
@@ -151,10 +214,46 @@ void mscclppReportWrite(const char* why, const char* detail) {
     putU(&l, __atomic_load_n(&r->waitTimeoutMs, __ATOMIC_RELAXED));
     emit(&l);
   }
+  /* the details, once every record's own lines are out */
+  for (int i = 0; i < MSCCLPP_REPORT_RECORDS; i++) {
+    const struct mscclppReportRecord* r = &pool[i];
+    if (__atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1) continue;
+    mscclppReportSource fn = __atomic_load_n(&r->source, __ATOMIC_SEQ_CST);
+    void* arg = __atomic_load_n(&r->sourceArg, __ATOMIC_SEQ_CST);
+    if (fn != NULL && arg != NULL) fn(arg, r);
+  }
   start(&l, pid);
   put(&l, " end");
   emit(&l);
+  __atomic_sub_fetch(&writers, 1, __ATOMIC_SEQ_CST);
   errno = saved;
+}
+
+void mscclppReportAttach(struct mscclppReportRecord* rec, mscclppReportSource fn, void* arg) {
+  if (rec == NULL) return;
+  __atomic_store_n(&rec->source, (mscclppReportSource)NULL, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&rec->sourceArg, arg, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&rec->source, fn, __ATOMIC_SEQ_CST);
+}
+
+void mscclppReportDetach(struct mscclppReportRecord* rec) {
+  if (rec == NULL) return;
+  __atomic_store_n(&rec->source, (mscclppReportSource)NULL, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&rec->sourceArg, (void*)NULL, __ATOMIC_SEQ_CST);
+  mscclppReportSync();
+}
+
+void mscclppReportSync(void) {
+  /* seq_cst with the writers' increment: a writer that did not see the
+   * unpublished pointer is counted here, one that comes later cannot see
+   * it. A writer blocked in write(2) (nobody reads stderr) would hold this
+   * forever: after about 2 s it is given up on. */
+  for (int i = 0; i < 2000 && __atomic_load_n(&writers, __ATOMIC_SEQ_CST) != 0; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (__atomic_load_n(&writers, __ATOMIC_SEQ_CST) != 0)
+    MSCCLPP_WARN(MSCCLPP_LOG_INIT, "hang report: a report still being written after 2 s (stderr blocked?); going on");
 }
 
 static void onReportSignal(int sig) {
@@ -215,6 +314,10 @@ struct mscclppReportRecord* mscclppReportOpen(const struct mscclppParams* params
     __atomic_store_n(&r->completedSeq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&r->failedSeq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&r->waiting, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->waitCounter, (const uint64_t*)NULL, __ATOMIC_RELAXED);
+    for (int k = 0; k < MSCCLPP_REPORT_KINDS; k++) __atomic_store_n(&r->kinds[k], (const char*)NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->source, (mscclppReportSource)NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->sourceArg, (void*)NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&r->used, 1u, __ATOMIC_RELEASE);
     return r;
   }
@@ -224,7 +327,9 @@ struct mscclppReportRecord* mscclppReportOpen(const struct mscclppParams* params
 }
 
 void mscclppReportClose(struct mscclppReportRecord* rec) {
-  if (rec != NULL) __atomic_store_n(&rec->used, 0u, __ATOMIC_RELEASE);
+  if (rec == NULL) return;
+  mscclppReportDetach(rec);
+  __atomic_store_n(&rec->used, 0u, __ATOMIC_RELEASE);
 }
 
 void mscclppReportOnAbort(mscclppResult_t code, const char* text) {

@@ -43,7 +43,28 @@ void mscclppHostWaitBackoff(uint64_t waitedNs) {
   nanosleep(&ts, NULL);
 }
 
+/* The host-mapped page: the flag (line 0), the device error word and its
+ * second value (line 1), the host waiters' claim (line 2), the wait board
+ * (mscclppWaitNote: MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD bytes after the error
+ * word). */
 #define ABORT_MAPPED_BYTES 4096
+_Static_assert(MSCCLPP_CACHE_LINE + MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD >= 3 * MSCCLPP_CACHE_LINE &&
+                   MSCCLPP_CACHE_LINE + MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD +
+                           MSCCLPP_WAIT_BOARD_NOTES * sizeof(mscclppWaitNote) <=
+                       ABORT_MAPPED_BYTES &&
+                   MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD % MSCCLPP_CACHE_LINE == 0,
+               "the wait board lies in the abort object's page, after its three lines, on line boundaries");
+
+uint32_t mscclppHostThreadNumber(void) {
+  static uint32_t next;
+  static __thread uint32_t mine;
+  if (mine == 0) mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+  return mine;
+}
+
+const mscclppWaitNote* mscclppAbortWaitBoard(const struct mscclppAbort* abort) {
+  return (const mscclppWaitNote*)((const char*)abort->errorWordHost + MSCCLPP_WAIT_BOARD_FROM_ERROR_WORD);
+}
 
 mscclppResult_t mscclppAbortCreate(int device, mscclppAbort_t* abort) {
   if (abort == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppAbortCreate: abort is NULL");

@@ -72,6 +72,11 @@ mscclppResult_t mscclppAbortPollDevice(struct mscclppAbort* abort);
 void mscclppAbortWaitContext(const struct mscclppAbort* abort, double timeoutSec, int deviceView,
                              mscclppWaitContext* ctx);
 
+/* The wait board (mscclpp/device.h, mscclppWaitNote) as the host reads it:
+ * MSCCLPP_WAIT_BOARD_NOTES notes, read with relaxed loads (the hang report
+ * reads them from a signal handler). */
+const mscclppWaitNote* mscclppAbortWaitBoard(const struct mscclppAbort* abort);
+
 /* Text for a device error word and its second value ("FIFO full for 30 s at
  * position 12"). */
 void mscclppDeviceErrorDescribe(uint64_t word, uint64_t second, char* buf, size_t len);

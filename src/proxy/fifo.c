@@ -121,6 +121,24 @@ mscclppResult_t mscclppFifoPending(struct mscclppFifo* f, uint64_t* pending) {
   return mscclppSuccess;
 }
 
+void mscclppFifoSnapshot(const struct mscclppFifo* f, uint64_t* tail, uint64_t* completed, uint64_t* head,
+                         int* headKnown) {
+  *tail = __atomic_load_n(f->tailHost, __ATOMIC_ACQUIRE);
+  *completed = __atomic_load_n(f->completedHost, __ATOMIC_ACQUIRE);
+  *headKnown = f->device < 0; /* device memory is host memory there */
+  *head = *headKnown ? __atomic_load_n(f->headDev, __ATOMIC_ACQUIRE) : 0;
+}
+
+int mscclppFifoPeek(const struct mscclppFifo* f, uint64_t pos, mscclppTrigger* trigger) {
+  uint64_t w0, w1;
+  mscclppTriggerLoad(f->slotsHost + 2 * (pos & (f->size - 1)), &w0, &w1);
+  uint64_t want = (((pos >> f->sizeLog2) & 1u) ^ 1u) << 63;
+  if (((w0 ^ want) | (w1 ^ want)) & MSCCLPP_TRIGGER_COMMIT_BIT) return 0;
+  trigger->value[0] = w0 & ~MSCCLPP_TRIGGER_COMMIT_BIT;
+  trigger->value[1] = w1 & ~MSCCLPP_TRIGGER_COMMIT_BIT;
+  return 1;
+}
+
 mscclppResult_t mscclppFifoDestroy(mscclppFifo_t fifo) {
   if (fifo == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_PROXY, "mscclppFifoDestroy: fifo is NULL");
   if (__atomic_load_n(&fifo->attached, __ATOMIC_ACQUIRE))

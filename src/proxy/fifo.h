@@ -98,6 +98,18 @@ static inline void mscclppFifoHostComplete(struct mscclppFifo* f, uint64_t end) 
  * read without waiting for running kernels. */
 mscclppResult_t mscclppFifoPending(struct mscclppFifo* f, uint64_t* pending);
 
+/* ---- for the hang report: loads only, no lock, no CUDA call (a signal
+ * handler calls them) ---- */
+
+/* The published counters: tail (taken by the consumer), completed, and the
+ * head (claimed by pushers) where the host can read it (host backend;
+ * *headKnown = 0 on a GPU, whose head is in device memory). */
+void mscclppFifoSnapshot(const struct mscclppFifo* f, uint64_t* tail, uint64_t* completed, uint64_t* head,
+                         int* headKnown);
+/* 1 and *trigger (commit bits cleared) when position `pos` (>= the tail)
+ * holds a pushed trigger not yet taken; 0 otherwise. */
+int mscclppFifoPeek(const struct mscclppFifo* f, uint64_t pos, mscclppTrigger* trigger);
+
 #ifdef __cplusplus
 }
 #endif

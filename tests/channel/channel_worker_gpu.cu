@@ -131,6 +131,7 @@ __device__ mscclppResult_t portOp(mscclppPortChannelDeviceHandle* hp, int op, ui
         r = mscclppWaitStep(&h.inbound.wait, &st, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, 0);
         if (r != mscclppSuccess) break;
       }
+      if (r == mscclppSuccess) mscclppWaitEnd(&h.inbound.wait, &st);
     } else {
       r = mscclppPortChannelDeviceWait(&h);
     }

@@ -7,7 +7,12 @@
  * allreduce #57, rank 3 in allgather #57: the ranks called different
  * collectives". A rank whose last call is below S: "rank 3 never entered
  * allreduce #57 (its last call was broadcast #56, completed)". A rank of
- * the communicator with no report: named. Then each published wait.
+ * the communicator with no report: named. Then what each rank waits for,
+ * its host's wait and its kernels' (the wait board's notes), with the
+ * peer's own last call: "rank 2 waits in allreduce #57 for a data signal
+ * from rank 3 on semaphore 5 (expected 58, has 57) for 2001 ms; rank 3's
+ * last call was broadcast #56 (completed)". Then each rank's proxy with
+ * triggers pending.
  */
 #include "run/report.h"
 
@@ -19,6 +24,23 @@
 #define PREFIX "mscclpp-report: "
 #define MAX_COMMS 8 /* per rank */
 
+#define MAX_DEVWAITS 8 /* per communicator and rank: distinct device waits kept */
+#define MAX_TRIGGERS 4
+
+/* A device-side wait (a devwait line). */
+struct devWait {
+  char what[16], state[16], chan[16], callKind[32];
+  int peer; /* -1: unknown */
+  uint64_t sem, expect, has, call, waitedMs;
+  int hasKnown;
+};
+
+struct trigger {
+  uint64_t pos, chan, bytes;
+  int peer;
+  char op[32];
+};
+
 struct commState {
   uint64_t id;
   int rank, nranks;
@@ -26,9 +48,15 @@ struct commState {
   uint64_t issued, completed;
   char state[16];
   int hasWait;
-  char waitWhat[16], waitSem[16];
-  int waitPeer;
-  uint64_t waitExpect, waitedMs;
+  char waitWhat[16], waitChan[16];
+  int waitPeer, waitHasKnown;
+  uint64_t waitSem, waitExpect, waitHas, waitedMs;
+  int ndev;
+  struct devWait dev[MAX_DEVWAITS];
+  int hasProxy, ntrig;
+  char proxyState[16];
+  uint64_t proxyTail, proxyPending;
+  struct trigger trig[MAX_TRIGGERS];
 };
 
 struct rankReports {
@@ -128,7 +156,7 @@ int runReportsLine(struct runReports* rr, int rank, const char* text, size_t len
       *hash = '\0';
       snprintf(c->kind, sizeof(c->kind), "%s", t);
       uint64_t issued = strtoull(hash + 1, NULL, 10);
-      if (issued != c->issued) c->hasWait = 0;
+      if (issued != c->issued) c->hasWait = c->ndev = 0; /* waits of an earlier call */
       c->issued = issued;
     }
     if (fieldU(line, "nranks", &v)) c->nranks = (int)v;
@@ -136,10 +164,58 @@ int runReportsLine(struct runReports* rr, int rank, const char* text, size_t len
     field(line, "state", c->state, sizeof(c->state));
   } else if (field(line, "wait", c->waitWhat, sizeof(c->waitWhat))) {
     c->hasWait = 1;
-    field(line, "sem", c->waitSem, sizeof(c->waitSem));
+    c->waitSem = 0;
+    fieldU(line, "sem", &c->waitSem);
+    if (!field(line, "chan", c->waitChan, sizeof(c->waitChan))) c->waitChan[0] = '\0';
     if (field(line, "peer", t, sizeof(t))) c->waitPeer = atoi(t);
     fieldU(line, "expect", &c->waitExpect);
+    c->waitHasKnown = fieldU(line, "has", &c->waitHas);
     fieldU(line, "waited_ms", &c->waitedMs);
+  } else if (field(line, "devwait", t, sizeof(t))) {
+    struct devWait d;
+    memset(&d, 0, sizeof(d));
+    field(line, "devwait", d.what, sizeof(d.what));
+    field(line, "state", d.state, sizeof(d.state));
+    field(line, "chan", d.chan, sizeof(d.chan));
+    d.peer = field(line, "peer", t, sizeof(t)) ? atoi(t) : -1;
+    fieldU(line, "sem", &d.sem);
+    fieldU(line, "expect", &d.expect);
+    d.hasKnown = fieldU(line, "has", &d.has);
+    fieldU(line, "waited_ms", &d.waitedMs);
+    if (field(line, "call", t, sizeof(t))) {
+      char* hash = strchr(t, '#');
+      if (hash != NULL) {
+        *hash = '\0';
+        snprintf(d.callKind, sizeof(d.callKind), "%s", t);
+        d.call = strtoull(hash + 1, NULL, 10);
+      }
+    }
+    /* the same wait again (another report, or another block waiting for the
+     * same): keep one, the latest */
+    int i = 0;
+    while (i < c->ndev && !(c->dev[i].peer == d.peer && c->dev[i].sem == d.sem && c->dev[i].expect == d.expect &&
+                            strcmp(c->dev[i].what, d.what) == 0))
+      i++;
+    if (i < MAX_DEVWAITS) {
+      c->dev[i] = d;
+      if (i == c->ndev) c->ndev++;
+    }
+  } else if (field(line, "proxy", t, sizeof(t))) {
+    c->hasProxy = 1;
+    c->ntrig = 0;
+    field(line, "state", c->proxyState, sizeof(c->proxyState));
+    fieldU(line, "tail", &c->proxyTail);
+    fieldU(line, "pending", &c->proxyPending);
+  } else if (field(line, "trigger", t, sizeof(t))) {
+    if (c->ntrig < MAX_TRIGGERS) {
+      struct trigger* g = &c->trig[c->ntrig++];
+      memset(g, 0, sizeof(*g));
+      g->pos = strtoull(t, NULL, 10);
+      field(line, "op", g->op, sizeof(g->op));
+      fieldU(line, "chan", &g->chan);
+      fieldU(line, "bytes", &g->bytes);
+      g->peer = field(line, "peer", t, sizeof(t)) ? atoi(t) : -1;
+    }
   }
   return 1;
 }
@@ -177,6 +253,101 @@ static void rankList(const unsigned char* sel, int n, char* out, size_t size) {
     first = 0;
     r = e;
   }
+}
+
+/* "; rank 3's last call was broadcast #56 (completed)" about `peer` for a
+ * rank waiting in `kind` #seq, into out. */
+static void peerCall(const struct commState* const* st, int peer, const char* kind, uint64_t seq, char* out,
+                     size_t size) {
+  out[0] = '\0';
+  if (peer < 0) return;
+  const struct commState* p = st[peer];
+  const int failed = p != NULL && strcmp(p->state, "failed") == 0;
+  if (p == NULL) {
+    snprintf(out, size, "; rank %d sent no report", peer);
+  } else if (p->issued == 0) {
+    snprintf(out, size, "; rank %d has made no call on this communicator", peer);
+  } else if (p->issued == seq && strcmp(p->kind, kind) == 0 && p->completed != seq && !failed) {
+    snprintf(out, size, "; rank %d is in %s #%" PRIu64 " too", peer, p->kind, p->issued);
+  } else {
+    const char* how = p->completed == p->issued ? "completed" : failed ? "failed" : "not completed";
+    snprintf(out, size, "; rank %d's last call was %s #%" PRIu64 " (%s)", peer, p->kind, p->issued, how);
+  }
+}
+
+/* " on semaphore 5" (and " of a port channel" when chan is given) */
+static void semText(uint64_t sem, const char* chan, char* out, size_t size) {
+  out[0] = '\0';
+  if (sem == 0) return;
+  size_t o = (size_t)snprintf(out, size, " on semaphore %" PRIu64, sem);
+  if (chan != NULL && chan[0] != '\0' && o < size) snprintf(out + o, size - o, " of a %s channel", chan);
+}
+
+/* " (expected 58, has 57)" */
+static void valueText(uint64_t expect, int hasKnown, uint64_t has, char* out, size_t size) {
+  if (hasKnown)
+    snprintf(out, size, " (expected %" PRIu64 ", has %" PRIu64 ")", expect, has);
+  else
+    snprintf(out, size, " (expected %" PRIu64 ")", expect);
+}
+
+static void describeHostWait(FILE* f, const char* prefix, int r, const struct commState* c,
+                             const struct commState* const* st) {
+  const int failed = strcmp(c->state, "failed") == 0;
+  char sem[96], value[64], peer[160];
+  semText(c->waitSem, NULL, sem, sizeof(sem));
+  valueText(c->waitExpect, c->waitHasKnown, c->waitHas, value, sizeof(value));
+  peerCall(st, c->waitPeer, c->kind, c->issued, peer, sizeof(peer));
+  fprintf(f, "%s  rank %d %s in %s #%" PRIu64 " for a %s%ssignal from rank %d%s%s for %" PRIu64 " ms%s%s\n", prefix,
+          r, failed ? "waited" : "waits", c->kind, c->issued, c->waitChan, c->waitChan[0] != '\0' ? " " : "",
+          c->waitPeer, sem, value, c->waitedMs, failed ? ", then failed" : "", peer);
+}
+
+static void describeDevWait(FILE* f, const char* prefix, int r, const struct commState* c, const struct devWait* d,
+                            const struct commState* const* st) {
+  const int out = strcmp(d->state, "timedout") == 0;
+  char call[64], sem[96], value[64], peer[160], ms[32];
+  if (d->call != 0)
+    snprintf(call, sizeof(call), " in %s #%" PRIu64, d->callKind, d->call);
+  else
+    call[0] = '\0';
+  ms[0] = '\0';
+  if (d->waitedMs > 0) snprintf(ms, sizeof(ms), " for %" PRIu64 " ms", d->waitedMs);
+  /* the peer's own call, where the wait belongs to one */
+  peer[0] = '\0';
+  if (d->call != 0)
+    peerCall(st, d->peer, d->callKind, d->call, peer, sizeof(peer));
+  else if (c->issued != 0)
+    peerCall(st, d->peer, c->kind, c->issued, peer, sizeof(peer));
+  const char* verb = out ? "timed out waiting" : "waits";
+  if (strcmp(d->what, "semaphore") == 0 || strcmp(d->what, "flag") == 0) {
+    const int flag = strcmp(d->what, "flag") == 0;
+    semText(d->sem, flag ? NULL : d->chan, sem, sizeof(sem));
+    valueText(d->expect, d->hasKnown, d->has, value, sizeof(value));
+    char from[32] = "";
+    if (d->peer >= 0) snprintf(from, sizeof(from), " from rank %d", d->peer);
+    fprintf(f, "%s  rank %d's kernel %s%s for a %s%s%s%s%s%s\n", prefix, r, verb, call, flag ? "flag" : "signal",
+            from, sem, value, ms, peer);
+  } else {
+    const char* what = strcmp(d->what, "fifo-push") == 0   ? "a free FIFO slot for position"
+                       : strcmp(d->what, "fifo-sync") == 0 ? "its proxy to take FIFO position"
+                                                           : "its proxy to complete FIFO position";
+    fprintf(f, "%s  rank %d's kernel %s%s for %s %" PRIu64 "%s\n", prefix, r, verb, call, what, d->expect, ms);
+  }
+}
+
+static void describeProxy(FILE* f, const char* prefix, int r, const struct commState* c) {
+  fprintf(f, "%s  rank %d's proxy (%s) has %" PRIu64 " trigger%s pending at FIFO position %" PRIu64 "%s", prefix, r,
+          c->proxyState[0] != '\0' ? c->proxyState : "?", c->proxyPending, c->proxyPending == 1 ? "" : "s",
+          c->proxyTail, c->ntrig > 0 ? ": " : "\n");
+  for (int i = 0; i < c->ntrig; i++) {
+    const struct trigger* g = &c->trig[i];
+    fprintf(f, "%s%s", i > 0 ? ", " : "", g->op);
+    if (g->bytes > 0) fprintf(f, " of %" PRIu64 " bytes", g->bytes);
+    if (g->peer >= 0) fprintf(f, " to rank %d", g->peer);
+    fprintf(f, " (channel %" PRIu64 ")", g->chan);
+  }
+  if (c->ntrig > 0) fprintf(f, "%s\n", (uint64_t)c->ntrig < c->proxyPending ? ", ..." : "");
 }
 
 static void diagnoseComm(struct runReports* rr, uint64_t id, FILE* f, const char* prefix) {
@@ -259,18 +430,19 @@ static void diagnoseComm(struct runReports* rr, uint64_t id, FILE* f, const char
   if (problems == 0) {
     int idle = 1;
     for (int r = 0; r < n; r++) idle &= st[r]->completed == top;
-    if (idle)
+    if (top == 0)
+      fprintf(f, "%s  no rank has made a collective call on this communicator\n", prefix);
+    else if (idle)
       fprintf(f, "%s  every rank has completed %s #%" PRIu64 ": no call is stuck\n", prefix, topKind, top);
     else
       fprintf(f, "%s  %s: the ranks' calls agree; see the waits\n", prefix, line);
   }
   for (int r = 0; r < n; r++) {
-    if (st[r] == NULL || !st[r]->hasWait) continue;
-    const int failed = strcmp(st[r]->state, "failed") == 0;
-    fprintf(f, "%s  rank %d in %s #%" PRIu64 " %s to %s rank %d (%s signal #%" PRIu64 ") for %" PRIu64 " ms%s\n",
-            prefix, r, st[r]->kind, st[r]->issued, failed ? "waited" : "waits",
-            strcmp(st[r]->waitWhat, "send") == 0 ? "send to" : "receive from", st[r]->waitPeer, st[r]->waitSem,
-            st[r]->waitExpect, st[r]->waitedMs, failed ? ", then failed" : "");
+    if (st[r] == NULL) continue;
+    if (st[r]->hasWait) describeHostWait(f, prefix, r, st[r], st);
+    for (int i = 0; i < st[r]->ndev; i++) describeDevWait(f, prefix, r, st[r], &st[r]->dev[i], st);
+    if (st[r]->hasProxy && (st[r]->proxyPending > 0 || strcmp(st[r]->proxyState, "stopped") == 0))
+      describeProxy(f, prefix, r, st[r]);
   }
 out_free:
   free(st);

@@ -41,6 +41,7 @@
 #include "coll/gpu/coll_gpu.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/report.h"
 #include "core/trace.h"
 
 #ifndef MSCCLPP_HAVE_CUDA
@@ -201,7 +202,8 @@ static mscclppResult_t stageBuffer(struct mscclppCollGpu* g, int which, size_t b
   return mscclppSuccess;
 }
 
-static void fillCommon(struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L) {
+static void fillCommon(const struct mscclppComm* comm, struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L) {
+  L->callSeq = mscclppReportCurrent(comm->report); /* the kernels' wait notes name the call */
   L->rank = g->rank;
   L->nranks = g->nranks;
   for (int r = 0; r < g->nranks; r++) L->scratch[r] = g->scratchOf[r];
@@ -497,7 +499,7 @@ static mscclppResult_t runAllToAllv(struct mscclppComm* comm, struct mscclppColl
   const struct mscclppCollCounts* v = a->v;
   struct mscclppCollGpuLaunch L;
   memset(&L, 0, sizeof(L));
-  fillCommon(g, &L);
+  fillCommon(comm, g, &L);
   L.kind = MSCCLPP_COLL_ALLTOALLV;
   L.algo = MSCCLPP_COLL_GPU_ALGO_DIRECT;
   L.type = mscclppUint8;
@@ -554,7 +556,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   MSCCLPP_RETURN_ON_ERROR(gpuState(comm, &g));
   struct mscclppCollGpuLaunch L;
   memset(&L, 0, sizeof(L));
-  fillCommon(g, &L);
+  fillCommon(comm, g, &L);
   L.kind = (int)a->kind;
   L.type = (int)a->type;
   L.op = (int)a->op;
@@ -678,7 +680,7 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
   if (res == mscclppSuccess) {
     struct mscclppCollGpuLaunch L;
     memset(&L, 0, sizeof(L));
-    fillCommon(g, &L);
+    fillCommon(comm, g, &L);
     L.kind = MSCCLPP_COLL_SENDRECV;
     static _Thread_local struct mscclppCollGpuP2pList P;
     P.nops = 0;

@@ -199,6 +199,7 @@ struct mscclppCollGpuLaunch {
   uint64_t llSlotBytes;  /* bytes of one slot of the big grid's LL region */
   uint64_t p2pSlotBytes; /* bytes of one p2p slot (CHANNELS x DEPTH chunks) */
   uint64_t ll2SlotBytes; /* bytes of one slot of the two-phase packet region */
+  uint64_t callSeq;      /* the call's number on the communicator (core/report.h): long waits' notes name it */
   struct mscclppCollTraceArgs trace; /* MSCCLPP_TRACE's ring (NULL: not traced) */
 };
 

@@ -59,38 +59,51 @@ static __device__ __forceinline__ void flagStore(const Launch& L, uint64_t* p, u
 /* One step of a bounded wait, cheap while the wait is short: the clock
  * (%globaltimer) is read every 1024 polls, and the abort flag -- a read of
  * host memory over PCIe, about a microsecond -- only once the wait has
- * lasted COLL_WAIT_QUIET_NS; from then on every 1024 polls. A timeout is
+ * lasted COLL_WAIT_QUIET_NS; from then on every 1024 polls. A wait that
+ * lasts MSCCLPP_WAIT_NOTE_AFTER_NS writes its note on the wait board (who:
+ * `peer`, the value `seen` -- MSCCLPP_WAIT_OBSERVED_UNKNOWN when the poll
+ * reads packets, not a counter -- and the call), which the hang report
+ * reads; mscclppWaitEnd takes it back. peer < 0: no note (the packet polls
+ * leave it to one lane per warp: every thread of a block polls there). A timeout makes the note final, is
  * recorded as a device semaphore timeout with `value` and raises the abort
  * flag (mscclppWaitStep's contract). */
 #define COLL_WAIT_QUIET_NS 20000ull
-struct CollWait {
-  uint64_t start;
-  uint32_t spins;
-};
-static __device__ __forceinline__ mscclppResult_t collWaitStep(const Launch& L, CollWait* w, uint64_t value) {
+static __device__ __forceinline__ mscclppResult_t collWaitStep(const Launch& L, mscclppWaitState* w, uint64_t value,
+                                                               int peer, uint64_t seen) {
   if ((++w->spins & 1023u) != 0) return mscclppSuccess;
   uint64_t now = mscclppClockNs();
-  if (w->start == 0) {
-    w->start = now;
+  if (w->startNs == 0) {
+    w->startNs = now;
     return mscclppSuccess;
   }
-  uint64_t waited = now - w->start;
+  uint64_t waited = now - w->startNs;
   if (waited < COLL_WAIT_QUIET_NS) return mscclppSuccess;
-  if (mscclppLoadRelaxedSys32(L.wait.abortFlag) != 0) return mscclppAborted;
-  if (waited > L.wait.timeoutNs) {
+  if (mscclppLoadRelaxedSys32(L.wait.abortFlag) != 0) {
+    mscclppWaitNoteDrop(&L.wait, w);
+    return mscclppAborted;
+  }
+  const int out = waited > L.wait.timeoutNs;
+  if (peer >= 0 && (out || (w->note == 0 && waited > MSCCLPP_WAIT_NOTE_AFTER_NS))) {
+    const mscclppWaitWho who = {seen, L.callSeq, (uint32_t)peer, 0};
+    mscclppWaitNoteWrite(&L.wait, w, out ? MSCCLPP_WAIT_NOTE_TIMEDOUT : MSCCLPP_WAIT_NOTE_WAITING,
+                         MSCCLPP_WAIT_NOTE_FLAG, value, &who);
+  }
+  if (out) {
     mscclppDeviceRaise(&L.wait, MSCCLPP_DEVICE_ERROR_TIMEOUT_SEMAPHORE, 0, value);
     return mscclppTimeout;
   }
   return mscclppSuccess;
 }
 
-/* Spin until *p >= v (bounded, abortable), then acquire. */
-static __device__ mscclppResult_t flagWait(const Launch& L, const uint64_t* p, uint64_t v) {
-  CollWait w = {0, 0};
-  while (mscclppLoadRelaxedSys64(p) < v) {
-    mscclppResult_t r = collWaitStep(L, &w, v);
+/* Spin until *p >= v (bounded, abortable; `peer` writes it), then acquire. */
+static __device__ mscclppResult_t flagWait(const Launch& L, const uint64_t* p, uint64_t v, int peer) {
+  mscclppWaitState w = MSCCLPP_WAIT_STATE_INIT;
+  uint64_t seen;
+  while ((seen = mscclppLoadRelaxedSys64(p)) < v) {
+    mscclppResult_t r = collWaitStep(L, &w, v, peer, seen);
     if (r != mscclppSuccess) return r;
   }
+  mscclppWaitEnd(&L.wait, &w);
   if (L.scopeGpu)
     (void)mscclppLoadAcquireGpu64(p);
   else
@@ -112,7 +125,7 @@ static __device__ int blockBarrier(const Launch& L, uint64_t value) {
   int p = threadIdx.x;
   if (p < L.nranks && p != L.rank) {
     flagStore(L, barFlag(L, p, blockIdx.x, L.rank), value);
-    failed = flagWait(L, barFlag(L, L.rank, blockIdx.x, p), value) != mscclppSuccess;
+    failed = flagWait(L, barFlag(L, L.rank, blockIdx.x, p), value, p) != mscclppSuccess;
   }
   return __syncthreads_or(failed);
 }
@@ -140,7 +153,7 @@ static __device__ int exchangeBarrier(const Launch& L, uint64_t value, const uin
     out[0] = (uint64_t)(uintptr_t)L.send[p];
     out[1] = (uint64_t)(uintptr_t)L.recv[p];
     flagStore(L, barFlag(L, p, blockIdx.x, L.rank), value);
-    failed = flagWait(L, barFlag(L, L.rank, blockIdx.x, p), value) != mscclppSuccess;
+    failed = flagWait(L, barFlag(L, L.rank, blockIdx.x, p), value, p) != mscclppSuccess;
     const volatile uint64_t* in = (const volatile uint64_t*)(L.scratch[L.rank] + MSCCLPP_COLL_GPU_PTR_OFF) + 2 * p;
     uint64_t s = in[0], r = in[1];
     send[p] = (const uint8_t*)(uintptr_t)s;
@@ -391,7 +404,7 @@ __global__ void __launch_bounds__(1024)
       out[1] = c;
       out[2] = d;
       flagStore(L, barFlag(L, p, blockIdx.x, me), epoch + 1);
-      failed = flagWait(L, barFlag(L, me, blockIdx.x, p), epoch + 1) != mscclppSuccess;
+      failed = flagWait(L, barFlag(L, me, blockIdx.x, p), epoch + 1, p) != mscclppSuccess;
       const volatile uint64_t* in = a2avSlot(L, me, p);
       src[p] = (const uint8_t*)(uintptr_t)in[0];
       cnt[p] = in[1];
@@ -485,7 +498,7 @@ static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint6
  * failed (recorded by collWaitStep). */
 static __device__ __forceinline__ int llPollTogether(const Launch& L, const mscclppLLPacket16* slot0, uint64_t stride,
                                                      uint64_t i, uint32_t flag, uint32_t missing, uint64_t* got) {
-  CollWait w = {0, 0};
+  mscclppWaitState w = MSCCLPP_WAIT_STATE_INIT;
   for (;;) {
     mscclppLL16Raw raw[LL_POLL_TOGETHER];
 #pragma unroll
@@ -494,17 +507,22 @@ static __device__ __forceinline__ int llPollTogether(const Launch& L, const mscc
 #pragma unroll
     for (int q = 0; q < LL_POLL_TOGETHER; q++)
       if ((missing & (1u << q)) && mscclppLL16Check(raw[q], flag, &got[q])) missing &= ~(1u << q);
-    if (missing == 0) return 1;
-    if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+    if (missing == 0) {
+      mscclppWaitEnd(&L.wait, &w);
+      return 1;
+    }
+    if (collWaitStep(L, &w, flag, (threadIdx.x & 31u) == 0 ? __ffs(missing) - 1 : -1,
+                     MSCCLPP_WAIT_OBSERVED_UNKNOWN) != mscclppSuccess) return 0;
   }
 }
 
 /* One packet, polled until it has this round's flag. */
-static __device__ __forceinline__ int llPollOne(const Launch& L, const mscclppLLPacket16* p, uint32_t flag,
+static __device__ __forceinline__ int llPollOne(const Launch& L, const mscclppLLPacket16* p, uint32_t flag, int peer,
                                                 uint64_t* v) {
-  CollWait w = {0, 0};
+  mscclppWaitState w = MSCCLPP_WAIT_STATE_INIT;
   while (!mscclppLL16Check(mscclppLL16Load(p), flag, v))
-    if (collWaitStep(L, &w, flag) != mscclppSuccess) return 0;
+    if (collWaitStep(L, &w, flag, peer, MSCCLPP_WAIT_OBSERVED_UNKNOWN) != mscclppSuccess) return 0;
+  mscclppWaitEnd(&L.wait, &w);
   return 1;
 }
 
@@ -542,7 +560,7 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
    * the registers: one peer at a time */
   for (int q = 0; q < k; q++) {
     uint64_t v = mine;
-    if (q != me && !llPollOne(L, slot0 + q * stride + i, flag, &v)) return 0;
+    if (q != me && !llPollOne(L, slot0 + q * stride + i, flag, (threadIdx.x & 31u) == 0 ? q : -1, &v)) return 0;
     if (q == 0)
       *acc = v;
     else
@@ -699,7 +717,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
       const uint64_t w = (uint64_t)q * share + i;
       uint64_t v = 0;
       if (q == me || w >= npk) continue;
-      if (!llPollOne(L, res0 + q * stride + i, flag, &v))
+      if (!llPollOne(L, res0 + q * stride + i, flag, (threadIdx.x & 31u) == 0 ? q : -1, &v))
         failed = 1;
       else
         storeWord(out, w * 8, bytes, v, L.vec16);
@@ -817,7 +835,7 @@ __global__ void __launch_bounds__(1024)
         for (uint32_t c = b; c < active && !bad; c += nb) {
           P2pCtl* ctl = p2pCtl(L, receiver, sender, c);
           const uint64_t m = ++msg[c];
-          if (m > P2P_DEPTH && flagWait(L, p2pAck(L, sender, receiver, c), m - P2P_DEPTH) != mscclppSuccess) {
+          if (m > P2P_DEPTH && flagWait(L, p2pAck(L, sender, receiver, c), m - P2P_DEPTH, peer) != mscclppSuccess) {
             bad = 1;
             break;
           }
@@ -839,9 +857,9 @@ __global__ void __launch_bounds__(1024)
           const uint64_t m = ++msg[c];
           cur = m;
           if (isSend) {
-            bad = m > P2P_DEPTH && flagWait(L, ack, m - P2P_DEPTH) != mscclppSuccess;
+            bad = m > P2P_DEPTH && flagWait(L, ack, m - P2P_DEPTH, peer) != mscclppSuccess;
           } else {
-            bad = flagWait(L, &ctl->ready, m) != mscclppSuccess;
+            bad = flagWait(L, &ctl->ready, m, peer) != mscclppSuccess;
             if (!bad) {
               const volatile uint64_t* d = &ctl->desc[m % P2P_DEPTH].zc;
               zc = d[0];
@@ -887,7 +905,7 @@ __global__ void __launch_bounds__(1024)
   int bad = 0;
   if (isSend && threadIdx.x == 0)
     for (uint32_t c = b; c < P2P_CH && !bad; c += nb)
-      if (lastZ[c] != 0) bad = flagWait(L, p2pAck(L, sender, receiver, c), lastZ[c]) != mscclppSuccess;
+      if (lastZ[c] != 0) bad = flagWait(L, p2pAck(L, sender, receiver, c), lastZ[c], peer) != mscclppSuccess;
   if (__syncthreads_or(bad)) return;
   for (uint32_t c = threadIdx.x; c < P2P_CH; c += blockDim.x)
     if (c % nb == b) counters[c] = msg[c];

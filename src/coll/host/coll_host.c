@@ -527,15 +527,28 @@ static int waitedPeer(const struct engine* e, int* isSend) {
   return -1;
 }
 
+/* The semaphore a wait on peer p polls: the data channel's for a receive,
+ * the credit channel's for a send. */
+static const mscclppSemaphoreDeviceHandle* waitedSem(const struct hostPeer* p, int isSend) {
+  if (p->remote) return isSend ? &p->creditPort.inbound : &p->dataPort.inbound;
+  return isSend ? &p->credit.sem : &p->data.sem;
+}
+
 /* Publish the wait in the hang report's record (core/report.h): which peer,
- * which semaphore, which signal number. */
+ * which semaphore (its id, and its inbound counter, from which the report
+ * reads the signals arrived so far), which signal number. */
 static void publishWait(const struct engine* e, uint64_t idleSince) {
   int isSend = 0;
   int peer = waitedPeer(e, &isSend);
-  uint64_t expect = 0;
-  if (peer >= 0) expect = isSend ? e->h->peer[peer].credits + 1 : e->h->peer[peer].arrived + 1;
-  mscclppReportWaitBegin(e->comm->report, isSend ? "send" : "receive", isSend ? "credit" : "data", peer, expect,
-                         idleSince, (uint64_t)(e->h->timeout * 1e3));
+  struct mscclppReportWait w = {isSend ? "send" : "receive", isSend ? "credit" : "data", 0, peer, 0, NULL};
+  if (peer >= 0) {
+    const struct hostPeer* p = &e->h->peer[peer];
+    const mscclppSemaphoreDeviceHandle* sem = waitedSem(p, isSend);
+    w.expect = isSend ? p->credits + 1 : p->arrived + 1;
+    w.sem = sem->id;
+    w.counter = sem->inbound; /* host memory on the host backend */
+  }
+  mscclppReportWaitBegin(e->comm->report, &w, idleSince, (uint64_t)(e->h->timeout * 1e3));
 }
 
 /* Idle this long before the wait is published in the report's record: a
