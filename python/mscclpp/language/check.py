@@ -82,12 +82,12 @@ class _Checker:
     def field(self, obj: Any, key: str, path: str, kind: str) -> Any:
         """obj[key] if it is of kind int / bool / str / list / dict, else None
         (and a problem)."""
-        if not isinstance(obj, Mapping) or key not in obj:
+        if not isinstance(obj, dict) or key not in obj:
             self.bad(f"{path}.{key}" if path else key, "missing")
             return None
         v = obj[key]
         ok = {"int": _is_int(v), "bool": isinstance(v, bool), "str": isinstance(v, str),
-              "list": isinstance(v, list), "dict": isinstance(v, Mapping)}[kind]
+              "list": isinstance(v, list), "dict": isinstance(v, dict)}[kind]
         if not ok:
             self.bad(f"{path}.{key}" if path else key, f"{v!r} is not a{'n' if kind == 'int' else ''} {kind}")
             return None
@@ -104,7 +104,7 @@ class _Checker:
 
     def run(self) -> List[str]:
         p = self.plan
-        if not isinstance(p, Mapping):
+        if not isinstance(p, dict):
             return [f"the plan is a {type(p).__name__}, not a JSON object"]
         self.field(p, "name", "", "str")
         collective = self.field(p, "collective", "", "str")
@@ -138,7 +138,7 @@ class _Checker:
         if self.symmetric:
             self.channel_symmetry()
         for r, gpu in enumerate(gpus):
-            if isinstance(gpu, Mapping):
+            if isinstance(gpu, dict):
                 self.threadblocks(r, gpu, f"gpus[{r}]")
         self.signal_pairs()
         return self.problems
@@ -150,7 +150,7 @@ class _Checker:
         self.counts.append(counts)
         self.peers.append(peers)
         self.remote.append(remote)
-        if not isinstance(gpu, Mapping):
+        if not isinstance(gpu, dict):
             self.bad(path, "is not a JSON object")
             return
         gid = self.field(gpu, "id", path, "int")
@@ -188,7 +188,7 @@ class _Checker:
                 self.bad(f"{bp}.type", f"{btype!r} is not 'i', 'o' or 's'")
                 btype = "?"
             access = self.field(rb, "access_channel_types", bp, "list") or []
-            if isinstance(rb, Mapping) and "access_channel_types" in rb and not access:
+            if isinstance(rb, dict) and "access_channel_types" in rb and not access:
                 self.bad(f"{bp}.access_channel_types", "is empty")
             for a in access:
                 if a not in ("memory", "port"):
@@ -235,7 +235,7 @@ class _Checker:
             tid = self.field(tb, "id", tp, "int")
             if tid is not None and tid != k:
                 self.bad(f"{tp}.id", f"{tid} is not its position {k}")
-            if not isinstance(tb, Mapping):
+            if not isinstance(tb, dict):
                 continue
             chans: Dict[str, List[int]] = {"memory": [], "port": []}
             for c, ch in enumerate(self.field(tb, "channels", tp, "list") or []):
@@ -299,7 +299,7 @@ class _Checker:
         """(where, buffer type, index, size) of operand ``op[key][i]``:
         where is "local" or the peer's rank as a string."""
         p = f"{path}.{key}[{i}]"
-        if not isinstance(buff, Mapping):
+        if not isinstance(buff, dict):
             self.bad(p, "is not a JSON object")
             return None
         if "switch_channel_id" in buff:
@@ -341,7 +341,7 @@ class _Checker:
            nsem: int, barriers: Dict[int, Dict[int, int]], barrier_sizes: Dict[int, int], mult: str) -> int:
         """Check one operation; returns how many operations it holds inside
         (a pipeline's)."""
-        if not isinstance(op, Mapping):
+        if not isinstance(op, dict):
             self.bad(path, "is not a JSON object")
             return 0
         name = self.field(op, "name", path, "str")
@@ -528,7 +528,7 @@ class _Checker:
             self.bad(f"{path}.ops", "is empty")
         key = f"pipeline(unit {unit}, {chunks} chunks)"
         for i, o in enumerate(inner):
-            if isinstance(o, Mapping) and o.get("name") in _PACKET_OPS:
+            if isinstance(o, dict) and o.get("name") in _PACKET_OPS:
                 self.bad(f"{path}.ops[{i}].name", f"{o.get('name')!r}: packet operations cannot be pipelined")
             self.op(r, tb, o, f"{path}.ops[{i}]", chans, refs, nsem, barriers, barrier_sizes, key)
         return len(inner)
@@ -568,9 +568,9 @@ def check_plan(plan: Mapping[str, Any], *, nranks: Optional[int] = None, limits:
     """Raise PlanError listing every structural problem of ``plan`` (a
     parsed JSON object); ``nranks``: also require that many ranks."""
     problems = plan_problems(plan, limits=limits, symmetric_channels=symmetric_channels)
-    if nranks is not None and isinstance(plan, Mapping) and isinstance(plan.get("gpus"), list) \
+    if nranks is not None and isinstance(plan, dict) and isinstance(plan.get("gpus"), list) \
             and len(plan["gpus"]) != nranks:
         problems.insert(0, f"gpus: the plan is for {len(plan['gpus'])} ranks, not {nranks}")
     if problems:
-        name = plan.get("name", "?") if isinstance(plan, Mapping) else "?"
+        name = plan.get("name", "?") if isinstance(plan, dict) else "?"
         raise PlanError(str(name), problems)

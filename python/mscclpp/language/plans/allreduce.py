@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+"""Allreduce plans.
+
+- oneshot (LL): every rank writes its whole input as LL packets into every
+  peer's scratch and reduces the copies it received: one step, (n-1)
+  times the data written per rank. Small messages. (Our built-in
+  allreduce "packet".)
+- twoshot (LL): reduce-scatter then allgather, both in packets: rank r
+  sends share q of its input to rank q, reduces its own share with what it
+  got and sends the result to every peer. Each rank writes 2(n-1)/n of the
+  data, twice (packets). Medium messages, 3 ranks and more. (Built-in
+  "packet2"; MSCCL++'s allreduce_pkt example.)
+- rsag (Simple): zero-copy reduce-scatter and allgather fused: thread
+  block t of rank r reads chunk t of share r from every peer's input,
+  reduces it with its own and writes the sum into every rank's output
+  (read once, written once), between two handshakes with every peer.
+  Large messages. (Built-in "rsag"; MSCCL++'s allreduce example.)
+"""
+
+from __future__ import annotations
+
+from ..collectives import AllReduce
+from ..program import CollectiveProgram
+from ..rank import Buffer, Rank
+from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+
+
+def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
+    tbs = LL_TBS
+    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
+                           min_message_size=min_size, max_message_size=max_size) as prog:
+        total = n * tbs  # chunks of the input; thread block t owns [t*n, (t+1)*n)
+        scratch = [Buffer(r, (n - 1) * total) for r in range(n)]
+        ch = peer_channels(n)
+        for r in range(n):
+            rank = Rank(r)
+            inp = rank.get_input_buffer()
+            out = inp if inplace else rank.get_output_buffer()
+            for t in range(tbs):
+                lo, hi = t * n, (t + 1) * n
+                for p in peers(r, n):
+                    at = slot(r, p) * total
+                    ch[(p, r)].put_packets(scratch[p][at + lo:at + hi], inp[lo:hi], tb=t)
+                got = [scratch[r][slot(q, r) * total + lo:slot(q, r) * total + hi] for q in peers(r, n)]
+                rank.reduce(inp[lo:hi], got, tb=t, dst_chunk=out[lo:hi], packet=True)
+    return prog
+
+
+def twoshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
+    tbs = LL_TBS
+    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
+                           min_message_size=min_size, max_message_size=max_size) as prog:
+        # Share q of the input is chunks [q*tbs, (q+1)*tbs); thread block j
+        # moves chunk j of every share. Scratch: (n-1) slots of tbs chunks
+        # for the shares peers send (first half), as many for the results.
+        half = (n - 1) * tbs
+        scratch = [Buffer(r, 2 * half) for r in range(n)]
+        ch = peer_channels(n)
+        for r in range(n):
+            rank = Rank(r)
+            inp = rank.get_input_buffer()
+            out = inp if inplace else rank.get_output_buffer()
+            for j in range(tbs):
+                for p in peers(r, n):
+                    at = slot(r, p) * tbs + j
+                    ch[(p, r)].put_packets(scratch[p][at:at + 1], inp[p * tbs + j:p * tbs + j + 1], tb=j)
+                mine = r * tbs + j
+                got = [scratch[r][slot(q, r) * tbs + j:slot(q, r) * tbs + j + 1] for q in peers(r, n)]
+                rank.reduce(inp[mine:mine + 1], got, tb=j, dst_chunk=out[mine:mine + 1], packet=True)
+                for p in peers(r, n):
+                    at = half + slot(r, p) * tbs + j
+                    ch[(p, r)].put_packets(scratch[p][at:at + 1], out[mine:mine + 1], tb=j)
+                for q in peers(r, n):
+                    at = half + slot(q, r) * tbs + j
+                    rank.unpack_packets(out[q * tbs + j:q * tbs + j + 1], scratch[r][at:at + 1], tb=j)
+    return prog
+
+
+def rsag(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
+    tbs = simple_tbs(n)
+    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="Simple",
+                           min_message_size=min_size, max_message_size=max_size) as prog:
+        ch = memory_channels(n, tbs)
+        for r in range(n):
+            rank = Rank(r)
+            inp = rank.get_input_buffer()
+            out = inp if inplace else rank.get_output_buffer()
+            for t in range(tbs):
+                handshake(ch, r, n, t, start=True)
+                i = r * tbs + t  # chunk t of share r
+                for p in peers(r, n):
+                    ch[(p, r, t)].reduce(inp[i:i + 1], [Rank(p).get_input_buffer()[i:i + 1]], tb=t,
+                                         local_dst_chunk=out[i:i + 1])
+                for p in peers(r, n):
+                    peer_out = Rank(p).get_input_buffer() if inplace else Rank(p).get_output_buffer()
+                    ch[(p, r, t)].put(peer_out[i:i + 1], out[i:i + 1], tb=t)
+                handshake(ch, r, n, t, start=False)
+    return prog

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""All-to-all plans (message size: bytes of input).
+
+- oneshot (LL): rank r writes share q of its input as LL packets into rank
+  q's scratch and unpacks what it received into its output. Small
+  messages.
+- direct (Simple): out of place, zero-copy pull: thread block t of rank r
+  reads chunk t of share r of every peer's input into its output, between
+  two handshakes with every peer (our built-in alltoall "direct"). In
+  place, where a peer's input is overwritten by its own output, through
+  scratch instead: rank r writes share q into rank q's scratch, signals
+  it, and copies what it received into place (MSCCL++'s alltoall example).
+"""
+
+from __future__ import annotations
+
+from ..collectives import AllToAll
+from ..program import CollectiveProgram
+from ..rank import Buffer, Rank
+from ..types import SyncType
+from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+
+
+def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
+    tbs = LL_TBS
+    with CollectiveProgram(name, AllToAll(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
+                           min_message_size=min_size, max_message_size=max_size) as prog:
+        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)]
+        ch = peer_channels(n)
+        for r in range(n):
+            rank = Rank(r)
+            inp = rank.get_input_buffer()
+            out = inp if inplace else rank.get_output_buffer()
+            for t in range(tbs):
+                for p in peers(r, n):
+                    at = slot(r, p) * tbs + t
+                    ch[(p, r)].put_packets(scratch[p][at:at + 1], inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                mine = r * tbs + t
+                if not inplace:
+                    rank.copy(out[mine:mine + 1], inp[mine:mine + 1], tb=t)
+                for q in peers(r, n):
+                    at = slot(q, r) * tbs + t
+                    rank.unpack_packets(out[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
+    return prog
+
+
+def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
+    tbs = simple_tbs(n)
+    with CollectiveProgram(name, AllToAll(n, tbs, inplace), n, protocol="Simple",
+                           min_message_size=min_size, max_message_size=max_size) as prog:
+        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)] if inplace else []
+        ch = memory_channels(n, tbs)
+        for r in range(n):
+            rank = Rank(r)
+            inp = rank.get_input_buffer()
+            for t in range(tbs):
+                handshake(ch, r, n, t, start=True)
+                mine = r * tbs + t
+                if inplace:
+                    for p in peers(r, n):
+                        at = slot(r, p) * tbs + t
+                        ch[(p, r, t)].put(scratch[p][at:at + 1], inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                    for p in peers(r, n):
+                        ch[(p, r, t)].signal(tb=t, data_sync=SyncType.before)
+                    for q in peers(r, n):
+                        ch[(q, r, t)].wait(tb=t, data_sync=SyncType.after)
+                    for q in peers(r, n):
+                        at = slot(q, r) * tbs + t
+                        rank.copy(inp[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
+                else:
+                    out = rank.get_output_buffer()
+                    for q in peers(r, n):
+                        ch[(q, r, t)].get(out[q * tbs + t:q * tbs + t + 1],
+                                          Rank(q).get_input_buffer()[mine:mine + 1], tb=t)
+                    rank.copy(out[mine:mine + 1], inp[mine:mine + 1], tb=t)
+                    handshake(ch, r, n, t, start=False)
+    return prog
