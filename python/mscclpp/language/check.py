@@ -556,6 +556,10 @@ class _Checker:
                                      if k < len(back) else f"it has no pair on rank {p}, so nothing waits for them")
                             self.bad(f"gpus[{r}].channels", f"rank {r}'s {t} channel {cid} to rank {p} signals "
                                      f"{signals} time(s){where}, but {other}")
+                    waits_here = sum(c[1] for c in mine.values())
+                    if k >= len(back) and waits_here:
+                        self.bad(f"gpus[{r}].channels", f"rank {r}'s {t} channel {cid} to rank {p} waits "
+                                 f"{waits_here} time(s) but has no pair on rank {p} to signal it")
 
 
 def plan_problems(plan: Mapping[str, Any], *, limits: bool = True, symmetric_channels: bool = True) -> List[str]:

@@ -51,10 +51,13 @@ def _format(obj: Any, depth: int) -> Tuple[str, str]:
     raise AssertionError("unreachable")
 
 
-def render() -> Dict[str, str]:
-    """File name -> JSON text of every default plan."""
+def render(only: str = "") -> Dict[str, str]:
+    """File name -> JSON text of every default plan (whose file name
+    contains ``only``)."""
     out: Dict[str, str] = {}
     for plan in default_plans():
+        if only not in plan.file_name:
+            continue
         prog = plan.program()
         check_plan(prog.to_dict(), nranks=plan.nranks)
         out[plan.file_name] = format_plan(prog.to_dict()) + "\n"
@@ -67,7 +70,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with OUTDIR instead of writing")
     parser.add_argument("--only", default="", help="only plans whose name contains this")
     args = parser.parse_args(argv)
-    files = {k: v for k, v in render().items() if args.only in k}
+    files = render(args.only)
     if args.check:
         problems = []
         have = set(f for f in os.listdir(args.outdir) if f.endswith(".json") and args.only in f) \

@@ -252,17 +252,19 @@ class CollectiveProgram:
         for (ctype, src, dst), ids in self._pairs.items():
             back = self._pairs.get((ctype, dst, src), [])
             for k, cid in enumerate(ids):
-                signals = self._sync_counts.get((ctype, src, cid), [0, 0])[0]
+                signals, waits = self._sync_counts.get((ctype, src, cid), [0, 0])
                 if k < len(back):
-                    waits = self._sync_counts.get((ctype, dst, back[k]), [0, 0])[1]
-                    peer = f"its pair, rank {dst}'s {ctype.value} channel {back[k]} to rank {src},"
-                else:
-                    waits = 0
-                    peer = f"it has no pair (rank {dst} has {len(back)} {ctype.value} channels to rank {src}), so"
-                if signals != waits:
+                    peer_waits = self._sync_counts.get((ctype, dst, back[k]), [0, 0])[1]
+                    if signals != peer_waits:
+                        raise DSLError(f"program {self.name!r}: rank {src}'s {ctype.value} channel {cid} to rank "
+                                       f"{dst} (its channel #{k} to that rank) signals {signals} time(s), but its "
+                                       f"pair, rank {dst}'s {ctype.value} channel {back[k]} to rank {src}, waits "
+                                       f"{peer_waits} time(s); every signal needs one wait on the paired channel")
+                elif signals or waits:
                     raise DSLError(f"program {self.name!r}: rank {src}'s {ctype.value} channel {cid} to rank {dst} "
-                                   f"(its channel #{k} to that rank) signals {signals} time(s), but {peer} waits "
-                                   f"{waits} time(s); every signal needs one wait on the paired channel")
+                                   f"(its channel #{k} to that rank) signals {signals} and waits {waits} time(s), "
+                                   f"but it has no pair: rank {dst} has only {len(back)} {ctype.value} channel(s) "
+                                   f"to rank {src} (create one each way)")
 
     def to_dict(self) -> Dict[str, Any]:
         """The plan as a dict (the program cannot change afterwards)."""
