@@ -6,14 +6,15 @@
   writes exactly the committed files (same names, same bytes); ``--check``
   sees a changed file.
 - Every plan passes check_plan (ranges, operands, channel pairs,
-  signal/wait counts, MSCCL++'s executor limits) and simulate (two calls
-  on every rank, results checked element by element).
+  signal/wait counts, MSCCL++'s executor limits); the plans for 5, 6 and 7
+  ranks pass simulate too (two calls on every rank, results checked
+  element by element). The host executor runs the plans for 2, 3, 4 and 8
+  ranks (tests/plan: plan_default_N).
 - A plan's name, collective, protocol and in-place form match its file
   name; for each collective, rank count and in-place form, the plans' size
   ranges do not overlap and cover every size.
 
-One process, no library (the host executor runs these plans in
-tests/plan: plan_default_N).
+One process, no library.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ checks = Checks("test_default_plans")
 PYTHON = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = os.path.join(os.path.dirname(PYTHON), "plans", "default")
 ENV = dict(os.environ, PYTHONPATH=PYTHON)
+SIMULATED = (5, 6, 7)  # rank counts the executor's CI tests leave out
 
 
 def generate(*args: str) -> "subprocess.CompletedProcess[str]":
@@ -79,7 +81,8 @@ for name, text in committed.items():
                  (name[:-5], coll, protocol, algo.endswith("_inplace"), n), f"{name}: what its name says")
     try:
         check_plan(plan, nranks=n)
-        simulate(plan, calls=2, seed=n)
+        if n in SIMULATED:
+            simulate(plan, calls=2, seed=n)
         checks.true(True, name)
     except Exception as e:  # noqa: BLE001 - every failure is reported with the plan's name
         checks.fail(f"{name}: {type(e).__name__}: {e}")
