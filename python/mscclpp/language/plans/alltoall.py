@@ -4,12 +4,15 @@
 - oneshot (LL): rank r writes share q of its input as LL packets into rank
   q's scratch and unpacks what it received into its output. Small
   messages.
-- direct (Simple): out of place, zero-copy pull: thread block t of rank r
-  reads chunk t of share r of every peer's input into its output, between
-  two handshakes with every peer (our built-in alltoall "direct"). In
-  place, where a peer's input is overwritten by its own output, through
-  scratch instead: rank r writes share q into rank q's scratch, signals
-  it, and copies what it received into place (MSCCL++'s alltoall example).
+- direct (Simple): out of place, zero-copy: thread block t of rank r
+  writes chunk t of its share q into rank q's output, between two
+  handshakes with every peer (our built-in alltoall "direct" pulls
+  instead; a get whose local and remote chunks differ is mishandled by
+  MSCCL++'s executor, which swaps the two offsets, and these plans are
+  meant to run there too). In place, where a peer's input is overwritten
+  by its own output, through scratch: rank r writes share q into rank q's
+  scratch, signals it, and copies what it received into place (MSCCL++'s
+  alltoall example).
 """
 
 from __future__ import annotations
@@ -68,10 +71,9 @@ def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> Co
                         at = slot(q, r) * tbs + t
                         rank.copy(inp[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
                 else:
-                    out = rank.get_output_buffer()
-                    for q in peers(r, n):
-                        ch[(q, r, t)].get(out[q * tbs + t:q * tbs + t + 1],
-                                          Rank(q).get_input_buffer()[mine:mine + 1], tb=t)
-                    rank.copy(out[mine:mine + 1], inp[mine:mine + 1], tb=t)
+                    for p in peers(r, n):
+                        ch[(p, r, t)].put(Rank(p).get_output_buffer()[mine:mine + 1],
+                                          inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                    rank.copy(rank.get_output_buffer()[mine:mine + 1], inp[mine:mine + 1], tb=t)
                     handshake(ch, r, n, t, start=False)
     return prog
