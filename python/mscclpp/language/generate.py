@@ -65,7 +65,7 @@ def render(only: str = "") -> Dict[str, str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m mscclpp.language.generate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m mscclpp.language.generate", description="Write (or --check) the default plans.")
     parser.add_argument("outdir", help="directory for the plans (made if missing)")
     parser.add_argument("--check", action="store_true", help="compare with OUTDIR instead of writing")
     parser.add_argument("--only", default="", help="only plans whose name contains this")
