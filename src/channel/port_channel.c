@@ -76,7 +76,7 @@ struct mscclppPortExecutor {
   mscclppFifo_t fifo;
   mscclppProxy_t proxy;
   pthread_mutex_t lock; /* the tables and `running`, on the application side */
-  int running;          /* the proxy should run */
+  int running;          /* the proxy should run; stored with __atomic (the hang report reads it) */
   struct mscclppRegisteredMemory* mems[MAX_MEMS];
   int memRefs[MAX_MEMS];
   struct portSem sems[MAX_SEMS];
@@ -329,7 +329,7 @@ void mscclppPortExecutorDestroy(struct mscclppPortExecutor* e) {
 mscclppResult_t mscclppPortExecutorStart(struct mscclppPortExecutor* e) {
   pthread_mutex_lock(&e->lock);
   mscclppResult_t res = mscclppProxyStart(e->proxy);
-  if (res == mscclppSuccess) e->running = 1;
+  if (res == mscclppSuccess) __atomic_store_n(&e->running, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&e->lock);
   return res;
 }
@@ -337,7 +337,7 @@ mscclppResult_t mscclppPortExecutorStart(struct mscclppPortExecutor* e) {
 mscclppResult_t mscclppPortExecutorStop(struct mscclppPortExecutor* e) {
   pthread_mutex_lock(&e->lock);
   mscclppResult_t res = mscclppProxyStop(e->proxy);
-  e->running = 0;
+  __atomic_store_n(&e->running, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&e->lock);
   return res;
 }
@@ -407,7 +407,7 @@ static mscclppResult_t addSemLocked(struct mscclppPortExecutor* e, struct mscclp
   s->remote = remote;
   s->remoteOffset = remoteOffset;
   s->connIndex = (uint32_t)connSlot;
-  s->peer = conn->remoteRank + 1;
+  __atomic_store_n(&s->peer, conn->remoteRank + 1, __ATOMIC_RELAXED);
   s->outbound = 0;
   *id = (uint32_t)semSlot;
   return mscclppSuccess;
@@ -425,9 +425,12 @@ static void dropSemLocked(struct mscclppPortExecutor* e, uint32_t id) {
     e->anyProgress = 0;
     for (int i = 0; i < e->connEnd; i++) e->anyProgress |= e->conns[i].conn != NULL && e->conns[i].needsProgress;
   }
-  const int peer = s->peer; /* the hang report still names it for triggers pushed before */
-  memset(s, 0, sizeof(*s));
-  s->peer = peer;
+  /* peer stays: the hang report still names it for triggers pushed before */
+  s->conn = NULL;
+  s->remote = NULL;
+  s->remoteOffset = 0;
+  s->connIndex = 0;
+  s->outbound = 0;
 }
 
 /* ---- port channels --------------------------------------------------------------------- */
@@ -552,7 +555,7 @@ mscclppResult_t mscclppPortChannelBuild(struct mscclppChannelContext* ctx, struc
   }
   added = res == mscclppSuccess;
   if (added) {
-    e->running = 1; /* creation starts the proxy */
+    __atomic_store_n(&e->running, 1, __ATOMIC_RELAXED); /* creation starts the proxy */
     res = resumeLocked(e);
     if (res != mscclppSuccess) {
       dropSemLocked(e, semId);
