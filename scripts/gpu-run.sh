@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
+#   usage: scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs, graph replay, a memcheck run and mscclpp-perf --plan, about 5 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -273,6 +273,44 @@ if [ "$what" = all ] || [ "$what" = chaos ]; then
     "$BIN/chaos_nccl" --gpu --trials 20 --seed 1
   [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_shrink_4 80 python3 tests/nccl/torch_shrink.py \
     --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 75
+fi
+if [ "$what" = plan ]; then
+  # Execution plans on the GPU executor (src/coll/plan/plan_gpu*.{c,cu},
+  # issue 27): the hand-made plans (tests/plan/data) and the default ones
+  # (plans/default, when present), every plan for the rank count checked
+  # exactly on device buffers (fresh inputs, poisoned outputs, sizes from 1
+  # element, odd ones staged and padded), then captured in a CUDA graph and
+  # replayed 100 times (checked every 10th), then against the built-in
+  # algorithm; one memcheck run at 2 ranks; mscclpp-perf --plan for each
+  # default plan beside its built-in algorithm (checked; the ratio is the
+  # plan's time over the built-in's). About 5 minutes.
+  if have plan_worker; then
+    for n in 2 4; do
+      for d in tests/plan/data plans/default; do
+        [ -d "$d" ] || continue
+        tag=$(basename "$d")
+        step "plan_gpu_run_${n}_$tag" 90 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n $n --timeout 80 -- \
+          "$BIN/plan_worker" run "$d" $((1 << 20))
+        step "plan_gpu_graph_${n}_$tag" 60 mscclpp-run -n $n --timeout 50 -- "$BIN/plan_worker" graph "$d" $((4 << 20)) 100
+        step "plan_gpu_compare_${n}_$tag" 40 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n $n --timeout 30 -- \
+          "$BIN/plan_worker" compare "$d"
+      done
+    done
+    step "plan_gpu_run_2 memcheck" 120 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n 2 --timeout 110 -- \
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/plan_worker" run tests/plan/data 4096
+  fi
+  if have mscclpp-perf; then
+    pdir=plans/default
+    [ -d "$pdir" ] || pdir=tests/plan/data
+    for f in "$pdir"/*.json; do
+      for n in 2 4; do
+        nr=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["gpus"]))' "$f" 2>/dev/null)
+        [ "$nr" = "$n" ] || continue
+        step "perf_plan_${n}_$(basename "$f" .json)" 40 mscclpp-run -n $n --timeout 35 -- \
+          "$BIN/mscclpp-perf" --plan "$f" -b 1K -e 256M -f 8 -c 1 -n 5 -w 2
+      done
+    done
+  fi
 fi
 if [ "$what" = all ] || [ "$what" = nccl ]; then
   # NVIDIA's nccl-tests through libmscclpp_nccl.so: the whole matrix

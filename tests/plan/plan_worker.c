@@ -27,6 +27,15 @@
  *       fatal), a plain collective call that matches a plan runs it (the
  *       plan's run counter moves, the result is right) and one that does
  *       not (the other in-place form) runs the built-in algorithm.
+ *   plan_worker graph PATH [maxBytes [replays]]          (CUDA builds)
+ *       each plan captured in a CUDA graph (a call of about maxBytes per
+ *       rank, and one of an odd count) and replayed `replays` times
+ *       (default 100); every 10th replay has fresh inputs and a poisoned
+ *       output, checked exactly after it, as is the last one.
+ * With MSCCLPP_PLAN_WORKER_GPU=1 (CUDA builds) every call runs on the GPU
+ * backend: the buffers are copied to device memory as prepared (poison and
+ * guard bytes included), the call runs on a stream, and the whole buffer
+ * comes back to be checked; without a GPU the worker says so and exits 77.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +50,20 @@
 #include "mscclpp/comm.h"
 #include "mscclpp/plan.h"
 #include "perf.h" /* tools/perf: the oracle */
+
+#ifdef MSCCLPP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#define CUDA_OK(x)                                                                       \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "rank %d: %s:%d %s: %s\n", rank, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+static cudaStream_t stream_;
+#endif
+static int gpu_; /* calls run on the GPU backend, buffers in device memory */
 
 #define GUARD 64
 
@@ -64,6 +87,7 @@ struct pcall {
   uint8_t *buf, *send, *recv; /* send and recv inside buf (in place: one region) */
   uint8_t* exp;
   struct gen g;
+  size_t bytes; /* of buf */
 };
 
 static void prepare(struct pcall* k) {
@@ -73,7 +97,8 @@ static void prepare(struct pcall* k) {
   k->recvElems = cnt * (k->c == C_ALLGATHER || k->c == C_ALLTOALL ? n : 1);
   size_t elems = k->sendElems > k->recvElems ? k->sendElems : k->recvElems;
   size_t bytes = (k->inplace ? elems : k->sendElems + k->recvElems) * ts + 2 * GUARD + 64;
-  k->buf = (uint8_t*)aligned_alloc(64, (bytes + 63) / 64 * 64);
+  k->bytes = (bytes + 63) / 64 * 64;
+  k->buf = (uint8_t*)aligned_alloc(64, k->bytes);
   k->exp = (uint8_t*)malloc(k->recvElems * ts + 1);
   if (k->buf == NULL || k->exp == NULL) {
     fprintf(stderr, "rank %d: out of memory\n", rank);
@@ -158,21 +183,40 @@ static const struct combo reduceCombos[] = {{mscclppFloat32, mscclppSum}, {msccl
 static const struct combo copyCombos[] = {{mscclppFloat32, mscclppSum}, {mscclppInt8, mscclppSum},
                                           {mscclppFloat16, mscclppSum}};
 
-static mscclppResult_t callPlan(mscclppPlan_t plan, const struct pcall* k) {
-  return mscclppPlanExecute(comm, plan, k->send, k->recv, k->count, (mscclppDataType_t)k->type,
-                            (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum), NULL);
-}
-
-static mscclppResult_t callBuiltin(const struct pcall* k) {
+/* Issue the call (plan NULL: the plain collective call) on send/recv, as
+ * they are where the call runs, on `stream`. */
+static mscclppResult_t issue(mscclppPlan_t plan, const struct pcall* k, const void* send, void* recv,
+                             mscclppStream_t stream) {
   mscclppDataType_t t = (mscclppDataType_t)k->type;
   mscclppRedOp_t op = (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum);
+  if (plan != NULL) return mscclppPlanExecute(comm, plan, send, recv, k->count, t, op, stream);
   switch (k->c) {
-    case C_ALLREDUCE: return mscclppAllReduce(k->send, k->recv, k->count, t, op, comm, NULL);
-    case C_ALLGATHER: return mscclppAllGather(k->send, k->recv, k->count, t, comm, NULL);
-    case C_REDUCESCATTER: return mscclppReduceScatter(k->send, k->recv, k->count, t, op, comm, NULL);
-    default: return mscclppAllToAll(k->send, k->recv, k->count, t, comm, NULL);
+    case C_ALLREDUCE: return mscclppAllReduce(send, recv, k->count, t, op, comm, stream);
+    case C_ALLGATHER: return mscclppAllGather(send, recv, k->count, t, comm, stream);
+    case C_REDUCESCATTER: return mscclppReduceScatter(send, recv, k->count, t, op, comm, stream);
+    default: return mscclppAllToAll(send, recv, k->count, t, comm, stream);
   }
 }
+
+/* The call on the host buffers, or on device copies of them (gpu_). */
+static mscclppResult_t callOn(mscclppPlan_t plan, struct pcall* k) {
+  if (!gpu_) return issue(plan, k, k->send, k->recv, NULL);
+#ifdef MSCCLPP_HAVE_CUDA
+  uint8_t* d = NULL;
+  CUDA_OK(cudaMalloc((void**)&d, k->bytes));
+  CUDA_OK(cudaMemcpy(d, k->buf, k->bytes, cudaMemcpyHostToDevice));
+  mscclppResult_t res = issue(plan, k, d + (k->send - k->buf), d + (k->recv - k->buf), stream_);
+  CUDA_OK(cudaStreamSynchronize(stream_));
+  CUDA_OK(cudaMemcpy(k->buf, d, k->bytes, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaFree(d));
+  return res;
+#else
+  return mscclppInvalidUsage;
+#endif
+}
+
+static mscclppResult_t callPlan(mscclppPlan_t plan, struct pcall* k) { return callOn(plan, k); }
+static mscclppResult_t callBuiltin(struct pcall* k) { return callOn(NULL, k); }
 
 /* Plans to run: PATH itself, or its *.json (sorted). */
 static int listPlans(const char* path, char names[][512], int max) {
@@ -295,6 +339,80 @@ static void modeCompare(const char* path) {
   }
 }
 
+#ifdef MSCCLPP_HAVE_CUDA
+/* One plan call captured in a graph and replayed (see the top). */
+static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t count, int replays) {
+  enum coll c = collOf(info->collective);
+  const int reduces = c == C_ALLREDUCE || c == C_REDUCESCATTER;
+  struct pcall k = {c, mscclppFloat32, reduces ? mscclppSum : -1, info->inplace, count, 4, 0, 0, NULL, NULL, NULL, NULL};
+  prepare(&k);
+  uint8_t* d = NULL;
+  CUDA_OK(cudaMalloc((void**)&d, k.bytes));
+  CUDA_OK(cudaMemcpy(d, k.buf, k.bytes, cudaMemcpyHostToDevice));
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  mscclppResult_t res = issue(plan, &k, d + (k.send - k.buf), d + (k.recv - k.buf), stream_);
+  CUDA_OK(cudaStreamEndCapture(stream_, &g));
+  CHECK_RES(res, mscclppSuccess);
+  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+  long bad = 0;
+  for (int i = 0; i < replays && res == mscclppSuccess; i++) {
+    int check = i % 10 == 0 || i == replays - 1;
+    if (check && i > 0) { /* fresh inputs, poisoned output: the same geometry, so the same offsets */
+      freeCall(&k);
+      prepare(&k);
+      CUDA_OK(cudaMemcpy(d, k.buf, k.bytes, cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaGraphLaunch(ge, stream_));
+    if (!check) continue;
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    CUDA_OK(cudaMemcpy(k.buf, d, k.bytes, cudaMemcpyDeviceToHost));
+    bad += verify(&k, info->name) != 0;
+    calls++;
+    /* every rank's check done before anyone's next inputs go in (the
+     * replays in between read the inputs as they are) */
+    CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
+  }
+  harnessFailures_ += bad != 0;
+  if (rank == 0)
+    printf("%s %s graph: count %zu, %d replays\n", bad == 0 ? "PASS" : "FAIL", info->name, count, replays);
+  CUDA_OK(cudaGraphExecDestroy(ge));
+  CUDA_OK(cudaGraphDestroy(g));
+  CUDA_OK(cudaFree(d));
+  freeCall(&k);
+}
+#endif
+
+static void modeGraph(const char* path, size_t maxBytes, int replays) {
+#ifdef MSCCLPP_HAVE_CUDA
+  static char names[256][512];
+  int np = listPlans(path, names, 256);
+  int ran = 0;
+  for (int p = 0; p < np; p++) {
+    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
+    mscclppPlan_t plan = loadFor(names[p], &info);
+    if (plan == NULL) continue;
+    size_t counts[16];
+    int nc = countsFor(&info, 4, maxBytes, counts);
+    if (nc > 0) graphOne(plan, &info, counts[nc - 1], replays); /* the largest */
+    if (nc > 1) graphOne(plan, &info, counts[1], replays);      /* an odd one (staged, padded) */
+    ran++;
+    CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
+  }
+  if (ran == 0) {
+    fprintf(stderr, "rank %d: FAIL: no plan of %s is for %d ranks\n", rank, path, nranks);
+    harnessFailures_++;
+  }
+#else
+  (void)path;
+  (void)maxBytes;
+  (void)replays;
+  fprintf(stderr, "plan_worker graph: this build has no CUDA\n");
+  harnessFailures_++;
+#endif
+}
+
 static void copyFile(const char* from, const char* to) {
   FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
   char buf[65536];
@@ -402,9 +520,24 @@ static void modeCache(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: plan_worker run|compare|cache PATH [maxBytes]\n");
+    fprintf(stderr, "usage: plan_worker run|compare|cache|graph PATH [maxBytes [replays]]\n");
     return 2;
   }
+  const char* g = getenv("MSCCLPP_PLAN_WORKER_GPU");
+  gpu_ = (g != NULL && atoi(g) != 0) || strcmp(argv[1], "graph") == 0;
+#ifdef MSCCLPP_HAVE_CUDA
+  int ndev = 0;
+  if (gpu_ && (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)) {
+    printf("skipped: needs a GPU\n");
+    return 77;
+  }
+  if (gpu_) CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+#else
+  if (gpu_) {
+    printf("skipped: needs a CUDA build\n");
+    return 77;
+  }
+#endif
   CHECK_RES(mscclppCommInitFromEnv(&comm), mscclppSuccess);
   if (comm == NULL) return 1;
   CHECK_RES(mscclppCommRank(comm, &rank), mscclppSuccess);
@@ -413,6 +546,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "run") == 0) modeRun(argv[2], maxBytes);
   else if (strcmp(argv[1], "compare") == 0) modeCompare(argv[2]);
   else if (strcmp(argv[1], "cache") == 0) modeCache(argv[2]);
+  else if (strcmp(argv[1], "graph") == 0) modeGraph(argv[2], maxBytes, argc > 4 ? atoi(argv[4]) : 100);
   else {
     fprintf(stderr, "plan_worker: unknown mode %s\n", argv[1]);
     return 2;

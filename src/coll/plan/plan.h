@@ -119,6 +119,15 @@ void mscclppPlanCallShapeOf(const struct mscclppPlan* plan, const struct mscclpp
 /* Bytes of every rank's scratch for chunk size c: the largest
  * scratch_chunks of any rank (LL: doubled; double scratch: doubled again). */
 uint64_t mscclppPlanScratchBytes(const struct mscclppPlan* plan, uint64_t chunkBytes);
+/* Where `rank`'s buffers are in the region an executor stages a plan's
+ * calls in (one allocation per rank that its peers map): the scratch
+ * first, at 0, sized for chunks of capChunk bytes (so that its halves stay
+ * where they are whatever a call's size, see mscclppPlanCallShapeOf), then
+ * input and output for chunk size c, overlapping as the in-place form
+ * says. off[] is indexed by mscclppPlanSpace; *bytes is where the region's
+ * used part ends. The host and the GPU executor both lay regions out so. */
+void mscclppPlanRegionLayout(const struct mscclppPlan* plan, int rank, uint64_t capChunk, uint64_t chunkBytes,
+                             uint64_t off[MSCCLPP_PLAN_SPACES], uint64_t* bytes);
 /* sc (plan_program.h): MSCCL++'s scratch chunk size with reuse_resources, else c. */
 uint64_t mscclppPlanScratchChunkBytes(const struct mscclppPlan* plan, uint64_t chunkBytes);
 

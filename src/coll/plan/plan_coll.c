@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/plan/plan_gpu.h"
 #include "coll/plan/plan_host.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -70,6 +71,7 @@ static mscclppResult_t entryAdd(struct mscclppPlanRegistry* reg, struct mscclppP
 
 static void entryFree(struct mscclppComm* comm, struct mscclppPlanEntry* e) {
   if (e->host != NULL) mscclppPlanHostFree(comm, e->host);
+  if (e->gpu != NULL) mscclppPlanGpuFree(comm, e->gpu);
   mscclppPlanRelease(e->plan);
 }
 
@@ -256,8 +258,11 @@ static int callInPlace(const struct mscclppComm* comm, const struct mscclppCollA
   }
 }
 
-/* The backends with an executor of plans. */
-static int backendRunsPlans(mscclppCollBackend backend) { return backend == MSCCLPP_COLL_BACKEND_HOST; }
+/* The backends with an executor of plans: the host backend's (CPU threads
+ * play the thread blocks) and the GPU backend's (one kernel). */
+static int backendRunsPlans(mscclppCollBackend backend) {
+  return backend == MSCCLPP_COLL_BACKEND_HOST || backend == MSCCLPP_COLL_BACKEND_GPU;
+}
 
 /* Why `plan` cannot run `a` on comm's `backend` ("" when it can), for
  * mscclppCollPlanCheck's messages and the pick. */
@@ -267,7 +272,7 @@ static const char* mismatch(struct mscclppComm* comm, const struct mscclppPlan* 
   if (!backendRunsPlans(backend))
     snprintf(why, len,
              "rank %d runs collectives on the %s backend, which has no executor of execution plans yet (the "
-             "host backend has one)",
+             "host and GPU backends have one)",
              comm->rank, mscclppCollBackendName(backend));
   else if (comm->localNranks != comm->nranks)
     snprintf(why, len,
@@ -287,6 +292,8 @@ static const char* mismatch(struct mscclppComm* comm, const struct mscclppPlan* 
              (unsigned long long)plan->minMessageBytes, (unsigned long long)plan->maxMessageBytes,
              plan->collective == MSCCLPP_PLAN_ALLGATHER ? "the output's bytes" : "the input's bytes",
              (unsigned long long)mscclppPlanMessageBytes(plan, comm->nranks, (uint64_t)a->count * a->typeSize));
+  else if (backend == MSCCLPP_COLL_BACKEND_GPU && mscclppPlanGpuRefusal(comm, plan, why, len)[0] != '\0')
+    return why;
   else if (plan->pipelineUnitGcd != 0 && plan->pipelineUnitGcd % a->typeSize != 0)
     snprintf(why, len, "execution plan %s pipelines in units of %u bytes, which do not hold whole %zu-byte elements",
              plan->name, plan->pipelineUnitGcd, a->typeSize);
@@ -322,9 +329,16 @@ mscclppResult_t mscclppCollPlanRun(struct mscclppComm* comm, struct mscclppPlan*
   MSCCLPP_RETURN_ON_ERROR(registryOf(comm, &reg));
   struct mscclppPlanEntry* e = entryOf(reg, plan);
   if (e == NULL) MSCCLPP_RETURN_ON_ERROR(entryAdd(reg, plan, &e));
-  int ctxId = e->host == NULL ? reg->nextCtxId : -1;
-  mscclppResult_t res = mscclppPlanHostRun(comm, &e->host, ctxId, plan, a);
-  if (ctxId >= 0 && e->host != NULL) reg->nextCtxId++;
+  mscclppResult_t res;
+  if (backend == MSCCLPP_COLL_BACKEND_GPU) {
+    int ctxId = e->gpu == NULL ? reg->nextCtxId : -1;
+    res = mscclppPlanGpuRun(comm, &e->gpu, ctxId, plan, a);
+    if (ctxId >= 0 && e->gpu != NULL) reg->nextCtxId++;
+  } else {
+    int ctxId = e->host == NULL ? reg->nextCtxId : -1;
+    res = mscclppPlanHostRun(comm, &e->host, ctxId, plan, a);
+    if (ctxId >= 0 && e->host != NULL) reg->nextCtxId++;
+  }
   if (res == mscclppSuccess) e->runs++;
   return res;
 }

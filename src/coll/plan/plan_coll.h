@@ -20,6 +20,7 @@ struct mscclppPlanEntry {
   int registered;
   uint64_t runs;                   /* calls run with it on this communicator */
   struct mscclppPlanHostCtx* host; /* the host executor's state, or NULL */
+  struct mscclppPlanGpuCtx* gpu;   /* the GPU executor's state, or NULL */
 };
 
 struct mscclppPlanRegistry {

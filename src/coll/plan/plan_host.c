@@ -29,35 +29,8 @@ static int tagOf(int ctxId, int j) { return TAG_BASE + (ctxId & 0xff) * 0x10000 
 
 #define MIN_CAP_CHUNK ((uint64_t)1024)
 
-static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
-
 void mscclppPlanHostLayout(const struct mscclppPlanHostCtx* x, int rank, uint64_t c, struct planLayout* l) {
-  const struct mscclppPlan* plan = x->plan;
-  const struct mscclppPlanGpu* g = &plan->gpus[rank];
-  const uint64_t inB = (uint64_t)g->inputChunks * c, outB = (uint64_t)g->outputChunks * c;
-  const uint64_t block = (uint64_t)plan->chunksPerBlock * c;
-  /* the scratch first, sized for the region's chunk size: its halves (a
-   * double scratch) stay where they are whatever a call's size */
-  const uint64_t io = align64(mscclppPlanScratchBytes(plan, x->capChunk));
-  l->off[MSCCLPP_PLAN_SCRATCH] = 0;
-  uint64_t end;
-  if (!plan->inplace) {
-    l->off[MSCCLPP_PLAN_INPUT] = io;
-    l->off[MSCCLPP_PLAN_OUTPUT] = io + align64(inB);
-    end = l->off[MSCCLPP_PLAN_OUTPUT] + outB;
-  } else if (plan->collective == MSCCLPP_PLAN_ALLGATHER) { /* the input is the rank's block of the output */
-    l->off[MSCCLPP_PLAN_OUTPUT] = io;
-    l->off[MSCCLPP_PLAN_INPUT] = io + (uint64_t)rank * block;
-    end = io + outB;
-  } else if (plan->collective == MSCCLPP_PLAN_REDUCESCATTER) { /* the output is the rank's block of the input */
-    l->off[MSCCLPP_PLAN_INPUT] = io;
-    l->off[MSCCLPP_PLAN_OUTPUT] = io + (uint64_t)rank * block;
-    end = io + inB;
-  } else {
-    l->off[MSCCLPP_PLAN_INPUT] = l->off[MSCCLPP_PLAN_OUTPUT] = io;
-    end = io + (inB > outB ? inB : outB);
-  }
-  l->bytes = end;
+  mscclppPlanRegionLayout(x->plan, rank, x->capChunk, c, l->off, &l->bytes);
 }
 
 /* Channels of rank `from`'s of `type` to rank `to`. */

@@ -158,3 +158,32 @@ void mscclppPlanCallShapeOf(const struct mscclppPlan* plan, const struct mscclpp
   shape->flag = flag;
   if (plan->doubleScratch && (flag & 1u) == 0) shape->scratchOffset = scratchBytes / 2;
 }
+
+static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
+
+void mscclppPlanRegionLayout(const struct mscclppPlan* plan, int rank, uint64_t capChunk, uint64_t c,
+                             uint64_t off[MSCCLPP_PLAN_SPACES], uint64_t* bytes) {
+  const struct mscclppPlanGpu* g = &plan->gpus[rank];
+  const uint64_t inB = (uint64_t)g->inputChunks * c, outB = (uint64_t)g->outputChunks * c;
+  const uint64_t block = (uint64_t)plan->chunksPerBlock * c;
+  const uint64_t io = align64(mscclppPlanScratchBytes(plan, capChunk));
+  off[MSCCLPP_PLAN_SCRATCH] = 0;
+  uint64_t end;
+  if (!plan->inplace) {
+    off[MSCCLPP_PLAN_INPUT] = io;
+    off[MSCCLPP_PLAN_OUTPUT] = io + align64(inB);
+    end = off[MSCCLPP_PLAN_OUTPUT] + outB;
+  } else if (plan->collective == MSCCLPP_PLAN_ALLGATHER) { /* the input is the rank's block of the output */
+    off[MSCCLPP_PLAN_OUTPUT] = io;
+    off[MSCCLPP_PLAN_INPUT] = io + (uint64_t)rank * block;
+    end = io + outB;
+  } else if (plan->collective == MSCCLPP_PLAN_REDUCESCATTER) { /* the output is the rank's block of the input */
+    off[MSCCLPP_PLAN_INPUT] = io;
+    off[MSCCLPP_PLAN_OUTPUT] = io + (uint64_t)rank * block;
+    end = io + inB;
+  } else {
+    off[MSCCLPP_PLAN_INPUT] = off[MSCCLPP_PLAN_OUTPUT] = io;
+    end = io + (inB > outB ? inB : outB);
+  }
+  *bytes = end;
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the GPU executor's host side (plan_gpu.c, C) hands its kernel
+ * (plan_gpu_kernels.cu): one launch's parameters, by value, and the layout
+ * of the device counters. See plan_gpu.h for the design.
+ *
+ * Device counters of one plan state (uint64_t words, zeroed once, never
+ * reset: they only grow, so a CUDA graph replays correctly):
+ *   [GRID]                 arrivals at the grid-wide syncs around the ops
+ *   [BARRIER + b]          arrivals at the plan's BARRIER b
+ *   [EXEC + block]         executions block `block` has started (its LL flag)
+ *   [EXEC + nBlocks + s]   the plan's semaphore s (signed; semInit[] at creation)
+ */
+#ifndef MSCCLPP_SRC_COLL_PLAN_PLAN_GPU_LAUNCH_H_
+#define MSCCLPP_SRC_COLL_PLAN_PLAN_GPU_LAUNCH_H_
+
+#include <stdint.h>
+
+#include "coll/plan/plan_program.h"
+#include "mscclpp/memory_channel_device.h"
+#include "mscclpp/port_channel_device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ranks of a plan the GPU executor runs (the GPU backend's: one host). */
+#define MSCCLPP_PLAN_GPU_MAX_RANKS 8
+#define MSCCLPP_PLAN_GPU_MAX_THREADS 1024u
+
+#define MSCCLPP_PLAN_GPU_CTR_GRID 0
+#define MSCCLPP_PLAN_GPU_CTR_BARRIER 1
+#define MSCCLPP_PLAN_GPU_CTR_EXEC (MSCCLPP_PLAN_GPU_CTR_BARRIER + MSCCLPP_PLAN_MAX_BARRIERS)
+/* Words of counters for a program of nBlocks blocks and nSem semaphores. */
+#define MSCCLPP_PLAN_GPU_CTR_WORDS(nBlocks, nSem) (MSCCLPP_PLAN_GPU_CTR_EXEC + (uint64_t)(nBlocks) + (uint64_t)(nSem))
+
+struct mscclppPlanGpuLaunch {
+  const mscclppPlanProgram* prog;                 /* device copy of this rank's program */
+  const mscclppMemoryChannelDeviceHandle* mem;    /* [nChannels]: program channel i, when a memory channel */
+  const mscclppPortChannelDeviceHandle* port;     /* [nChannels]: program channel i, when a port channel */
+  const mscclppMemoryChannelDeviceHandle* link;   /* [nranks]: a channel per linked peer (the end barrier) */
+  uint64_t* ctr;                                  /* the device counters (above) */
+  uint8_t* base[MSCCLPP_PLAN_GPU_MAX_RANKS];      /* every linked rank's region as mapped here ([rank]: this one's) */
+  uint64_t off[MSCCLPP_PLAN_GPU_MAX_RANKS][MSCCLPP_PLAN_SPACES]; /* where each rank's buffers are in its region */
+  mscclppPlanCallShape shape;                     /* flag and scratchOffset are set by the kernel */
+  uint64_t halfScratch;                           /* double scratch: the odd executions' half starts here */
+  const uint8_t* send;                            /* the caller's buffers */
+  uint8_t* recv;
+  uint64_t blockBytes;                            /* B: one rank's block as the caller has it */
+  uint64_t paddedBytes;                           /* k * c: the same block in the region */
+  uint32_t inBlocks, outBlocks;
+  int rank, nranks;
+  int type;                                       /* mscclppDataType_t */
+  int op;                                         /* mscclppRedOp_t of the reductions (avg: sum) */
+  int divide;                                     /* avg: divide the output by nranks at the copy out */
+  uint32_t doubleScratch;
+  uint32_t linkedMask;                            /* bit q: the end barrier meets rank q */
+  uint32_t endBarrier;                            /* LL plans without a double scratch */
+  mscclppWaitContext wait;                        /* the communicator's abort and MSCCLPP_TIMEOUT */
+};
+
+/* plan_gpu_kernels.cu: enqueue the executor's kernel for `L` on `stream`
+ * (a cudaStream_t): L->prog's nBlocks blocks of `nthreads` threads.
+ * mscclppUnhandledCudaError with the runtime's text in *why. */
+mscclppResult_t mscclppPlanGpuEnqueue(const struct mscclppPlanGpuLaunch* L, uint32_t nBlocks, uint32_t nthreads,
+                                      void* stream, const char** why);
+
+/* plan_gpu_kernels.cu: blocks of `nthreads` threads of the kernel for
+ * `type` that one SM holds at once (every block of every rank must be
+ * resident together: they wait for each other); 0 when unknown. */
+int mscclppPlanGpuBlocksPerSm(int type, uint32_t nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_SRC_COLL_PLAN_PLAN_GPU_LAUNCH_H_ */
