@@ -4,9 +4,11 @@
  * program (plan_program.h). Block b of the grid is the plan's thread block
  * b, with the plan's threads per block; what each op does is
  * plan_program.h's list, addresses from mscclppPlanOperandRange as on the
- * host. One body, a template over the element type T only for the
- * reductions and the average's division (coll_ops.cuh's operators, as the
- * built-in kernels use), instantiated by the table at the end.
+ * host. One kernel for every element type: the type is a launch value,
+ * switched on only in the word reductions and the average's division
+ * (coll_ops.cuh's operators, as the built-in kernels use). A kernel per
+ * type made nvcc compile the interpreter 12 times (minutes on a small
+ * machine); the switch is uniform across the block.
  *
  * A call (plan_gpu.h says why it stages):
  *   1. every block takes its execution number (its LL flag, and the half
@@ -205,12 +207,57 @@ static __device__ int opUnpack(const Launch& L, const Blk& b, const mscclppPlanO
                                 threadIdx.x, blockDim.x, b.shape.flag, &L.wait) != mscclppSuccess;
 }
 
+/* acc op v for every element of a word W (uint4 or uint64_t) of elements
+ * of mscclppDataType_t `type`. Not inlined: one copy of the 12 types'
+ * code, called from the reduction loops. */
+template <typename W>
+static __device__ __noinline__ W wordReduce(W acc, W v, int type, int op) {
+  switch (type) {
+    case mscclppInt8:
+      wordApply<int8_t, W>(acc, v, op);
+      break;
+    case mscclppUint8:
+      wordApply<uint8_t, W>(acc, v, op);
+      break;
+    case mscclppInt32:
+      wordApply<int32_t, W>(acc, v, op);
+      break;
+    case mscclppUint32:
+      wordApply<uint32_t, W>(acc, v, op);
+      break;
+    case mscclppInt64:
+      wordApply<int64_t, W>(acc, v, op);
+      break;
+    case mscclppUint64:
+      wordApply<uint64_t, W>(acc, v, op);
+      break;
+    case mscclppFloat16:
+      wordApply<__half, W>(acc, v, op);
+      break;
+    case mscclppFloat32:
+      wordApply<float, W>(acc, v, op);
+      break;
+    case mscclppFloat64:
+      wordApply<double, W>(acc, v, op);
+      break;
+    case mscclppBfloat16:
+      wordApply<__nv_bfloat16, W>(acc, v, op);
+      break;
+    case mscclppFloat8e4m3:
+      wordApply<__nv_fp8_e4m3, W>(acc, v, op);
+      break;
+    default: /* mscclppFloat8e5m2 (the enqueue refuses any other type) */
+      wordApply<__nv_fp8_e5m2, W>(acc, v, op);
+      break;
+  }
+  return acc;
+}
+
 /* The reductions: dst[0] = src[0] op src[1] op ... (any operand plain,
  * local or a peer's, or LL packets waited for), then the result to every
  * dst (plain, or packets with this execution's flag). 16-byte words when
  * no operand is packets and all are aligned, else 8-byte words (one
  * packet's data each). */
-template <typename T>
 static __device__ int opReduce(const Launch& L, const Blk& b, const mscclppPlanOp* op) {
   const uint32_t tid = threadIdx.x, nth = blockDim.x, flag = b.shape.flag;
   const int nS = op->nSrc, nD = op->nDst;
@@ -238,8 +285,7 @@ static __device__ int opReduce(const Launch& L, const Blk& b, const mscclppPlanO
     for (uint64_t k = tid; k < n; k += nth) {
       uint4 acc = ((const uint4*)src[0])[k];
       for (int s = 1; s < nS; s++) {
-        uint4 v = ((const uint4*)src[s])[k];
-        wordApply<T, uint4>(acc, v, L.op);
+        acc = wordReduce<uint4>(acc, ((const uint4*)src[s])[k], L.type, L.op);
       }
       for (int d = 0; d < nD; d++) ((uint4*)dst[d])[k] = acc;
     }
@@ -260,7 +306,7 @@ static __device__ int opReduce(const Launch& L, const Blk& b, const mscclppPlanO
       if (s == 0)
         acc = v;
       else
-        wordApply<T, uint64_t>(acc, v, L.op); /* bytes past m are never stored */
+        acc = wordReduce<uint64_t>(acc, v, L.type, L.op); /* bytes past m are never stored */
     }
     for (int d = 0; d < nD; d++) {
       if (pkD >> d & 1u)
@@ -333,7 +379,6 @@ static __device__ int opChannels(const Launch& L, const mscclppPlanOp* op) {
 }
 
 /* One op; nonzero in every thread when it failed. */
-template <typename T>
 static __device__ int runOp(const Launch& L, const Blk& b, const mscclppPlanOp* op) {
   __syncthreads(); /* the previous op's writes, by every thread, before this one */
   const uint32_t tid = threadIdx.x, nth = blockDim.x;
@@ -385,7 +430,7 @@ static __device__ int runOp(const Launch& L, const Blk& b, const mscclppPlanOp* 
     case MSCCLPP_PLAN_OP_REDUCE_COPY_PACKETS:
     case MSCCLPP_PLAN_OP_REDUCE_SEND_PACKETS:
     case MSCCLPP_PLAN_OP_REDUCE_COPY_SEND_PACKETS:
-      bad = opReduce<T>(L, b, op);
+      bad = opReduce(L, b, op);
       break;
     case MSCCLPP_PLAN_OP_SEM_ACQUIRE:
     case MSCCLPP_PLAN_OP_SEM_RELEASE:
@@ -399,12 +444,11 @@ static __device__ int runOp(const Launch& L, const Blk& b, const mscclppPlanOp* 
 }
 
 /* The block's ops, pipelines unrolled into their iterations. */
-template <typename T>
 static __device__ int runBlock(const Launch& L, Blk& b, const mscclppPlanOp* ops, uint32_t first, uint32_t n) {
   for (uint32_t pc = first; pc < first + n;) {
     const mscclppPlanOp* op = &ops[pc];
     if (op->code != MSCCLPP_PLAN_OP_PIPELINE) {
-      if (runOp<T>(L, b, op)) return 1;
+      if (runOp(L, b, op)) return 1;
       pc++;
       continue;
     }
@@ -413,7 +457,7 @@ static __device__ int runBlock(const Launch& L, Blk& b, const mscclppPlanOp* ops
       b.window = it * op->arg0;
       b.unit = op->arg0;
       for (uint32_t k = 1; k <= op->nInner; k++)
-        if (runOp<T>(L, b, &ops[pc + k])) return 1;
+        if (runOp(L, b, &ops[pc + k])) return 1;
     }
     b.window = 0;
     b.unit = UINT64_MAX;
@@ -435,19 +479,67 @@ static __device__ void stageIn(const Launch& L, uint64_t gtid, uint64_t gnth) {
   }
 }
 
-/* The output area out to the caller, divided by nranks for avg. */
+/* d[i] = s[i] / n for the `bytes` bytes of elements T (grid-strided). */
 template <typename T>
+static __device__ void divideOut(uint8_t* dst, const uint8_t* src, uint64_t bytes, int n, uint64_t gtid,
+                                 uint64_t gnth) {
+  const T* s = (const T*)src;
+  T* d = (T*)dst;
+  for (uint64_t i = gtid; i < bytes / sizeof(T); i += gnth) d[i] = Op<T>::divide(s[i], n);
+}
+
+/* divideOut for mscclppDataType_t `type`. */
+static __device__ __noinline__ void divideOutAs(int type, uint8_t* d, const uint8_t* s, uint64_t bytes, int n,
+                                                uint64_t gtid, uint64_t gnth) {
+  switch (type) {
+    case mscclppInt8:
+      divideOut<int8_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppUint8:
+      divideOut<uint8_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppInt32:
+      divideOut<int32_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppUint32:
+      divideOut<uint32_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppInt64:
+      divideOut<int64_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppUint64:
+      divideOut<uint64_t>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppFloat16:
+      divideOut<__half>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppFloat32:
+      divideOut<float>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppFloat64:
+      divideOut<double>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppBfloat16:
+      divideOut<__nv_bfloat16>(d, s, bytes, n, gtid, gnth);
+      break;
+    case mscclppFloat8e4m3:
+      divideOut<__nv_fp8_e4m3>(d, s, bytes, n, gtid, gnth);
+      break;
+    default: /* mscclppFloat8e5m2 */
+      divideOut<__nv_fp8_e5m2>(d, s, bytes, n, gtid, gnth);
+      break;
+  }
+}
+
+/* The output area out to the caller, divided by nranks for avg. */
 static __device__ void stageOut(const Launch& L, uint64_t gtid, uint64_t gnth) {
   const uint8_t* area = L.base[L.rank] + L.off[L.rank][MSCCLPP_PLAN_OUTPUT];
   const uint64_t B = L.blockBytes, P = L.paddedBytes;
   for (uint32_t k = 0; k < L.outBlocks; k++) {
-    if (!L.divide) {
+    if (!L.divide)
       mscclppCopyDevice(L.recv + k * B, area + k * P, B, (uint32_t)gtid, (uint32_t)gnth);
-      continue;
-    }
-    const T* s = (const T*)(area + k * P);
-    T* d = (T*)(L.recv + k * B);
-    for (uint64_t i = gtid; i < B / sizeof(T); i += gnth) d[i] = Op<T>::divide(s[i], L.nranks);
+    else
+      divideOutAs(L.type, L.recv + k * B, area + k * P, B, L.nranks, gtid, gnth);
   }
 }
 
@@ -466,7 +558,6 @@ static __device__ int endBarrier(const Launch& L) {
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
-template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const Launch L) {
   __shared__ uint32_t sFlag;
   const mscclppPlanProgram* prog = L.prog;
@@ -490,20 +581,13 @@ __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const
   stageIn(L, gtid, gnth);
   if (blocksBarrier(L, grid, gridDim.x)) return;
   const mscclppPlanBlock* blk = &mscclppPlanProgramBlocks(prog)[blockIdx.x];
-  if (runBlock<T>(L, b, mscclppPlanProgramOps(prog), blk->firstOp, blk->nOps)) return;
+  if (runBlock(L, b, mscclppPlanProgramOps(prog), blk->firstOp, blk->nOps)) return;
   if (blocksBarrier(L, grid, gridDim.x)) return;
-  stageOut<T>(L, gtid, gnth);
+  stageOut(L, gtid, gnth);
   if (L.endBarrier && blockIdx.x == 0) (void)endBarrier(L);
 }
 
 /* ---- dispatch --------------------------------------------------------------------------- */
-
-typedef void (*PlanKernelFn)(const Launch);
-
-static const PlanKernelFn planKernels[mscclppNumTypes] = {
-    planKernel<int8_t>, planKernel<uint8_t>, planKernel<int32_t>, planKernel<uint32_t>,
-    planKernel<int64_t>, planKernel<uint64_t>, planKernel<__half>, planKernel<float>,
-    planKernel<double>, planKernel<__nv_bfloat16>, planKernel<__nv_fp8_e4m3>, planKernel<__nv_fp8_e5m2>};
 
 extern "C" mscclppResult_t mscclppPlanGpuEnqueue(const struct mscclppPlanGpuLaunch* L, uint32_t nBlocks,
                                                  uint32_t nthreads, void* stream, const char** why) {
@@ -511,7 +595,7 @@ extern "C" mscclppResult_t mscclppPlanGpuEnqueue(const struct mscclppPlanGpuLaun
     *why = "no kernel for this data type";
     return mscclppInvalidArgument;
   }
-  planKernels[L->type]<<<dim3(nBlocks), dim3(nthreads), 0, (cudaStream_t)stream>>>(*L);
+  planKernel<<<dim3(nBlocks), dim3(nthreads), 0, (cudaStream_t)stream>>>(*L);
   cudaError_t err = cudaGetLastError();
   *why = cudaGetErrorString(err);
   return err == cudaSuccess ? mscclppSuccess : mscclppUnhandledCudaError;
@@ -520,7 +604,7 @@ extern "C" mscclppResult_t mscclppPlanGpuEnqueue(const struct mscclppPlanGpuLaun
 extern "C" int mscclppPlanGpuBlocksPerSm(int type, uint32_t nthreads) {
   int n = 0;
   if (type < 0 || type >= mscclppNumTypes ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, planKernels[type], (int)nthreads, 0) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, planKernel, (int)nthreads, 0) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
