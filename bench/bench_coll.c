@@ -51,6 +51,7 @@ int main(void) {
 #include "mscclpp/comm.h"
 
 #include "bench_check.h"
+#include "bench_time.h"
 
 static double nowUs(void) {
   struct timespec t;
@@ -61,15 +62,7 @@ static double nowUs(void) {
 static mscclppComm_t comm;
 static int nranks_;
 
-static double maxOver(double v) {
-  double* all = calloc((size_t)nranks_, sizeof(double));
-  all[rank] = v;
-  MSCCLPP_OK(mscclppBootstrapAllGather(comm, all, sizeof(double)));
-  double m = 0;
-  for (int i = 0; i < nranks_; i++) m = all[i] > m ? all[i] : m;
-  free(all);
-  return m;
-}
+static double maxOver(double v) { return benchMaxOver(comm, nranks_, v); }
 
 /* bench_coll_kernels.cu */
 cudaError_t benchCollFanout(const void* src, void* dst, int k, size_t bytes, int blocks, cudaStream_t s);
@@ -149,23 +142,10 @@ static void call(int ag, const void* in, void* out, size_t bytes, cudaStream_t s
 static double graphTimeUs(int ag, void* in, void* out, size_t bytes, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1,
                           int iters) {
   cudaGraph_t g;
-  cudaGraphExec_t ge;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   for (int i = 0; i < iters; i++) call(ag, in, out, bytes, s);
   CUDA_OK(cudaStreamEndCapture(s, &g));
-  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-  CUDA_OK(cudaGraphLaunch(ge, s));
-  CUDA_OK(cudaStreamSynchronize(s));
-  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  CUDA_OK(cudaEventRecord(e0, s));
-  for (int r = 0; r < GRAPH_REPLAYS; r++) CUDA_OK(cudaGraphLaunch(ge, s));
-  CUDA_OK(cudaEventRecord(e1, s));
-  CUDA_OK(cudaEventSynchronize(e1));
-  float ms;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  CUDA_OK(cudaGraphExecDestroy(ge));
-  CUDA_OK(cudaGraphDestroy(g));
-  return maxOver(ms * 1e3 / iters / GRAPH_REPLAYS);
+  return maxOver(benchGraphReplayUs(comm, g, GRAPH_REPLAYS, s, e0, e1) / iters / GRAPH_REPLAYS);
 }
 
 int main(int argc, char** argv) {
@@ -181,24 +161,7 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaEventCreate(&e1));
 
   /* 1. roofline (rank 0 alone, the others wait) */
-  double copyBps = 0;
-  if (rank == 0) {
-    size_t n = (size_t)1 << 30;
-    void *a, *b;
-    CUDA_OK(cudaMalloc(&a, n));
-    CUDA_OK(cudaMalloc(&b, n));
-    CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CUDA_OK(cudaEventRecord(e0, s));
-    for (int i = 0; i < 10; i++) CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CUDA_OK(cudaEventRecord(e1, s));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    copyBps = 2.0 * n * 10 / (ms / 1e3);
-    CUDA_OK(cudaFree(a));
-    CUDA_OK(cudaFree(b));
-  }
-  copyBps = maxOver(copyBps);
+  double copyBps = benchCopyRoofline(comm, nranks_, s, e0, e1);
   if (rank == 0)
     printf("roofline: device-to-device copy of 1 GiB: %.2f TB/s counting bytes read + written\n", copyBps / 1e12);
 

@@ -64,6 +64,7 @@ int main(void) {
 #include "nccl/nccl.h" /* NCCL's types, for the dlopen'ed library's calls */
 
 #include "bench_check.h"
+#include "bench_time.h"
 
 #define EXPERTS 32
 #define TOPK 8
@@ -86,15 +87,7 @@ cudaError_t benchMoeCheckDispatch(const void* recv, const size_t* recvcounts, co
 static mscclppComm_t comm;
 static int nranks_;
 
-static double maxOver(double v) {
-  double* all = calloc((size_t)nranks_, sizeof(double));
-  all[rank] = v;
-  MSCCLPP_OK(mscclppBootstrapAllGather(comm, all, sizeof(double)));
-  double m = 0;
-  for (int i = 0; i < nranks_; i++) m = all[i] > m ? all[i] : m;
-  free(all);
-  return m;
-}
+static double maxOver(double v) { return benchMaxOver(comm, nranks_, v); }
 
 /* ---- our NCCL library, dlopen'ed --------------------------------------------------- */
 
@@ -400,24 +393,11 @@ static double timedEager(struct moe* m, stepFn step, int iters, cudaStream_t s, 
 /* (a) captured once in a CUDA graph, replayed `iters` times: us per step. */
 static double timedGraph(struct moe* m, int iters, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
   cudaGraph_t g;
-  cudaGraphExec_t ge;
   CUDA_OK(cudaStreamSynchronize(s));
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   stepOurs(m, s, NULL, 0);
   CUDA_OK(cudaStreamEndCapture(s, &g));
-  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-  CUDA_OK(cudaGraphLaunch(ge, s)); /* warm */
-  CUDA_OK(cudaStreamSynchronize(s));
-  MSCCLPP_OK(mscclppBootstrapBarrier(comm));
-  CUDA_OK(cudaEventRecord(e0, s));
-  for (int i = 0; i < iters; i++) CUDA_OK(cudaGraphLaunch(ge, s));
-  CUDA_OK(cudaEventRecord(e1, s));
-  CUDA_OK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  CUDA_OK(cudaGraphExecDestroy(ge));
-  CUDA_OK(cudaGraphDestroy(g));
-  return maxOver(ms * 1e3 / iters);
+  return maxOver(benchGraphReplayUs(comm, g, iters, s, e0, e1) / iters);
 }
 
 static void usage(void) {
@@ -492,24 +472,7 @@ int main(int argc, char** argv) {
   }
 
   /* (c): the copy rate (rank 0 alone; the others wait) */
-  double copyBps = 0;
-  if (rank == 0) {
-    size_t n = (size_t)1 << 30;
-    void *a, *b;
-    CUDA_OK(cudaMalloc(&a, n));
-    CUDA_OK(cudaMalloc(&b, n));
-    CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CUDA_OK(cudaEventRecord(e0, s));
-    for (int i = 0; i < 10; i++) CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CUDA_OK(cudaEventRecord(e1, s));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    copyBps = 2.0 * n * 10 / (ms / 1e3);
-    CUDA_OK(cudaFree(a));
-    CUDA_OK(cudaFree(b));
-  }
-  copyBps = maxOver(copyBps);
+  double copyBps = benchCopyRoofline(comm, nranks_, s, e0, e1);
 
   /* this rank's buffers */
   struct moe m;

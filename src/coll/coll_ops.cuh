@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The element operators of the GPU collectives, shared by the kernels of
- * coll_gpu_kernels.cu and coll_port_kernels.cu (CUDA only).
+ * The element operators of the GPU collectives, shared by the GPU
+ * backend's kernel files (coll_gpu_kernels.cuh lists them) and
+ * coll_port_kernels.cu (CUDA only).
  *
  * Integers with wrap-around (computed unsigned), float and double natively,
  * half / bfloat16 / fp8 through float with round-to-nearest at each step.

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NCCL communicators on mscclpp communicators: unique ids, init (blocking,
- * nonblocking, inside a group), ncclCommInitAll, split, shrink, finalize,
- * destroy, abort, queries, error strings and asynchronous errors.
+ * NCCL communicators on mscclpp communicators, from their creation to their
+ * end: unique ids, the wrapper and its checks, init (blocking, nonblocking,
+ * inside a group), ncclCommInitAll, finalize, destroy, abort and revoke.
+ * Split and shrink make their communicators with the same join (split.c).
  *
  * A join (the mscclpp communicator's creation, then the fallback NCCL's
  * communicator when MSCCLPP_NCCL_FALLBACK is set) runs on the caller's
@@ -10,7 +11,6 @@
  * (nonblocking, ncclCommInitAll, grouped inits); its result lands in
  * comm->initState under comm->lock.
  */
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,104 +27,8 @@
 #include "mscclpp/port_channel.h"
 #include "nccl/nccl_internal.h"
 
-/* Tags of the new id's messages on the parent's bootstrap. Fixed: messages
- * of a pair with one tag arrive in order, and a leader sends only to ranks
- * that take part (and receive), so consecutive splits never mix. */
-#define TAG_SPLIT 0x6e430001
-
-/* ---- errors ------------------------------------------------------------------------ */
-
-ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res) {
-  switch (res) {
-    case mscclppSuccess: return ncclSuccess;
-    case mscclppUnhandledCudaError: return ncclUnhandledCudaError;
-    case mscclppSystemError: return ncclSystemError;
-    case mscclppInternalError: return ncclInternalError;
-    case mscclppInvalidArgument: return ncclInvalidArgument;
-    case mscclppInvalidUsage: return ncclInvalidUsage;
-    case mscclppRemoteError: return ncclRemoteError;
-    case mscclppInProgress: return ncclInProgress;
-    case mscclppTimeout: return ncclRemoteError; /* a peer did not answer in MSCCLPP_TIMEOUT */
-    case mscclppAborted: return ncclRemoteError; /* the communicator's work was abandoned */
-    case mscclppNumResults: break;
-  }
-  return ncclInternalError;
-}
-
-ncclResult_t mscclppNcclErrAt(const char* file, int line, ncclResult_t res, const char* fmt, ...) {
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
-  va_end(ap);
-  (void)mscclppErrAt(file, line, (mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
-  return res;
-}
-
-ncclResult_t mscclppNcclErrWrapAt(const char* file, int line, mscclppResult_t res, const char* fmt, ...) {
-  char context[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(context, sizeof(context), fmt, ap);
-  va_end(ap);
-  return mscclppNcclFromMscclpp(mscclppErrWrapAt(file, line, res, MSCCLPP_LOG_NCCL, "%s", context));
-}
-
-ncclResult_t mscclppNcclErrAgain(ncclResult_t res, const char* fmt, ...) {
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
-  va_end(ap);
-  (void)mscclppErrAgain((mscclppResult_t)res, MSCCLPP_LOG_NCCL, "%s", text);
-  return res;
-}
-
 /* Pass an mscclpp failure up as NCCL's status (already logged and recorded). */
 static ncclResult_t fromM(mscclppResult_t res) { return mscclppNcclFromMscclpp(res); }
-
-const char* ncclGetErrorString(ncclResult_t result) {
-  switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the mscclpp developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    case ncclNumResults: break;
-  }
-  return "unknown result code";
-}
-NCCL_PROFILING_ALIAS(ncclGetErrorString);
-
-const char* ncclGetLastError(ncclComm_t comm) {
-  if (comm != NULL && comm->magic == MSCCLPP_NCCL_COMM_MAGIC) {
-    pthread_mutex_lock(&comm->lock);
-    int has = comm->initError[0] != '\0';
-    pthread_mutex_unlock(&comm->lock);
-    if (has) return comm->initError;
-  }
-  return mscclppGetLastError();
-}
-NCCL_PROFILING_ALIAS(ncclGetLastError);
-
-void ncclResetDebugInit(void) {
-  struct mscclppParams params;
-  if (mscclppParamsLoad(&params) == mscclppSuccess) mscclppLogConfigure(&params);
-}
-NCCL_PROFILING_ALIAS(ncclResetDebugInit);
-/* Exported by NVIDIA's library too; same thing. */
-MSCCLPP_NCCL_API void ncclResetDebugInitInternal(void);
-void ncclResetDebugInitInternal(void) { ncclResetDebugInit(); }
-
-ncclResult_t ncclGetVersion(int* version) {
-  if (version == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetVersion: version is NULL");
-  *version = NCCL_VERSION_CODE;
-  return ncclSuccess;
-}
-NCCL_PROFILING_ALIAS(ncclGetVersion);
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
@@ -186,8 +90,8 @@ ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn) {
   return ncclSuccess;
 }
 
-static ncclResult_t commNew(int nranks, int rank, int device, int blocking, const char* name,
-                            struct ncclComm** out) {
+ncclResult_t mscclppNcclCommNew(int nranks, int rank, int device, int blocking, const char* name,
+                                struct ncclComm** out) {
   struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof(*c));
   if (c == NULL) return mscclppNcclErr(ncclSystemError, "out of memory for a communicator");
   pthread_mutex_init(&c->lock, NULL);
@@ -203,7 +107,7 @@ static ncclResult_t commNew(int nranks, int rank, int device, int blocking, cons
   return ncclSuccess;
 }
 
-static void commFree(struct ncclComm* c) {
+void mscclppNcclCommFree(struct ncclComm* c) {
   struct mscclppNcclRegistration* r = c->regs;
   while (r != NULL) {
     struct mscclppNcclRegistration* next = r->next;
@@ -228,8 +132,8 @@ static int currentDevice(void) {
 
 /* Read what matters of a config: magic checked, fields only within its size
  * (an older NCCL's smaller struct is accepted). */
-static ncclResult_t readConfig(const ncclConfig_t* config, const char* fn, int defaultBlocking, int* blocking,
-                               const char** name) {
+ncclResult_t mscclppNcclReadConfig(const ncclConfig_t* config, const char* fn, int defaultBlocking, int* blocking,
+                                   const char** name) {
   *blocking = defaultBlocking;
   *name = NULL;
   if (config == NULL) return ncclSuccess;
@@ -344,7 +248,7 @@ static void joinFinish(struct ncclComm* comm, ncclResult_t res, mscclppComm_t mc
       mscclppNcclFallbackCommDestroy(comm, 1);
       (void)mscclppCommDestroy(mc);
     }
-    commFree(comm);
+    mscclppNcclCommFree(comm);
   }
   if (abandoned) __atomic_sub_fetch(&abandonedJoins, 1, __ATOMIC_RELEASE);
 }
@@ -374,13 +278,13 @@ ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm) {
 
 /* Join now (blocking), in the background (nonblocking), or at ncclGroupEnd.
  * On a blocking failure the wrapper is freed and *out untouched. */
-static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
+ncclResult_t mscclppNcclJoinDispatch(struct ncclComm* c, ncclComm_t* out) {
   if (mscclppNcclGroupActive()) {
     c->joining = 1; /* started by ncclGroupEnd */
     ncclResult_t res = mscclppNcclGroupAddJoin(c);
     if (res != ncclSuccess) {
       releaseParent(c);
-      commFree(c);
+      mscclppNcclCommFree(c);
       return res;
     }
     *out = c;
@@ -391,7 +295,7 @@ static ncclResult_t joinDispatch(struct ncclComm* c, ncclComm_t* out) {
     ncclResult_t res = joinRun(c, &mc);
     releaseParent(c);
     if (res != ncclSuccess) {
-      commFree(c);
+      mscclppNcclCommFree(c);
       return res;
     }
     c->mc = mc;
@@ -412,14 +316,14 @@ static ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId* i
     return mscclppNcclErr(ncclInvalidArgument, "%s: rank=%d is outside [0, nranks=%d)", fn, rank, nranks);
   int blocking;
   const char* name;
-  ncclResult_t res = readConfig(config, fn, 1, &blocking, &name);
+  ncclResult_t res = mscclppNcclReadConfig(config, fn, 1, &blocking, &name);
   if (res != ncclSuccess) return res;
   struct ncclComm* c = NULL;
-  res = commNew(nranks, rank, currentDevice(), blocking, name, &c);
+  res = mscclppNcclCommNew(nranks, rank, currentDevice(), blocking, name, &c);
   if (res != ncclSuccess) return res;
   c->joinKind = MSCCLPP_NCCL_JOIN_ID;
   memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
-  return joinDispatch(c, comm);
+  return mscclppNcclJoinDispatch(c, comm);
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
@@ -464,7 +368,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   if (made == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
   for (int i = 0; i < ndev && res == ncclSuccess; i++) {
     int dev = ngpus > 0 ? (devlist != NULL ? devlist[i] : i) : MSCCLPP_HOST_BACKEND_DEVICE;
-    res = commNew(ndev, i, dev, 1, NULL, &made[i]);
+    res = mscclppNcclCommNew(ndev, i, dev, 1, NULL, &made[i]);
     if (res != ncclSuccess) break;
     made[i]->joinKind = MSCCLPP_NCCL_JOIN_ID;
     memcpy(made[i]->id.internal, id.internal, sizeof(id.internal));
@@ -486,7 +390,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
         mscclppNcclFallbackCommDestroy(made[i], 1);
         (void)mscclppCommDestroy(made[i]->mc);
       }
-      commFree(made[i]);
+      mscclppNcclCommFree(made[i]);
     }
     free(made);
     return res;
@@ -496,185 +400,6 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   return ncclSuccess;
 }
 NCCL_PROFILING_ALIAS(ncclCommInitAll);
-
-/* ---- split and shrink ------------------------------------------------------------ */
-
-struct splitEntry {
-  int color;
-  int key;
-  int rank;
-};
-
-static int splitCmp(const void* a, const void* b) {
-  const struct splitEntry* x = (const struct splitEntry*)a;
-  const struct splitEntry* y = (const struct splitEntry*)b;
-  if (x->key != y->key) return x->key < y->key ? -1 : 1;
-  return x->rank < y->rank ? -1 : (x->rank > y->rank);
-}
-
-/* members[0..n) are parent ranks in new-rank order, this rank at index me:
- * members[0] makes the id and sends it to the others over the parent. */
-static ncclResult_t shareId(struct ncclComm* parent, const int* members, int n, int me, int tag, ncclUniqueId* id,
-                            const char* fn) {
-  if (me == 0) {
-    ncclResult_t res = ncclGetUniqueId(id);
-    if (res != ncclSuccess) return res;
-    for (int i = 1; i < n; i++) {
-      mscclppResult_t r = mscclppBootstrapSend(parent->mc, members[i], tag, id, sizeof(*id));
-      if (r != mscclppSuccess)
-        return mscclppNcclErrWrap(r, "%s: sending the new communicator's id to parent rank %d failed", fn, members[i]);
-    }
-    return ncclSuccess;
-  }
-  mscclppResult_t r = mscclppBootstrapRecv(parent->mc, members[0], tag, id, sizeof(*id));
-  if (r != mscclppSuccess)
-    return mscclppNcclErrWrap(r, "%s: receiving the new communicator's id from parent rank %d failed", fn, members[0]);
-  return ncclSuccess;
-}
-
-static ncclResult_t childJoin(struct ncclComm* parent, const ncclUniqueId* id, int n, int newRank, int deviceShare,
-                              ncclConfig_t* config, ncclComm_t* newcomm, const char* fn) {
-  int blocking;
-  const char* name;
-  ncclResult_t res = readConfig(config, fn, parent->blocking, &blocking, &name);
-  if (res != ncclSuccess) return res;
-  struct ncclComm* c = NULL;
-  res = commNew(n, newRank, parent->device, blocking, name, &c);
-  if (res != ncclSuccess) return res;
-  c->joinKind = MSCCLPP_NCCL_JOIN_SPLIT;
-  c->deviceShare = deviceShare;
-  memcpy(c->id.internal, id->internal, sizeof(c->id.internal));
-  return joinDispatch(c, newcomm);
-}
-
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  static const char fn[] = "ncclCommSplit";
-  ncclResult_t res = mscclppNcclCommReady(comm, fn);
-  if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
-  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return mscclppNcclErr(ncclInvalidArgument, "%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
-  int n = comm->nranks;
-  struct splitEntry* all = (struct splitEntry*)calloc((size_t)n, sizeof(*all));
-  int* members = (int*)calloc((size_t)n, sizeof(int));
-  if (all == NULL || members == NULL) {
-    free(all);
-    free(members);
-    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
-  }
-  all[comm->rank].color = color;
-  all[comm->rank].key = key;
-  all[comm->rank].rank = comm->rank;
-  mscclppResult_t r = mscclppBootstrapAllGather(comm->mc, all, sizeof(*all));
-  if (r != mscclppSuccess) {
-    res = mscclppNcclErrWrap(r, "%s: exchanging colors and keys failed", fn);
-    goto done;
-  }
-  /* every parent rank takes part, those that join no child too */
-  int share = 1;
-  r = mscclppCommGpuShare(comm->mc, &share);
-  if (r != mscclppSuccess) {
-    res = mscclppNcclErrWrap(r, "%s: finding the ranks that share this GPU failed", fn);
-    goto done;
-  }
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    *newcomm = NULL;
-    goto done;
-  }
-  /* this color's ranks, by key then parent rank */
-  int m = 0;
-  for (int i = 0; i < n; i++)
-    if (all[i].color == color) all[m++] = all[i];
-  qsort(all, (size_t)m, sizeof(*all), splitCmp);
-  int me = -1;
-  for (int i = 0; i < m; i++) {
-    members[i] = all[i].rank;
-    if (all[i].rank == comm->rank) me = i;
-  }
-  ncclUniqueId id;
-  res = shareId(comm, members, m, me, TAG_SPLIT, &id, fn);
-  if (res == ncclSuccess) res = childJoin(comm, &id, m, me, share, config, newcomm, fn);
-done:
-  free(all);
-  free(members);
-  return res;
-}
-NCCL_PROFILING_ALIAS(ncclCommSplit);
-
-/* The survivors make the new communicator themselves (mscclppCommShrink:
- * no new id, nothing from the excluded ranks, rank 0 among them or not). */
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-                            ncclConfig_t* config, int shrinkFlags) {
-  static const char fn[] = "ncclCommShrink";
-  ncclResult_t res = mscclppNcclCommReady(comm, fn);
-  if (res != ncclSuccess) return res;
-  if (newcomm == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: newcomm is NULL", fn);
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-    return mscclppNcclErr(ncclInvalidArgument, "%s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
-  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL))
-    return mscclppNcclErr(ncclInvalidArgument, "%s: excludeRanksCount=%d with list %p", fn, excludeRanksCount,
-                          (void*)excludeRanksList);
-  int n = comm->nranks;
-  char* excluded = (char*)calloc((size_t)n, 1);
-  if (excluded == NULL) return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
-  for (int i = 0; i < excludeRanksCount && res == ncclSuccess; i++) {
-    int x = excludeRanksList[i];
-    if (x < 0 || x >= n)
-      res = mscclppNcclErr(ncclInvalidArgument, "%s: excluded rank %d is not a rank of 0..%d", fn, x, n - 1);
-    else if (x == comm->rank)
-      res = mscclppNcclErr(ncclInvalidArgument,
-                           "%s: this rank (%d) is in the exclude list; excluded ranks do not call it", fn, x);
-    else
-      excluded[x] = 1;
-  }
-  pthread_mutex_lock(&comm->lock);
-  int revoked = comm->revoked;
-  pthread_mutex_unlock(&comm->lock);
-  if (res == ncclSuccess && shrinkFlags == NCCL_SHRINK_DEFAULT && !revoked) {
-    /* said here, not by a background join */
-    mscclppResult_t failed = mscclppSuccess;
-    (void)mscclppCommGetAsyncError(comm->mc, &failed);
-    if (failed != mscclppSuccess)
-      res = mscclppNcclErr(ncclInvalidUsage,
-                           "%s: the parent communicator has failed (%s); shrink it with NCCL_SHRINK_ABORT (or revoke "
-                           "it first)",
-                           fn, mscclppGetLastError());
-  }
-  int m = 0, me = 0;
-  for (int i = 0; i < n; i++) {
-    if (excluded[i]) continue;
-    if (i == comm->rank) me = m;
-    m++;
-  }
-  free(excluded);
-  int blocking;
-  const char* name;
-  if (res == ncclSuccess) res = readConfig(config, fn, comm->blocking, &blocking, &name);
-  struct ncclComm* c = NULL;
-  if (res == ncclSuccess) res = commNew(m, me, comm->device, blocking, name, &c);
-  if (res != ncclSuccess) return res;
-  c->joinKind = MSCCLPP_NCCL_JOIN_SHRINK;
-  c->deviceShare = comm->mc->deviceShare; /* the excluded ranks take no part: the parent's own hint is passed on */
-  c->shrinkFlags = shrinkFlags == NCCL_SHRINK_ABORT ? MSCCLPP_SHRINK_ABORT : MSCCLPP_SHRINK_DEFAULT;
-  c->shrinkCount = excludeRanksCount;
-  c->shrinkExclude = (int*)malloc((size_t)(excludeRanksCount > 0 ? excludeRanksCount : 1) * sizeof(int));
-  if (c->shrinkExclude == NULL) {
-    commFree(c);
-    return mscclppNcclErr(ncclSystemError, "%s: out of memory", fn);
-  }
-  if (excludeRanksCount > 0) memcpy(c->shrinkExclude, excludeRanksList, (size_t)excludeRanksCount * sizeof(int));
-  if (shrinkFlags == NCCL_SHRINK_ABORT) { /* NCCL: the parent's operations end; it is revoked */
-    pthread_mutex_lock(&comm->lock);
-    if (!comm->revoked) comm->revoked = MSCCLPP_NCCL_REVOKED_BY_SHRINK;
-    pthread_mutex_unlock(&comm->lock);
-  }
-  pthread_mutex_lock(&comm->lock);
-  comm->pendingShrinks++; /* the parent outlives the join (destroy waits) */
-  pthread_mutex_unlock(&comm->lock);
-  c->shrinkParent = comm;
-  return joinDispatch(c, newcomm);
-}
-NCCL_PROFILING_ALIAS(ncclCommShrink);
 
 /* ---- finalize, destroy, abort ---------------------------------------------------- */
 
@@ -726,7 +451,7 @@ static ncclResult_t destroyOrAbort(ncclComm_t comm, int abort, const char* fn) {
     if (r != mscclppSuccess) return fromM(r);
     comm->mc = NULL;
   }
-  commFree(comm);
+  mscclppNcclCommFree(comm);
   return ncclSuccess;
 }
 
@@ -782,74 +507,3 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return res;
 }
 NCCL_PROFILING_ALIAS(ncclCommRevoke);
-
-/* ---- queries -------------------------------------------------------------------------- */
-
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  static const char fn[] = "ncclCommGetAsyncError";
-  ncclResult_t res = mscclppNcclCommCheck(comm, fn);
-  if (res != ncclSuccess) return res;
-  if (asyncError == NULL) return mscclppNcclErr(ncclInvalidArgument, "%s: asyncError is NULL", fn);
-  pthread_mutex_lock(&comm->lock);
-  ncclResult_t state = comm->initState;
-  mscclppComm_t mc = comm->mc;
-  pthread_mutex_unlock(&comm->lock);
-  if (state != ncclSuccess) {
-    *asyncError = state;
-    return ncclSuccess;
-  }
-  pthread_mutex_lock(&comm->lock);
-  int revoked = comm->revoked;
-  pthread_mutex_unlock(&comm->lock);
-  if (revoked) { /* NCCL: in progress until quiescent, then success */
-    *asyncError = mscclppCommRevoke(mc, MSCCLPP_REVOKE_DEFAULT) == mscclppInProgress ? ncclInProgress : ncclSuccess;
-    return ncclSuccess;
-  }
-  mscclppResult_t e = mscclppSuccess;
-  mscclppResult_t r = mscclppCommGetAsyncError(mc, &e);
-  if (r != mscclppSuccess) return fromM(r);
-  if (e != mscclppSuccess) {
-    pthread_mutex_lock(&comm->lock);
-    if (comm->initError[0] == '\0') snprintf(comm->initError, sizeof(comm->initError), "%s", mscclppGetLastError());
-    pthread_mutex_unlock(&comm->lock);
-  } else if (comm->real != NULL) {
-    ncclResult_t (*realAsync)(void*, ncclResult_t*) =
-        (ncclResult_t(*)(void*, ncclResult_t*))mscclppNcclFallbackSymbol("ncclCommGetAsyncError");
-    ncclResult_t re = ncclSuccess;
-    if (realAsync != NULL && realAsync(comm->real, &re) == ncclSuccess && re != ncclSuccess &&
-        re != ncclInProgress) {
-      *asyncError = re;
-      return ncclSuccess;
-    }
-  }
-  *asyncError = mscclppNcclFromMscclpp(e);
-  return ncclSuccess;
-}
-NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
-
-ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCount");
-  if (res != ncclSuccess) return res;
-  if (count == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCount: count is NULL");
-  *count = comm->nranks;
-  return ncclSuccess;
-}
-NCCL_PROFILING_ALIAS(ncclCommCount);
-
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommCuDevice");
-  if (res != ncclSuccess) return res;
-  if (device == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-  *device = comm->device;
-  return ncclSuccess;
-}
-NCCL_PROFILING_ALIAS(ncclCommCuDevice);
-
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  ncclResult_t res = mscclppNcclCommCheck(comm, "ncclCommUserRank");
-  if (res != ncclSuccess) return res;
-  if (rank == NULL) return mscclppNcclErr(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
-  *rank = comm->rank;
-  return ncclSuccess;
-}
-NCCL_PROFILING_ALIAS(ncclCommUserRank);

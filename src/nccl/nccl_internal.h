@@ -11,7 +11,9 @@
  * custom PreMulSum operators scale the input first (premul.c, premul.cu).
  * A real NCCL can take over what mscclpp does not do (fallback.c).
  *
- * Files: init.c (ids, communicators, split/shrink, errors), group.c
+ * Files: init.c (ids, communicators from creation to destroy/abort/revoke,
+ * the join), split.c (ncclCommSplit, ncclCommShrink), error.c (statuses,
+ * error text), query.c (version, async error, count, device, rank), group.c
  * (ncclGroupStart/End and the record of grouped calls), enqueue.c
  * (collectives, send/recv, gather/scatter, operators), premul.c (scaling on
  * the host, operator table), premul_kernels.cu (scaling on the GPU),
@@ -104,7 +106,7 @@ struct ncclComm {
   struct mscclppNcclRegistration* regs;
 };
 
-/* ---- init.c ---- */
+/* ---- init.c (and error.c: the statuses and failures) ---- */
 /* Map an mscclpp status to NCCL's. */
 ncclResult_t mscclppNcclFromMscclpp(mscclppResult_t res);
 /* Check a handle: NULL or not a live communicator is ncclInvalidArgument
@@ -127,6 +129,22 @@ ncclResult_t mscclppNcclCommReady(struct ncclComm* comm, const char* fn);
 ncclResult_t mscclppNcclCommNotRevoked(struct ncclComm* comm, const char* fn);
 /* Start the join of a communicator recorded in a group (group.c). */
 ncclResult_t mscclppNcclCommJoinStart(struct ncclComm* comm);
+/* A new wrapper, not yet joined (initState ncclInProgress). ncclSystemError
+ * when out of memory. */
+ncclResult_t mscclppNcclCommNew(int nranks, int rank, int device, int blocking, const char* name,
+                                struct ncclComm** out);
+/* Free a wrapper and its registrations (not its mscclpp communicator). */
+void mscclppNcclCommFree(struct ncclComm* c);
+/* Read what matters of a config: magic checked, fields only within its size
+ * (an older NCCL's smaller struct is accepted). *blocking is
+ * defaultBlocking and *name NULL where the config does not say;
+ * ncclInvalidArgument naming `fn` for a bad config. */
+ncclResult_t mscclppNcclReadConfig(const ncclConfig_t* config, const char* fn, int defaultBlocking, int* blocking,
+                                   const char** name);
+/* Join c now (blocking), in the background (nonblocking), or at
+ * ncclGroupEnd, and hand it out in *out. On a blocking failure the wrapper
+ * is freed and *out untouched. */
+ncclResult_t mscclppNcclJoinDispatch(struct ncclComm* c, ncclComm_t* out);
 /* Fail with `res`, recording the text as the thread's last error. The WARN
  * line names the caller's file and line, where the failure was decided (as
  * mscclppErr does), not this helper's. */

@@ -35,6 +35,18 @@ struct chaosCall {
 
 #define CHAOS_ID_CHARS 300 /* a unique id as hex text, with its terminator */
 
+/* Where buffer `which` of a slot starts, in elements from slot 0's A (the
+ * layout above: per slot A, C, then B of 2 * maxCount). */
+static inline size_t chaosBufOffset(int slot, enum chaosBuf which, size_t maxCount) {
+  return (size_t)slot * 4 * maxCount + (which == CHAOS_A ? 0 : which == CHAOS_C ? maxCount : 2 * maxCount);
+}
+
+/* A unique id's n bytes as hex text, and back (chaos_id.c): ids travel
+ * between the trial's processes so. chaosIdFromHex: 0, or -1 with `why`
+ * filled when the text is not 2 * n hex digits. */
+void chaosIdToHex(const void* id, size_t n, char hex[CHAOS_ID_CHARS]);
+int chaosIdFromHex(const char* hex, void* id, size_t n, char* why, size_t len);
+
 struct chaosApi {
   const char* name;
   /* Per process, before any communicator: `slots` slots of buffers.

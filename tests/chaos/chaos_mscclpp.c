@@ -6,7 +6,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "chaos.h"
 #include "mscclpp/coll.h"
@@ -39,33 +38,19 @@ static void teardown(void) {
   bufs = NULL;
 }
 
-static int32_t* host(int slot, enum chaosBuf which) {
-  int32_t* s = bufs + (size_t)slot * 4 * maxCount;
-  return which == CHAOS_A ? s : which == CHAOS_C ? s + maxCount : s + 2 * maxCount;
-}
+static int32_t* host(int slot, enum chaosBuf which) { return bufs + chaosBufOffset(slot, which, maxCount); }
 
 static int uniqueId(char hex[CHAOS_ID_CHARS], char* why, size_t len) {
   mscclppUniqueId id;
   mscclppResult_t res = mscclppGetUniqueId(&id);
   if (res != mscclppSuccess) return fail(res, "mscclppGetUniqueId", why, len);
-  for (size_t i = 0; i < sizeof(id.internal); i++) snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
+  chaosIdToHex(id.internal, sizeof(id.internal), hex);
   return 0;
 }
 
 static int init(const char* hex, int nranks, int rank, void** comm, char* why, size_t len) {
   mscclppUniqueId id;
-  if (strlen(hex) != 2 * sizeof(id.internal)) {
-    snprintf(why, len, "a unique id of %zu hex digits", strlen(hex));
-    return -1;
-  }
-  for (size_t i = 0; i < sizeof(id.internal); i++) {
-    unsigned v = 0;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
-      snprintf(why, len, "the unique id is not hex");
-      return -1;
-    }
-    id.internal[i] = (char)v;
-  }
+  if (chaosIdFromHex(hex, id.internal, sizeof(id.internal), why, len) != 0) return -1;
   mscclppComm_t c = NULL;
   mscclppResult_t res = mscclppCommInitRankFromId(&c, nranks, id, rank);
   if (res != mscclppSuccess) return fail(res, "mscclppCommInitRankFromId", why, len);

@@ -39,15 +39,11 @@ static int ncclFail(ncclResult_t res, const char* what, ncclComm_t comm, char* w
   return -1;
 }
 
-static size_t offsetOf(int slot, enum chaosBuf which) {
-  return (size_t)slot * 4 * maxCount + (which == CHAOS_A ? 0 : which == CHAOS_C ? maxCount : 2 * maxCount);
-}
-
-static int32_t* host(int slot, enum chaosBuf which) { return hostBufs + offsetOf(slot, which); }
+static int32_t* host(int slot, enum chaosBuf which) { return hostBufs + chaosBufOffset(slot, which, maxCount); }
 
 /* The buffer the library is given. */
 static int32_t* dev(int slot, enum chaosBuf which) {
-  return onGpu ? devBufs + offsetOf(slot, which) : host(slot, which);
+  return onGpu ? devBufs + chaosBufOffset(slot, which, maxCount) : host(slot, which);
 }
 
 #ifdef MSCCLPP_HAVE_CUDA
@@ -118,24 +114,13 @@ static int uniqueId(char hex[CHAOS_ID_CHARS], char* why, size_t len) {
   ncclUniqueId id;
   ncclResult_t res = ncclGetUniqueId(&id);
   if (res != ncclSuccess) return ncclFail(res, "ncclGetUniqueId", NULL, why, len);
-  for (size_t i = 0; i < sizeof(id.internal); i++) snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
+  chaosIdToHex(id.internal, sizeof(id.internal), hex);
   return 0;
 }
 
 static int init(const char* hex, int nranks, int rank, void** comm, char* why, size_t len) {
   ncclUniqueId id;
-  if (strlen(hex) != 2 * sizeof(id.internal)) {
-    snprintf(why, len, "a unique id of %zu hex digits", strlen(hex));
-    return -1;
-  }
-  for (size_t i = 0; i < sizeof(id.internal); i++) {
-    unsigned v = 0;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
-      snprintf(why, len, "the unique id is not hex");
-      return -1;
-    }
-    id.internal[i] = (char)v;
-  }
+  if (chaosIdFromHex(hex, id.internal, sizeof(id.internal), why, len) != 0) return -1;
   ncclComm_t c = NULL;
   ncclResult_t res = ncclCommInitRank(&c, nranks, id, rank);
   if (res != ncclSuccess) return ncclFail(res, "ncclCommInitRank", NULL, why, len);

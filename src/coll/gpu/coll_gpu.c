@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The GPU backend, host side (kernels: coll_gpu_kernels.cu; layout and
+ * The GPU backend, host side (kernels: coll_gpu_kernels.cuh; layout and
  * algorithms: coll_gpu.h).
  *
  * Per communicator, made when the communicator is made (mscclppCollPrepare)
@@ -20,7 +20,7 @@
  * Send/recv (mscclppCollGpuP2p) has no barrier to trade addresses at: the
  * sender asks the receiver to map its buffer without waiting for the
  * answer, and sends through the receiver's scratch until a later call finds
- * it; then the receiver pulls (p2pKernel, coll_gpu_kernels.cu).
+ * it; then the receiver pulls (p2pKernel, coll_gpu_p2p.cu).
  *
  * All-to-all-v (runAllToAllv) has its counts in device memory, so no host
  * knows its sizes: its kernel learns them from the peers at its first

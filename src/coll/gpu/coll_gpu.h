@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The GPU backend's shared definitions: what coll_gpu.c (host, C) passes to
- * the kernels of coll_gpu_kernels.cu, and the layout of each rank's scratch.
+ * the kernels (coll_gpu_kernels.cuh lists their files), and the layout of
+ * each rank's scratch.
  *
  * Every rank owns one scratch allocation of device memory that every other
  * rank maps (a memory channel per peer); it holds
@@ -84,7 +85,7 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_ACK_OFF (MSCCLPP_COLL_GPU_READY_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 /* pointer slots: ptr[rank] = {send, recv}, rank `rank`'s buffers as mapped
  * in the owner of the scratch (written by the direct kernels' first
- * barrier, coll_gpu_kernels.cu) */
+ * barrier, coll_gpu_direct.cu) */
 #define MSCCLPP_COLL_GPU_PTR_OFF (MSCCLPP_COLL_GPU_ACK_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
 /* The packet kernel runs on three grids, each with its own LL slots and
@@ -227,12 +228,12 @@ struct mscclppCollGpuCounts {
   uint64_t recvCapacity;
 };
 
-/* coll_gpu_kernels.cu: how many blocks of `nthreads` threads of the direct
+/* coll_gpu_launch.cu: how many blocks of `nthreads` threads of the direct
  * kernel for `type` fit on one SM at once (registers, shared memory). Every
  * rank's blocks must be resident together, as they wait for each other. */
 int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
 
-/* coll_gpu_kernels.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
+/* coll_gpu_launch.cu: enqueue the launch on `stream` (a cudaStream_t); `p2p`
  * is the op list of a sendrecv launch, NULL otherwise. `pdl`: launch with
  * programmatic dependent launch (compute capability 9.0 and later only):
  * every kernel waits for the previous kernel on the stream before its first
@@ -242,7 +243,7 @@ mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                       const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
                                       const char** why);
 
-/* coll_gpu_kernels.cu: enqueue the all-to-all-v kernel (`launch` holds this
+/* coll_gpu_launch.cu: enqueue the all-to-all-v kernel (`launch` holds this
  * rank's input as each peer maps it, and its output), as
  * mscclppCollGpuEnqueue does. */
 mscclppResult_t mscclppCollGpuEnqueueAllToAllv(const struct mscclppCollGpuLaunch* launch,

@@ -9,7 +9,7 @@
  * with a peer asks that peer's service (one bootstrap round trip, served
  * whatever the peer's application is doing) and caches the answer; later
  * calls on the allocation ask nothing. The kernels then trade the mapped
- * addresses at their first barrier (coll_gpu_kernels.cu), so no host
+ * addresses at their first barrier (coll_gpu_direct.cu), so no host
  * learns, or waits for, a peer's buffers of a call.
  *
  * The service's mappings are keyed by (peer, allocation id): the driver's

@@ -4,10 +4,8 @@
  * stages and why): the plan's state on a communicator, its regions and
  * channels, and each call's launch.
  *
- * Channels pair as the host executor pairs them (plan_host.c): rank a's
- * j-th channel of a type to b holds a semaphore pair with b's j-th channel
- * of that type to a; per peer and type as many channels as the side with
- * more has, each with the tag of its number, peers in rank order.
+ * Channels pair as plan_link.h says, as the host executor's do; peers are
+ * linked in rank order.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +39,7 @@ void mscclppPlanGpuFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* ctx)
 #else
 
 #include "coll/plan/plan_gpu_launch.h"
+#include "coll/plan/plan_link.h"
 #include "comm/comm.h"
 #include "gpu/abort.h"
 #include "gpu/gpu.h"
@@ -55,18 +54,8 @@ void mscclppPlanGpuFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* ctx)
  * (low 8 bits), then 16 bits for the connection (0), the mapping (1) and
  * the channels (apart from the host executor's 0x7d and the backends'). */
 #define TAG_BASE 0x7b000000
-static int tagOf(int ctxId, int j) { return TAG_BASE + (ctxId & 0xff) * 0x10000 + (j & 0xffff); }
+static int tagBaseOf(int ctxId) { return TAG_BASE + (ctxId & 0xff) * 0x10000; }
 #define MIN_CAP_CHUNK ((uint64_t)4096)
-
-/* What this rank holds of a peer in one generation. */
-struct gpuPeer {
-  mscclppConnection_t conn;   /* CUDA IPC */
-  mscclppMemoryChannel_t map; /* maps the peer's region; its semaphore is the end barrier's */
-  mscclppMemoryChannelDeviceHandle mapH;
-  int nMem, nPort;
-  mscclppMemoryChannel_t* mem;
-  mscclppPortChannel_t* port;
-};
 
 /* One region and what links it with the peers, for chunks up to capChunk.
  * Kept until the state goes: kernels in flight and captured graphs use it. */
@@ -75,7 +64,7 @@ struct gpuGen {
   void* region;
   uint64_t regionBytes;
   mscclppRegisteredMemory_t regionMem;
-  struct gpuPeer peer[MAXR];
+  struct mscclppPlanLink peer[MAXR]; /* CUDA IPC */
   mscclppMemoryChannelDeviceHandle* dMem; /* device: [nChannels] */
   mscclppPortChannelDeviceHandle* dPort;  /* device: [nChannels] */
   mscclppMemoryChannelDeviceHandle* dLink; /* device: [nranks] */
@@ -126,24 +115,6 @@ static mscclppResult_t checkResident(struct mscclppComm* comm, const struct mscc
   return mscclppSuccess;
 }
 
-/* ---- plan connectivity (as plan_host.c) ------------------------------------------------ */
-
-static int channelsTo(const struct mscclppPlan* plan, int from, int to, int type) {
-  const struct mscclppPlanGpu* g = &plan->gpus[from];
-  int n = 0;
-  for (uint32_t i = 0; i < g->nChannels; i++) n += g->channels[i].type == type && g->channels[i].peer == to;
-  return n;
-}
-
-static int reaches(const struct mscclppPlan* plan, int a, int b) {
-  const struct mscclppPlanGpu* g = &plan->gpus[a];
-  for (uint32_t i = 0; i < g->nChannels; i++)
-    if (g->channels[i].peer == b) return 1;
-  for (uint32_t i = 0; i < g->nRemotes; i++)
-    if (g->remotes[i].rank == b) return 1;
-  return 0;
-}
-
 /* ---- device uploads --------------------------------------------------------------- */
 
 /* Copy to the device on the library's own stream and wait for it alone:
@@ -166,17 +137,7 @@ static mscclppResult_t deviceCopyOf(struct mscclppPlanGpuCtx* x, const void* src
 /* ---- generations ---------------------------------------------------------------- */
 
 static void genFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* x, struct gpuGen* g) {
-  for (int q = 0; q < x->nranks; q++) {
-    struct gpuPeer* p = &g->peer[q];
-    for (int j = 0; p->port != NULL && j < p->nPort; j++)
-      if (p->port[j] != NULL) (void)mscclppPortChannelDestroy(p->port[j]);
-    for (int j = 0; p->mem != NULL && j < p->nMem; j++)
-      if (p->mem[j] != NULL) (void)mscclppMemoryChannelDestroy(p->mem[j]);
-    if (p->map != NULL) (void)mscclppMemoryChannelDestroy(p->map);
-    if (p->conn != NULL) (void)mscclppConnectionDestroy(p->conn);
-    free(p->port);
-    free(p->mem);
-  }
+  for (int q = 0; q < x->nranks; q++) mscclppPlanLinkFree(&g->peer[q]);
   if (g->regionMem != NULL) (void)mscclppMemoryDeregister(g->regionMem);
   if (g->region != NULL) (void)mscclppMemFree(comm, g->region);
   mscclppGpuDeviceFree(x->device, g->dMem);
@@ -185,41 +146,12 @@ static void genFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* x, struc
   free(g);
 }
 
+/* Link peer q for this generation: its region must hold chunks up to capChunk. */
 static mscclppResult_t linkPeer(struct mscclppComm* comm, struct mscclppPlanGpuCtx* x, struct gpuGen* g, int q) {
-  const struct mscclppPlan* plan = x->plan;
-  struct gpuPeer* p = &g->peer[q];
-  MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, q, tagOf(x->ctxId, 0), mscclppTransportCudaIpc, &p->conn));
-  mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
-  mc.local = g->regionMem;
-  mc.tag = tagOf(x->ctxId, 1);
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->map));
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->map, &p->mapH));
   uint64_t off[MSCCLPP_PLAN_SPACES], bytes = 0;
-  mscclppPlanRegionLayout(plan, q, g->capChunk, g->capChunk, off, &bytes);
-  if (p->mapH.dstSize < bytes)
-    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
-                      "execution plan %s: rank %d's region is %llu bytes, rank %d expected %llu", plan->name, q,
-                      (unsigned long long)p->mapH.dstSize, x->rank, (unsigned long long)bytes);
-  int mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_MEMORY);
-  int theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_MEMORY);
-  p->nMem = mine > theirs ? mine : theirs;
-  mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_PORT);
-  theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_PORT);
-  p->nPort = mine > theirs ? mine : theirs;
-  p->mem = (mscclppMemoryChannel_t*)calloc((size_t)p->nMem + 1, sizeof(*p->mem));
-  p->port = (mscclppPortChannel_t*)calloc((size_t)p->nPort + 1, sizeof(*p->port));
-  if (p->mem == NULL || p->port == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  for (int j = 0; j < p->nMem; j++) {
-    mc.tag = tagOf(x->ctxId, 2 + j);
-    MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->mem[j]));
-  }
-  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
-  pc.local = g->regionMem;
-  for (int j = 0; j < p->nPort; j++) {
-    pc.tag = tagOf(x->ctxId, 2 + p->nMem + j);
-    MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelCreate(comm, p->conn, &pc, &p->port[j]));
-  }
-  return mscclppSuccess;
+  mscclppPlanRegionLayout(x->plan, q, g->capChunk, g->capChunk, off, &bytes);
+  return mscclppPlanLinkCreate(comm, x->plan, q, tagBaseOf(x->ctxId), mscclppTransportCudaIpc, g->regionMem, bytes,
+                               &g->peer[q]);
 }
 
 /* A new generation for chunks up to cap (every rank makes it in the same call). */
@@ -245,7 +177,7 @@ static mscclppResult_t genBuild(struct mscclppComm* comm, struct mscclppPlanGpuC
                             : mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
   const mscclppPlanChannel* ch = mscclppPlanProgramChannels(prog);
   for (uint32_t i = 0; i < prog->nChannels && res == mscclppSuccess; i++) {
-    struct gpuPeer* p = &g->peer[ch[i].peer];
+    struct mscclppPlanLink* p = &g->peer[ch[i].peer];
     if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
       res = mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &mem[i]);
     else
@@ -322,7 +254,7 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
     return res;
   }
   for (int q = 0; q < x->nranks; q++)
-    x->linked[q] = q != x->rank && (reaches(plan, x->rank, q) || reaches(plan, q, x->rank));
+    x->linked[q] = q != x->rank && (mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank));
   *out = x;
   return mscclppSuccess;
 }

@@ -5,12 +5,8 @@
  * connections and channels the plan asks for, and each call's copies in
  * and out around the run of the thread blocks (plan_host_run.c).
  *
- * Channels pair as MSCCL++ pairs them: rank a's j-th channel of a type to b
- * holds a semaphore pair with b's j-th channel of that type to a. A rank
- * makes, per peer and type, as many channels as the side with more has
- * (MSCCL++ makes the missing ones "unpaired" the same way), each with the
- * tag of its number, so that both sides' creations meet; with every peer in
- * rank order, so that no two ranks wait for each other in a cycle.
+ * Channels pair as MSCCL++ pairs them (plan_link.h); every peer is linked
+ * in rank order, so that no two ranks wait for each other in a cycle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +21,7 @@
 /* Bootstrap tags of plan states: 0x7d, the state's number (low 8 bits),
  * then 16 bits for the connection (0), the mapping (1) and the channels. */
 #define TAG_BASE 0x7d000000
-static int tagOf(int ctxId, int j) { return TAG_BASE + (ctxId & 0xff) * 0x10000 + (j & 0xffff); }
+static int tagBaseOf(int ctxId) { return TAG_BASE + (ctxId & 0xff) * 0x10000; }
 
 #define MIN_CAP_CHUNK ((uint64_t)1024)
 
@@ -33,40 +29,14 @@ void mscclppPlanHostLayout(const struct mscclppPlanHostCtx* x, int rank, uint64_
   mscclppPlanRegionLayout(x->plan, rank, x->capChunk, c, l->off, &l->bytes);
 }
 
-/* Channels of rank `from`'s of `type` to rank `to`. */
-static int channelsTo(const struct mscclppPlan* plan, int from, int to, int type) {
-  const struct mscclppPlanGpu* g = &plan->gpus[from];
-  int n = 0;
-  for (uint32_t i = 0; i < g->nChannels; i++) n += g->channels[i].type == type && g->channels[i].peer == to;
-  return n;
-}
-
-/* Does rank a reach rank b (a channel, or one of b's buffers)? */
-static int reaches(const struct mscclppPlan* plan, int a, int b) {
-  const struct mscclppPlanGpu* g = &plan->gpus[a];
-  for (uint32_t i = 0; i < g->nChannels; i++)
-    if (g->channels[i].peer == b) return 1;
-  for (uint32_t i = 0; i < g->nRemotes; i++)
-    if (g->remotes[i].rank == b) return 1;
-  return 0;
-}
-
 /* ---- the region and its peers -------------------------------------------------- */
 
 static void peersUnlink(struct mscclppPlanHostCtx* x) {
   for (int q = 0; x->peer != NULL && q < x->nranks; q++) {
     struct planHostPeer* p = &x->peer[q];
-    for (int j = 0; p->port != NULL && j < p->nPort; j++)
-      if (p->port[j] != NULL) (void)mscclppPortChannelDestroy(p->port[j]);
-    for (int j = 0; p->mem != NULL && j < p->nMem; j++)
-      if (p->mem[j] != NULL) (void)mscclppMemoryChannelDestroy(p->mem[j]);
-    if (p->map != NULL) (void)mscclppMemoryChannelDestroy(p->map);
-    if (p->conn != NULL) (void)mscclppConnectionDestroy(p->conn);
-    free(p->port);
-    free(p->mem);
-    int linked = p->linked;
-    memset(p, 0, sizeof(*p));
-    p->linked = linked;
+    mscclppPlanLinkFree(&p->link);
+    p->base = NULL;
+    p->bytes = 0;
   }
 }
 
@@ -80,44 +50,15 @@ static void regionFree(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
   x->capChunk = 0;
 }
 
-/* Connect to peer q: the connection, the mapping of its region, and the
- * channels of both sides' counts. */
+/* Link peer q (plan_link.h): its region must hold chunks up to capChunk. */
 static mscclppResult_t linkPeer(struct mscclppComm* comm, struct mscclppPlanHostCtx* x, int q) {
-  const struct mscclppPlan* plan = x->plan;
   struct planHostPeer* p = &x->peer[q];
-  MSCCLPP_RETURN_ON_ERROR(mscclppConnectionCreate(comm, q, tagOf(x->ctxId, 0), mscclppTransportHostShm, &p->conn));
-  mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
-  mc.local = x->regionMem;
-  mc.tag = tagOf(x->ctxId, 1);
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->map));
-  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->map, &p->mapH));
-  p->base = p->mapH.dst;
-  p->bytes = p->mapH.dstSize;
   struct planLayout l;
   mscclppPlanHostLayout(x, q, x->capChunk, &l);
-  if (p->bytes < l.bytes)
-    return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
-                      "execution plan %s: rank %d's region is %llu bytes, rank %d expected %llu", plan->name, q,
-                      (unsigned long long)p->bytes, x->rank, (unsigned long long)l.bytes);
-  int mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_MEMORY);
-  int theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_MEMORY);
-  p->nMem = mine > theirs ? mine : theirs;
-  mine = channelsTo(plan, x->rank, q, MSCCLPP_PLAN_CHANNEL_PORT);
-  theirs = channelsTo(plan, q, x->rank, MSCCLPP_PLAN_CHANNEL_PORT);
-  p->nPort = mine > theirs ? mine : theirs;
-  p->mem = (mscclppMemoryChannel_t*)calloc((size_t)p->nMem + 1, sizeof(*p->mem));
-  p->port = (mscclppPortChannel_t*)calloc((size_t)p->nPort + 1, sizeof(*p->port));
-  if (p->mem == NULL || p->port == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  for (int j = 0; j < p->nMem; j++) {
-    mc.tag = tagOf(x->ctxId, 2 + j);
-    MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelCreate(comm, p->conn, &mc, &p->mem[j]));
-  }
-  mscclppPortChannelConfig pc = MSCCLPP_PORT_CHANNEL_CONFIG_INITIALIZER;
-  pc.local = x->regionMem;
-  for (int j = 0; j < p->nPort; j++) {
-    pc.tag = tagOf(x->ctxId, 2 + p->nMem + j);
-    MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelCreate(comm, p->conn, &pc, &p->port[j]));
-  }
+  MSCCLPP_RETURN_ON_ERROR(mscclppPlanLinkCreate(comm, x->plan, q, tagBaseOf(x->ctxId), mscclppTransportHostShm,
+                                                x->regionMem, l.bytes, &p->link));
+  p->base = (uint8_t*)p->link.mapH.dst;
+  p->bytes = p->link.mapH.dstSize;
   return mscclppSuccess;
 }
 
@@ -138,9 +79,9 @@ static mscclppResult_t regionBuild(struct mscclppComm* comm, struct mscclppPlanH
   for (uint32_t i = 0; i < x->prog->nChannels; i++) {
     struct planHostPeer* p = &x->peer[ch[i].peer];
     if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
-      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &x->memH[i]));
+      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->link.mem[ch[i].pairIndex], &x->memH[i]));
     else
-      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &x->portH[i]));
+      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->link.port[ch[i].pairIndex], &x->portH[i]));
   }
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d: execution plan %s on the host backend: region of %llu bytes (chunks up to %llu bytes), %u "
@@ -194,7 +135,8 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
   }
   const uint32_t* init = mscclppPlanProgramSemInit(x->prog);
   for (uint32_t i = 0; i < x->prog->nSemaphores; i++) x->sem[i] = init[i];
-  for (int q = 0; q < x->nranks; q++) x->peer[q].linked = reaches(plan, x->rank, q) || reaches(plan, q, x->rank);
+  for (int q = 0; q < x->nranks; q++)
+    x->peer[q].linked = mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank);
   *out = x;
   return mscclppSuccess;
 }
@@ -210,11 +152,11 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
  * abortable). */
 static mscclppResult_t endBarrier(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
   for (int q = 0; q < x->nranks; q++)
-    if (q != x->rank && x->peer[q].linked) mscclppMemoryChannelDeviceSignal(&x->peer[q].mapH);
+    if (q != x->rank && x->peer[q].linked) mscclppMemoryChannelDeviceSignal(&x->peer[q].link.mapH);
   uint64_t since = mscclppHostClockNs();
   for (int q = 0; q < x->nranks; q++) {
     if (q == x->rank || !x->peer[q].linked) continue;
-    while (!mscclppMemoryChannelDevicePoll(&x->peer[q].mapH)) {
+    while (!mscclppMemoryChannelDevicePoll(&x->peer[q].link.mapH)) {
       if (mscclppAbortIsRaised(x->abort)) {
         mscclppResult_t e = mscclppSuccess;
         if (mscclppCommAsyncError(comm, &e) != mscclppSuccess || e == mscclppSuccess) e = mscclppAborted;

@@ -11,6 +11,7 @@
 
 #include "coll/host/coll_host_reduce.h"
 #include "coll/plan/plan_host.h"
+#include "coll/plan/plan_link.h"
 #include "mscclpp/connection.h"
 #include "mscclpp/memory_channel.h"
 #include "mscclpp/port_channel.h"
@@ -23,15 +24,10 @@ struct planLayout {
 
 /* What this rank holds of a peer (or of itself). */
 struct planHostPeer {
-  int linked;                 /* the plan connects the two (channels or buffers, either way) */
-  mscclppConnection_t conn;   /* HostShm */
-  mscclppMemoryChannel_t map; /* its mapping of the peer's region; its semaphore ends calls of racy LL plans */
-  mscclppMemoryChannelDeviceHandle mapH;
-  uint8_t* base;              /* the peer's region as mapped here */
+  int linked;                  /* the plan connects the two (channels or buffers, either way) */
+  struct mscclppPlanLink link; /* HostShm: connection, mapping of the peer's region, channels */
+  uint8_t* base;               /* the peer's region as mapped here */
   uint64_t bytes;
-  int nMem, nPort; /* channels made with the peer: max of both sides' counts per type */
-  mscclppMemoryChannel_t* mem;
-  mscclppPortChannel_t* port;
 };
 
 struct mscclppPlanHostCtx {

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from ..collectives import AllGather
 from ..program import CollectiveProgram
-from ..rank import Buffer, Rank
-from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+from ..rank import Rank
+from ._common import (LL_TBS, handshake, ll_program, memory_channels, peer_channels, peer_scratch, peers,
+                      put_packets_to_peers, simple_program, simple_tbs, unpack_from_peers)
 
 
 def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = LL_TBS
-    with CollectiveProgram(name, AllGather(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=min_size, max_message_size=max_size) as prog:
-        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)]
+    with ll_program(name, AllGather(n, tbs, inplace), n, min_size, max_size) as prog:
+        scratch = peer_scratch(n, tbs)
         ch = peer_channels(n)
         for r in range(n):
             rank = Rank(r)
@@ -29,21 +29,16 @@ def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> C
             for t in range(tbs):
                 mine = r * tbs + t
                 src = out[mine:mine + 1] if inplace else rank.get_input_buffer()[t:t + 1]
-                for p in peers(r, n):
-                    at = slot(r, p) * tbs + t
-                    ch[(p, r)].put_packets(scratch[p][at:at + 1], src, tb=t)
+                put_packets_to_peers(ch, scratch, r, n, tbs, t, lambda p: src)
                 if not inplace:
                     rank.copy(out[mine:mine + 1], src, tb=t)
-                for q in peers(r, n):
-                    at = slot(q, r) * tbs + t
-                    rank.unpack_packets(out[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
+                unpack_from_peers(rank, scratch, n, tbs, t, out)
     return prog
 
 
 def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = simple_tbs(n)
-    with CollectiveProgram(name, AllGather(n, tbs, inplace), n, protocol="Simple",
-                           min_message_size=min_size, max_message_size=max_size) as prog:
+    with simple_program(name, AllGather(n, tbs, inplace), n, min_size, max_size) as prog:
         ch = memory_channels(n, tbs)
         for r in range(n):
             rank = Rank(r)

@@ -22,15 +22,16 @@ from __future__ import annotations
 from ..collectives import AllReduce
 from ..program import CollectiveProgram
 from ..rank import Buffer, Rank
-from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+from ._common import (LL_TBS, handshake, ll_program, memory_channels, packets_from_peers, peer_channels,
+                      peer_scratch, peers, put_packets_to_peers, simple_program, simple_tbs, slot,
+                      unpack_from_peers)
 
 
 def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = LL_TBS
-    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=min_size, max_message_size=max_size) as prog:
+    with ll_program(name, AllReduce(n, tbs, inplace), n, min_size, max_size) as prog:
         total = n * tbs  # chunks of the input; thread block t owns [t*n, (t+1)*n)
-        scratch = [Buffer(r, (n - 1) * total) for r in range(n)]
+        scratch = peer_scratch(n, total)
         ch = peer_channels(n)
         for r in range(n):
             rank = Rank(r)
@@ -48,8 +49,7 @@ def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> C
 
 def twoshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = LL_TBS
-    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=min_size, max_message_size=max_size) as prog:
+    with ll_program(name, AllReduce(n, tbs, inplace), n, min_size, max_size) as prog:
         # Share q of the input is chunks [q*tbs, (q+1)*tbs); thread block j
         # moves chunk j of every share. Scratch: (n-1) slots of tbs chunks
         # for the shares peers send (first half), as many for the results.
@@ -61,25 +61,18 @@ def twoshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> C
             inp = rank.get_input_buffer()
             out = inp if inplace else rank.get_output_buffer()
             for j in range(tbs):
-                for p in peers(r, n):
-                    at = slot(r, p) * tbs + j
-                    ch[(p, r)].put_packets(scratch[p][at:at + 1], inp[p * tbs + j:p * tbs + j + 1], tb=j)
+                put_packets_to_peers(ch, scratch, r, n, tbs, j, lambda p: inp[p * tbs + j:p * tbs + j + 1])
                 mine = r * tbs + j
-                got = [scratch[r][slot(q, r) * tbs + j:slot(q, r) * tbs + j + 1] for q in peers(r, n)]
+                got = packets_from_peers(scratch, r, n, tbs, j)
                 rank.reduce(inp[mine:mine + 1], got, tb=j, dst_chunk=out[mine:mine + 1], packet=True)
-                for p in peers(r, n):
-                    at = half + slot(r, p) * tbs + j
-                    ch[(p, r)].put_packets(scratch[p][at:at + 1], out[mine:mine + 1], tb=j)
-                for q in peers(r, n):
-                    at = half + slot(q, r) * tbs + j
-                    rank.unpack_packets(out[q * tbs + j:q * tbs + j + 1], scratch[r][at:at + 1], tb=j)
+                put_packets_to_peers(ch, scratch, r, n, tbs, j, lambda p: out[mine:mine + 1], base=half)
+                unpack_from_peers(rank, scratch, n, tbs, j, out, base=half)
     return prog
 
 
 def rsag(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = simple_tbs(n)
-    with CollectiveProgram(name, AllReduce(n, tbs, inplace), n, protocol="Simple",
-                           min_message_size=min_size, max_message_size=max_size) as prog:
+    with simple_program(name, AllReduce(n, tbs, inplace), n, min_size, max_size) as prog:
         ch = memory_channels(n, tbs)
         for r in range(n):
             rank = Rank(r)

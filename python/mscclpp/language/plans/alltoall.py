@@ -19,39 +19,34 @@ from __future__ import annotations
 
 from ..collectives import AllToAll
 from ..program import CollectiveProgram
-from ..rank import Buffer, Rank
+from ..rank import Rank
 from ..types import SyncType
-from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+from ._common import (LL_TBS, handshake, ll_program, memory_channels, peer_channels, peer_scratch, peers,
+                      put_packets_to_peers, simple_program, simple_tbs, slot_chunk, unpack_from_peers)
 
 
 def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = LL_TBS
-    with CollectiveProgram(name, AllToAll(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=min_size, max_message_size=max_size) as prog:
-        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)]
+    with ll_program(name, AllToAll(n, tbs, inplace), n, min_size, max_size) as prog:
+        scratch = peer_scratch(n, tbs)
         ch = peer_channels(n)
         for r in range(n):
             rank = Rank(r)
             inp = rank.get_input_buffer()
             out = inp if inplace else rank.get_output_buffer()
             for t in range(tbs):
-                for p in peers(r, n):
-                    at = slot(r, p) * tbs + t
-                    ch[(p, r)].put_packets(scratch[p][at:at + 1], inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                put_packets_to_peers(ch, scratch, r, n, tbs, t, lambda p: inp[p * tbs + t:p * tbs + t + 1])
                 mine = r * tbs + t
                 if not inplace:
                     rank.copy(out[mine:mine + 1], inp[mine:mine + 1], tb=t)
-                for q in peers(r, n):
-                    at = slot(q, r) * tbs + t
-                    rank.unpack_packets(out[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
+                unpack_from_peers(rank, scratch, n, tbs, t, out)
     return prog
 
 
 def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = simple_tbs(n)
-    with CollectiveProgram(name, AllToAll(n, tbs, inplace), n, protocol="Simple",
-                           min_message_size=min_size, max_message_size=max_size) as prog:
-        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)] if inplace else []
+    with simple_program(name, AllToAll(n, tbs, inplace), n, min_size, max_size) as prog:
+        scratch = peer_scratch(n, tbs) if inplace else []
         ch = memory_channels(n, tbs)
         for r in range(n):
             rank = Rank(r)
@@ -61,15 +56,13 @@ def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> Co
                 mine = r * tbs + t
                 if inplace:
                     for p in peers(r, n):
-                        at = slot(r, p) * tbs + t
-                        ch[(p, r, t)].put(scratch[p][at:at + 1], inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                        ch[(p, r, t)].put(slot_chunk(scratch, r, p, tbs, t), inp[p * tbs + t:p * tbs + t + 1], tb=t)
                     for p in peers(r, n):
                         ch[(p, r, t)].signal(tb=t, data_sync=SyncType.before)
                     for q in peers(r, n):
                         ch[(q, r, t)].wait(tb=t, data_sync=SyncType.after)
                     for q in peers(r, n):
-                        at = slot(q, r) * tbs + t
-                        rank.copy(inp[q * tbs + t:q * tbs + t + 1], scratch[r][at:at + 1], tb=t)
+                        rank.copy(inp[q * tbs + t:q * tbs + t + 1], slot_chunk(scratch, q, r, tbs, t), tb=t)
                 else:
                     for p in peers(r, n):
                         ch[(p, r, t)].put(Rank(p).get_output_buffer()[mine:mine + 1],

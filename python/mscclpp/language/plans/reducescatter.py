@@ -13,34 +13,31 @@ from __future__ import annotations
 
 from ..collectives import ReduceScatter
 from ..program import CollectiveProgram
-from ..rank import Buffer, Rank
-from ._common import LL_TBS, simple_tbs, handshake, memory_channels, peer_channels, peers, slot
+from ..rank import Rank
+from ._common import (LL_TBS, handshake, ll_program, memory_channels, packets_from_peers, peer_channels,
+                      peer_scratch, peers, put_packets_to_peers, simple_program, simple_tbs)
 
 
 def oneshot(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = LL_TBS
-    with CollectiveProgram(name, ReduceScatter(n, tbs, inplace), n, protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=min_size, max_message_size=max_size) as prog:
-        scratch = [Buffer(r, (n - 1) * tbs) for r in range(n)]
+    with ll_program(name, ReduceScatter(n, tbs, inplace), n, min_size, max_size) as prog:
+        scratch = peer_scratch(n, tbs)
         ch = peer_channels(n)
         for r in range(n):
             rank = Rank(r)
             inp = rank.get_input_buffer()
             for t in range(tbs):
-                for p in peers(r, n):
-                    at = slot(r, p) * tbs + t
-                    ch[(p, r)].put_packets(scratch[p][at:at + 1], inp[p * tbs + t:p * tbs + t + 1], tb=t)
+                put_packets_to_peers(ch, scratch, r, n, tbs, t, lambda p: inp[p * tbs + t:p * tbs + t + 1])
                 mine = r * tbs + t
                 dst = inp[mine:mine + 1] if inplace else rank.get_output_buffer()[t:t + 1]
-                got = [scratch[r][slot(q, r) * tbs + t:slot(q, r) * tbs + t + 1] for q in peers(r, n)]
+                got = packets_from_peers(scratch, r, n, tbs, t)
                 rank.reduce(inp[mine:mine + 1], got, tb=t, dst_chunk=dst, packet=True)
     return prog
 
 
 def direct(name: str, n: int, inplace: bool, min_size: int, max_size: int) -> CollectiveProgram:
     tbs = simple_tbs(n)
-    with CollectiveProgram(name, ReduceScatter(n, tbs, inplace), n, protocol="Simple",
-                           min_message_size=min_size, max_message_size=max_size) as prog:
+    with simple_program(name, ReduceScatter(n, tbs, inplace), n, min_size, max_size) as prog:
         ch = memory_channels(n, tbs)
         for r in range(n):
             rank = Rank(r)
