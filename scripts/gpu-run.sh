@@ -271,8 +271,8 @@ if [ "$what" = all ] || [ "$what" = chaos ]; then
   # kernels in flight:, resources:, torch_shrink:
   have chaos_nccl && step chaos_nccl_gpu_4 100 env LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}" \
     "$BIN/chaos_nccl" --gpu --trials 20 --seed 1
-  [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_shrink_4 80 python3 tests/nccl/torch_shrink.py \
-    --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 75
+  [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_shrink_4 95 python3 tests/nccl/torch_shrink.py \
+    --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 85
 fi
 if [ "$what" = plan ]; then
   # Execution plans on the GPU executor (src/coll/plan/plan_gpu*.{c,cu},

@@ -367,6 +367,8 @@ class Rank:
 
 
 def worker_main(args):
+    import faulthandler
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # the driver asks for stacks when this rank hangs
     orig, port, lib = int(args.worker[0]), int(args.worker[1]), args.worker[2]
     rank = None
     result = {"checks": 0, "failures": []}
@@ -449,7 +451,8 @@ def drive(args, lib):
     deadline = t0 + args.timeout
     procs = {r: subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(r), str(port), lib or "",
                                   "--nprocs", str(args.nprocs), "--steps", str(args.steps), "--kill", args.kill,
-                                  "--how", args.how] + (["--cpu"] if args.cpu else []))
+                                  "--how", args.how] + (["--cpu"] if args.cpu else []),
+                                 env=dict(os.environ, MSCCLPP_REPORT=os.environ.get("MSCCLPP_REPORT", "1")))
              for r in range(args.nprocs)}
     ok = True
     dead, killed_at = [], []
@@ -473,15 +476,30 @@ def drive(args, lib):
         publish(store, f"dead/{len(dead)}", json.dumps(dead))
         print(f"driver: SIGKILL to rank {victim} {delay * 1e3:.2f} ms after it enqueued step {kstep} "
               f"(seed {args.seed})", flush=True)
+    hung = []
     for r, p in procs.items():
         left = max(1.0, deadline - time.monotonic())
         try:
             p.wait(timeout=left)
         except subprocess.TimeoutExpired:
-            print(f"FAIL: rank {r} still running after {args.timeout:.0f} s (a hang): killing it", flush=True)
-            p.kill()
-            p.wait()
-            ok = False
+            hung.append(r)
+    if hung:
+        # what each hung rank waits for before it goes: our library's hang
+        # report (SIGUSR1, MSCCLPP_REPORT=1) and every Python thread's stack
+        # (SIGUSR2, faulthandler)
+        for r in hung:
+            print(f"FAIL: rank {r} still running after {args.timeout:.0f} s (a hang): its reports, then kill",
+                  flush=True)
+            for sig in (signal.SIGUSR1, signal.SIGUSR2):
+                try:
+                    procs[r].send_signal(sig)
+                except OSError:
+                    pass
+        time.sleep(2)
+        for r in hung:
+            procs[r].kill()
+            procs[r].wait()
+        ok = False
     checks, fails, hows, worst = 0, [], [], 0.0
     for r in range(args.nprocs):
         if r in dead:
