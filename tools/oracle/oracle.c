@@ -128,6 +128,7 @@ void oracleInit(struct oracleCall* g, enum oracleShape shape, int type, int op, 
 
 /* The hash of rank r's input at index idx. */
 static uint64_t inputHash(const struct oracleCall* g, int r, size_t idx) {
+  if (g->shape == ORACLE_SMALL) idx %= ORACLE_PERIOD;
   return mix(g->seed ^ mix(((uint64_t)(uint32_t)r << 40) ^ (uint64_t)idx));
 }
 
@@ -198,9 +199,23 @@ static struct oracleNum wideValue(const struct oracleCall* g, int r, size_t idx,
   return v;
 }
 
+static struct oracleNum smallValue(const struct oracleCall* g, uint64_t h) {
+  int unsignedType = oracleTypes[g->type].cls == ORACLE_UINT;
+  if (g->op == mscclppProd) {
+    int64_t v = (h & 1) ? 2 : 1;
+    return whole(!unsignedType && (h & 2) ? -v : v);
+  }
+  /* the range that keeps 8 ranks' sums exact in the type: fp8 e5m2 holds
+   * the integers up to 8, e4m3 up to 16, the others well past 64 */
+  uint64_t range = g->type == mscclppFloat8e5m2 ? 1 : g->type == mscclppFloat8e4m3 ? 2 : 8;
+  if (unsignedType) return whole((int64_t)(h % (range + 1)));
+  return whole((int64_t)(h % (2 * range + 1)) - (int64_t)range);
+}
+
 /* Rank r's input value at index idx, as the shape draws it. */
 static struct oracleNum inputValue(const struct oracleCall* g, int r, size_t idx) {
-  return wideValue(g, r, idx, inputHash(g, r, idx));
+  uint64_t h = inputHash(g, r, idx);
+  return g->shape == ORACLE_SMALL ? smallValue(g, h) : wideValue(g, r, idx, h);
 }
 
 struct oracleNum oracleValue(const struct oracleCall* g, int r, size_t idx) { return inputValue(g, r, idx); }
@@ -214,9 +229,26 @@ void oracleInput(const struct oracleCall* g, int r, size_t idx, void* dst) {
   oraclePut(g->type, inputValue(g, r, idx), dst);
 }
 
+/* dst[0, have) holds a whole number of periods: repeat it up to `bytes`,
+ * doubling. */
+static void repeat(unsigned char* dst, size_t have, size_t bytes) {
+  while (have < bytes) {
+    size_t c = bytes - have < have ? bytes - have : have;
+    memcpy(dst + have, dst, c);
+    have += c;
+  }
+}
+
+/* The first period of a range (or all of it), then copies. */
+static size_t directElems(const struct oracleCall* g, size_t n) {
+  return g->shape == ORACLE_SMALL && n > ORACLE_PERIOD ? ORACLE_PERIOD : n;
+}
+
 void oracleInputs(const struct oracleCall* g, int r, size_t first, size_t n, void* dst) {
   unsigned char* d = dst;
-  for (size_t k = 0; k < n; k++) oracleInput(g, r, first + k, d + k * g->ts);
+  size_t direct = directElems(g, n);
+  for (size_t k = 0; k < direct; k++) oracleInput(g, r, first + k, d + k * g->ts);
+  repeat(d, direct * g->ts, n * g->ts);
 }
 
 void oracleReduced(const struct oracleCall* g, size_t idx, void* dst) {
@@ -235,11 +267,13 @@ void oracleReduced(const struct oracleCall* g, size_t idx, void* dst) {
 
 void oracleReductions(const struct oracleCall* g, size_t first, size_t n, void* dst) {
   unsigned char* d = dst;
-  for (size_t k = 0; k < n; k++) oracleReduced(g, first + k, d + k * g->ts);
+  size_t direct = directElems(g, n);
+  for (size_t k = 0; k < direct; k++) oracleReduced(g, first + k, d + k * g->ts);
+  repeat(d, direct * g->ts, n * g->ts);
 }
 
 int oracleWrong(const struct oracleCall* g, const void* got, const void* exp) {
-  if (g->op == ORACLE_COPY || oracleTypes[g->type].cls != ORACLE_FLT)
+  if (g->shape != ORACLE_WIDE || g->op == ORACLE_COPY || oracleTypes[g->type].cls != ORACLE_FLT)
     return memcmp(got, exp, g->ts) != 0;
   double dg = mscclppFloatDecode((mscclppDataType_t)g->type, got);
   if (g->op == mscclppAvg) {
@@ -286,6 +320,17 @@ void oracleExpected(const struct oracleCall* g, enum oracleColl c, int rank, int
   }
 }
 
+/* ---- messages --------------------------------------------------------------- */
+
+void oracleBytes(uint64_t seed, uint64_t key, size_t bytes, void* dst) {
+  unsigned char* d = dst;
+  uint64_t base = mix(seed ^ mix(key ^ UINT64_C(0x6d657373)));
+  for (size_t j = 0; j < bytes; j += 8) {
+    uint64_t v = mix(base + j);
+    memcpy(d + j, &v, bytes - j < 8 ? bytes - j : 8); /* little endian: the low bytes of the last word */
+  }
+}
+
 /* ---- all-to-all-v's counts -------------------------------------------------- */
 
 /* n - 1 random cuts of [0, count] give the parts; on half the calls one
@@ -322,4 +367,29 @@ size_t oracleA2avPartDispl(const size_t* part, int shift, int n, int s, int d) {
   size_t at = 0;
   for (int j = 0; j < d; j++) at += oracleA2avPartCount(part, shift, n, s, j);
   return at;
+}
+
+#define A2AV_TABLE_MAX 4099
+
+size_t oracleA2avCount(uint64_t seed, int k, int n, int s, int d, size_t maxCount) {
+  static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, A2AV_TABLE_MAX};
+  if (k % 2 == 1 && s == (k / 2) % n) return 0;
+  if (k % 3 == 2 && d == (k / 3) % n) return 0;
+  uint64_t h = mix(seed ^ mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d));
+  size_t c = counts[h % (sizeof(counts) / sizeof(counts[0]))];
+  if (maxCount > A2AV_TABLE_MAX && k % 5 == 4) c = c * 251 + (size_t)((h >> 32) % 4096);
+  return c < maxCount ? c : maxCount;
+}
+
+void oracleA2avBlock(uint64_t seed, int k, int s, int d, size_t bytes, void* dst) {
+  oracleBytes(seed, ((uint64_t)(uint32_t)k << 32) ^ ((uint64_t)(uint16_t)s << 16) ^ (uint64_t)(uint16_t)d, bytes, dst);
+}
+
+void oracleA2avRecv(uint64_t seed, int k, int n, int me, size_t maxCount, size_t* recvcounts, size_t* rdispls) {
+  size_t at = 0;
+  for (int s = 0; s < n; s++) {
+    recvcounts[s] = oracleA2avCount(seed, k, n, s, me, maxCount);
+    rdispls[s] = at;
+    at += recvcounts[s];
+  }
 }

@@ -73,7 +73,19 @@ enum oracleShape {
    * at most 6, random finite values for max and min. Floating-point results
    * compare as numbers, avg within 1 ulp (oracleWrong). */
   ORACLE_WIDE,
+  /* The tests': small integers -- sum, avg, max and min in [-8, 8] ([0, 8]
+   * unsigned, [-2, 2] fp8 e4m3, [-1, 1] fp8 e5m2), prod +-1 and +-2 (1 and
+   * 2 unsigned) -- so that at up to 8 ranks every partial result is exact in
+   * every type, whatever the order of reduction, and avg's one rounding is
+   * the same whether a kernel divides in float or in double: results
+   * compare bitwise. Inputs repeat every ORACLE_PERIOD indices, so that a
+   * GiB of inputs or expected values fills by copying (oracleInputs). */
+  ORACLE_SMALL,
 };
+
+/* ORACLE_SMALL's period: a prime, so no chunk or block size of the library
+ * is a multiple of it. */
+#define ORACLE_PERIOD 65521
 
 /* The operator of a call that only moves data: its inputs are random bits,
  * compared bitwise. */
@@ -132,6 +144,12 @@ size_t oracleOutElems(enum oracleColl c, size_t count, int nranks);
  * was). */
 void oracleExpected(const struct oracleCall* g, enum oracleColl c, int rank, int root, size_t count, void* dst);
 
+/* ---- messages (send/recv, all-to-all-v blocks) ------------------------------ */
+
+/* The bytes of the message named by `key` (the caller's: a pair of ranks, a
+ * call number), the same on every rank. */
+void oracleBytes(uint64_t seed, uint64_t key, size_t bytes, void* dst);
+
 /* ---- all-to-all-v's counts -------------------------------------------------- */
 
 /* mscclpp-perf's: every rank sends `count` elements in all and receives
@@ -142,6 +160,18 @@ void oracleA2avParts(uint64_t seed, int n, size_t count, size_t* part, int* shif
 size_t oracleA2avPartCount(const size_t* part, int shift, int n, int s, int d);
 /* Rank s's displacement for rank d: its blocks packed in rank order. */
 size_t oracleA2avPartDispl(const size_t* part, int shift, int n, int s, int d);
+
+/* The tests' (coll_worker, coll_gpu_worker): call k's count from rank s to
+ * rank d of n, any matrix: counts of 0, 1, primes up to 4099; on odd calls
+ * one rank sends nothing, every third call one rank receives nothing. Where
+ * maxCount is over 4099, every fifth call's counts reach up to it (the GPU's
+ * exported buffers); every count is at most maxCount. */
+size_t oracleA2avCount(uint64_t seed, int k, int n, int s, int d, size_t maxCount);
+/* The bytes of block (s -> d) of call k (oracleBytes of the three). */
+void oracleA2avBlock(uint64_t seed, int k, int s, int d, size_t bytes, void* dst);
+/* What rank `me` must get back as recvcounts and rdispls (its blocks packed
+ * in rank order) from call k of oracleA2avCount. */
+void oracleA2avRecv(uint64_t seed, int k, int n, int me, size_t maxCount, size_t* recvcounts, size_t* rdispls);
 
 #ifdef __cplusplus
 }
