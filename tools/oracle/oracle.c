@@ -84,7 +84,7 @@ struct oracleNum oracleApply(int op, struct oracleNum acc, struct oracleNum v) {
       if (v.u < acc.u) acc.u = v.u;
       if (v.d < acc.d) acc.d = v.d;
       break;
-    default: /* sum, avg (divided at the end) */
+    default: /* sum, avg (divided at the end), PreMulSum (scaled inputs) */
       acc.s = (int64_t)((uint64_t)acc.s + (uint64_t)v.s);
       acc.u += v.u;
       acc.d += v.d;
@@ -189,7 +189,7 @@ static struct oracleNum wideValue(const struct oracleCall* g, int r, size_t idx,
         v.d = randomFloat(g->type, h);
       }
       break;
-    default: /* sum, avg */
+    default: /* sum, avg, PreMulSum */
       if (!active(g, r, idx, g->sumActive)) break;
       if (cls == ORACLE_INT) v.s = (int64_t)(h % (2 * (uint64_t)g->sLimit + 1) - (uint64_t)g->sLimit);
       else if (cls == ORACLE_UINT) v.u = g->uLimit == UINT64_MAX ? h : h % (g->uLimit + 1);
@@ -218,7 +218,17 @@ static struct oracleNum inputValue(const struct oracleCall* g, int r, size_t idx
   return g->shape == ORACLE_SMALL ? smallValue(g, h) : wideValue(g, r, idx, h);
 }
 
-struct oracleNum oracleValue(const struct oracleCall* g, int r, size_t idx) { return inputValue(g, r, idx); }
+struct oracleNum oracleValue(const struct oracleCall* g, int r, size_t idx) {
+  struct oracleNum v = inputValue(g, r, idx);
+  if (g->op == ORACLE_PREMULSUM) { /* the input times the rank's scalar, as the type holds it */
+    double s = g->scalars[r];
+    v.s = (int64_t)((uint64_t)v.s * (uint64_t)(int64_t)s);
+    v.u *= (uint64_t)s;
+    v.d *= s;
+    v = oracleRound(g->type, v);
+  }
+  return v;
+}
 
 void oracleInput(const struct oracleCall* g, int r, size_t idx, void* dst) {
   if (g->op == ORACLE_COPY) { /* random bits */
@@ -253,7 +263,7 @@ void oracleInputs(const struct oracleCall* g, int r, size_t first, size_t n, voi
 
 void oracleReduced(const struct oracleCall* g, size_t idx, void* dst) {
   enum oracleClass cls = oracleTypes[g->type].cls;
-  int op = g->op;
+  int op = g->op == ORACLE_PREMULSUM ? mscclppSum : g->op;
   struct oracleNum acc = oracleValue(g, 0, idx);
   for (int r = 1; r < g->nranks; r++) acc = oracleApply(op, acc, oracleValue(g, r, idx));
   if (op == mscclppAvg) { /* integers: the sum as the type wraps it, truncated; floats: rounded once */
@@ -287,11 +297,11 @@ int oracleWrong(const struct oracleCall* g, const void* got, const void* exp) {
 /* ---- collectives ------------------------------------------------------------ */
 
 size_t oracleInElems(enum oracleColl c, size_t count, int nranks) {
-  return c == ORACLE_REDUCESCATTER || c == ORACLE_ALLTOALL ? count * (size_t)nranks : count;
+  return c == ORACLE_REDUCESCATTER || c == ORACLE_ALLTOALL || c == ORACLE_SCATTER ? count * (size_t)nranks : count;
 }
 
 size_t oracleOutElems(enum oracleColl c, size_t count, int nranks) {
-  return c == ORACLE_ALLGATHER || c == ORACLE_ALLTOALL ? count * (size_t)nranks : count;
+  return c == ORACLE_ALLGATHER || c == ORACLE_ALLTOALL || c == ORACLE_GATHER ? count * (size_t)nranks : count;
 }
 
 void oracleExpected(const struct oracleCall* g, enum oracleColl c, int rank, int root, size_t count, void* dst) {
@@ -308,11 +318,15 @@ void oracleExpected(const struct oracleCall* g, enum oracleColl c, int rank, int
     case ORACLE_BROADCAST:
       oracleInputs(g, root, 0, count, d);
       break;
-    case ORACLE_ALLGATHER: /* block q: rank q's input */
+    case ORACLE_ALLGATHER:
+    case ORACLE_GATHER: /* block q: rank q's input */
       for (int q = 0; q < g->nranks; q++) oracleInputs(g, q, 0, count, d + (size_t)q * block);
       break;
     case ORACLE_ALLTOALL: /* block q: block `rank` of rank q's input */
       for (int q = 0; q < g->nranks; q++) oracleInputs(g, q, (size_t)rank * count, count, d + (size_t)q * block);
+      break;
+    case ORACLE_SCATTER: /* block `rank` of the root's input */
+      oracleInputs(g, root, (size_t)rank * count, count, d);
       break;
     case ORACLE_SENDRECV: /* the previous rank's input */
       oracleInputs(g, (rank - 1 + g->nranks) % g->nranks, 0, count, d);

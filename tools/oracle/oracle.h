@@ -91,12 +91,19 @@ enum oracleShape {
  * compared bitwise. */
 #define ORACLE_COPY (-1)
 
+/* NCCL's PreMulSum (ncclRedOpCreatePreMulSum): every rank's input times its
+ * own scalar (rounded to the type), then summed. An operator of the NCCL
+ * layer, not of mscclpp, checked by nccl_worker; its scalars are a call's
+ * `scalars` (oracleInit leaves them NULL: set before use). */
+#define ORACLE_PREMULSUM mscclppNumOps
+
 /* What one checked call computes. */
 struct oracleCall {
   enum oracleShape shape;
-  int type, op, nranks; /* op: an mscclppRedOp_t or ORACLE_COPY */
-  uint64_t seed;        /* fresh per call: ranks agree on it */
-  size_t ts;            /* the element size */
+  int type, op, nranks;  /* op: an mscclppRedOp_t, ORACLE_PREMULSUM or ORACLE_COPY */
+  uint64_t seed;         /* fresh per call: ranks agree on it */
+  size_t ts;             /* the element size */
+  const double* scalars; /* ORACLE_PREMULSUM: rank r's scalar is scalars[r] */
   /* ORACLE_WIDE's limits */
   int64_t sLimit;  /* sum/avg: signed values in [-sLimit, sLimit] */
   uint64_t uLimit; /* sum/avg: unsigned values in [0, uLimit] */
@@ -105,7 +112,8 @@ struct oracleCall {
 };
 
 void oracleInit(struct oracleCall* g, enum oracleShape shape, int type, int op, int nranks, uint64_t seed);
-/* What rank r brings to the reduction at index idx: its input value. */
+/* What rank r brings to the reduction at index idx: its input value
+ * (ORACLE_PREMULSUM: times its scalar, rounded to the type). */
 struct oracleNum oracleValue(const struct oracleCall* g, int r, size_t idx);
 /* Rank r's input element idx, as bytes. */
 void oracleInput(const struct oracleCall* g, int r, size_t idx, void* dst);
@@ -123,7 +131,8 @@ int oracleWrong(const struct oracleCall* g, const void* got, const void* exp);
 /* ---- collectives ------------------------------------------------------------ */
 
 /* The collectives whose output the oracle knows (mscclpp's, in the order of
- * its own numbering). */
+ * its own numbering, then NCCL's gather and scatter, which nccl_worker
+ * checks). */
 enum oracleColl {
   ORACLE_ALLREDUCE,
   ORACLE_ALLGATHER,
@@ -132,16 +141,19 @@ enum oracleColl {
   ORACLE_REDUCE,
   ORACLE_ALLTOALL,
   ORACLE_SENDRECV, /* a ring: each rank sends to rank + 1, receives from rank - 1 */
+  ORACLE_GATHER,
+  ORACLE_SCATTER,
 };
 
-/* A rank's input and output sizes, in elements, for the API's count. The
- * input is always oracleInputs(g, rank, 0, oracleInElems(...)). */
+/* A rank's input and output sizes, in elements, for the API's count (the
+ * root's, for gather and scatter). The input is always oracleInputs(g,
+ * rank, 0, oracleInElems(...)). */
 size_t oracleInElems(enum oracleColl c, size_t count, int nranks);
 size_t oracleOutElems(enum oracleColl c, size_t count, int nranks);
-/* What collective c must leave in rank `rank`'s output (root: broadcast's
- * and reduce's), oracleOutElems(c, count, nranks) elements. Reduce: the
- * root's (a non-root's output is not written: the caller checks it as it
- * was). */
+/* What collective c must leave in rank `rank`'s output (root: broadcast's,
+ * reduce's, gather's, scatter's), oracleOutElems(c, count, nranks)
+ * elements. Reduce: the root's (a non-root's output is not written: the
+ * caller checks it as it was); gather: the root's. */
 void oracleExpected(const struct oracleCall* g, enum oracleColl c, int rank, int root, size_t count, void* dst);
 
 /* ---- messages (send/recv, all-to-all-v blocks) ------------------------------ */
