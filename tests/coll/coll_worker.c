@@ -8,14 +8,13 @@
  *       and primes (up to 4099 elements), roots varied, buffers at varied
  *       element-aligned offsets, output poisoned before each call and guard
  *       bytes after it; then one large call per collective (about maxBytes
- *       of output, a prime count). Inputs come from (seed, rank, index) and
- *       are small integers (sum, max, min, avg), or +-1 and +-2 (prod), so
- *       every partial result is exact in every type; results are compared
- *       bitwise with an expected value computed independently in double /
- *       int64 (integers: wrapped to the type). Avg: integers truncate the
- *       wrapped sum; floats divide the exact sum by nranks in float (double
- *       for float64) and round to the type with the library's conversion
- *       (tested on its own by test_coll_types), also compared bitwise.
+ *       of output, a prime count). Inputs and expected outputs are the
+ *       oracle's (tools/oracle/oracle.h, ORACLE_SMALL: small integers for
+ *       sum, max, min and avg, +-1 and +-2 for prod, random bits for the
+ *       copies, fresh per call), computed independently of the library's
+ *       reduction code, exact in every type, compared bitwise (integers
+ *       wrap; avg: integers truncate the wrapped sum, floats round the
+ *       exact mean once with the one codec, core/fpconv.h).
  *       With COLL_RANKS_PER_HOST=L the ranks act as hosts of L ranks
  *       (MSCCLPP_HOSTID); with COLL_NET_STAGED set, the network transport
  *       stages host memory as it does GPU memory without FI_HMEM.
@@ -25,14 +24,15 @@
  *       group (order), blocking send/recv ping-pong, send to self.
  *   coll_worker alltoallv
  *       mscclppAllToAllv with new counts every call (every rank computes the
- *       same matrix from the call number): every type, counts 0, 1 and
- *       primes up to 4099, a rank that sends nothing (sendbuff NULL on some
- *       calls), a rank that receives nothing (recvbuff NULL), blocks
- *       placed in sendbuff out of rank order with gaps, buffers at odd
- *       element offsets, capacities with slack; the output, the slack and a
- *       guard region after the capacity, recvcounts and rdispls are checked
- *       exactly. Then bad arguments, each refused with a message naming it
- *       (no rank communicates), and one more good call.
+ *       same matrix from the call number: oracleA2avCount): every type,
+ *       counts 0, 1 and primes up to 4099, a rank that sends nothing
+ *       (sendbuff NULL on some calls), a rank that receives nothing
+ *       (recvbuff NULL), blocks placed in sendbuff out of rank order with
+ *       gaps, buffers at odd element offsets, capacities with slack; the
+ *       output, the slack and a guard region after the capacity, recvcounts
+ *       and rdispls are checked exactly. Then bad arguments, each refused
+ *       with a message naming it (no rank communicates), and one more good
+ *       call.
  *   coll_worker alltoallv_errors   (3 ranks or more)
  *       one call in which rank 0 receives more than its capacity and rank 1
  *       names a block for rank 2 outside its sendbuff: both get their error
@@ -65,16 +65,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fpconv.h"
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
+#include "oracle.h"
 #include "transport/net/net.h"
 
 static int rank = -1, nranks = -1;
 static mscclppComm_t comm;
 static uint64_t seed = 12345;
 static long ncalls;
+static uint64_t ncases; /* the oracle's seed of each case: every rank runs the same cases */
 
 #define GUARD 64
 #define POISON 0xA5
@@ -85,123 +86,9 @@ static double nowSec(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/* Inputs repeat with a prime period (cheap large sizes); no chunk or block
- * size of the library is a multiple of it. */
-#define PERIOD 65521
-
-static uint64_t hashOf(uint64_t s, int r, size_t i) {
-  return mix(s ^ mix((uint64_t)r * 0x100000001b3ull ^ (uint64_t)(i % PERIOD)));
-}
-
-/* dst[0, unit * PERIOD) is filled: repeat it up to `bytes`. */
-static void replicate(uint8_t* dst, size_t unit, size_t bytes) {
-  size_t have = unit * PERIOD;
-  while (have < bytes) {
-    size_t c = bytes - have < have ? bytes - have : have;
-    memcpy(dst + have, dst, c);
-    have += c;
-  }
-}
-
-static int isUnsigned(int t) { return t == mscclppUint8 || t == mscclppUint32 || t == mscclppUint64; }
-static int isInt(int t) { return t <= mscclppUint64; }
-
-/* The value rank r holds at index i, for operator op: exact in every type. */
-static double valueOf(int t, int op, int r, size_t i) {
-  uint64_t x = hashOf(seed + (uint64_t)op, r, i);
-  if (op == mscclppProd) {
-    double v = (x & 1) ? 2.0 : 1.0;
-    return (!isUnsigned(t) && (x & 2)) ? -v : v;
-  }
-  int range = t == mscclppFloat8e5m2 ? 1 : t == mscclppFloat8e4m3 ? 2 : 8;
-  if (isUnsigned(t)) return (double)(x % (uint64_t)(range + 1));
-  return (double)((int64_t)(x % (uint64_t)(2 * range + 1)) - range);
-}
-
-/* Store v (an integer value, or a float already rounded as wanted) as type t;
- * integers wrap. */
-static void encode(int t, double v, uint8_t* dst) {
-  uint64_t w = (uint64_t)(int64_t)v;
-  switch (t) {
-    case mscclppInt8:
-    case mscclppUint8: {
-      uint8_t b = (uint8_t)w;
-      memcpy(dst, &b, 1);
-      break;
-    }
-    case mscclppInt32:
-    case mscclppUint32: {
-      uint32_t b = (uint32_t)w;
-      memcpy(dst, &b, 4);
-      break;
-    }
-    case mscclppInt64:
-    case mscclppUint64: memcpy(dst, &w, 8); break;
-    default: (void)mscclppFloatEncode((mscclppDataType_t)t, v, dst); break; /* core/fpconv.h */
-  }
-}
-
-/* The wrapped integer of type t holding v, as int64 (signed types) or as
- * the unsigned value. */
-static int64_t wrapSigned(int t, int64_t v) {
-  switch (t) {
-    case mscclppInt8: return (int8_t)(uint8_t)(uint64_t)v;
-    case mscclppUint8: return (uint8_t)(uint64_t)v;
-    case mscclppInt32: return (int32_t)(uint32_t)(uint64_t)v;
-    case mscclppUint32: return (uint32_t)(uint64_t)v;
-    default: return v;
-  }
-}
-
-static void expectedReduce(int t, int op, size_t i, int nr, uint8_t* dst) {
-  double acc = valueOf(t, op, 0, i);
-  for (int r = 1; r < nr; r++) {
-    double v = valueOf(t, op, r, i);
-    switch (op) {
-      case mscclppProd: acc *= v; break;
-      case mscclppMax: acc = v > acc ? v : acc; break;
-      case mscclppMin: acc = v < acc ? v : acc; break;
-      default: acc += v; break;
-    }
-  }
-  if (op != mscclppAvg) {
-    encode(t, acc, dst);
-  } else if (isInt(t)) {
-    if (t == mscclppUint64) {
-      uint64_t w = (uint64_t)(int64_t)acc / (uint64_t)nr;
-      memcpy(dst, &w, 8);
-    } else {
-      encode(t, (double)(wrapSigned(t, (int64_t)acc) / nr), dst);
-    }
-  } else if (t == mscclppFloat64) {
-    encode(t, acc / nr, dst);
-  } else {
-    encode(t, (double)((float)acc / (float)nr), dst);
-  }
-}
-
-static void fillValues(int t, int op, int r, size_t first, size_t count, uint8_t* dst) {
-  size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
-  for (size_t i = 0; i < count && i < PERIOD; i++) encode(t, valueOf(t, op, r, first + i), dst + i * ts);
-  replicate(dst, ts, count * ts);
-}
-
-static void fillExpected(int t, int op, size_t first, size_t count, uint8_t* dst) {
-  size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
-  for (size_t i = 0; i < count && i < PERIOD; i++) expectedReduce(t, op, first + i, nranks, dst + i * ts);
-  replicate(dst, ts, count * ts);
-}
-
-static void fillBytes(int r, size_t first, size_t bytes, uint8_t* dst) {
-  for (size_t i = 0; i < bytes && i < PERIOD; i++) dst[i] = (uint8_t)hashOf(seed, r, first + i);
-  replicate(dst, 1, bytes);
+/* The bytes of message `tag` from rank (or pair) `who`, the same on every rank. */
+static void messageBytes(int who, size_t tag, size_t bytes, uint8_t* dst) {
+  oracleBytes(seed, ((uint64_t)(uint32_t)who << 32) ^ (uint64_t)tag, bytes, dst);
 }
 
 /* ---- buffers ------------------------------------------------------------------------ */
@@ -269,27 +156,34 @@ static int callOk(const struct caseDesc* c, mscclppResult_t res) {
 
 /* ---- one case per collective ---------------------------------------------------------- */
 
-static void runCase(const char* coll, int t, int op, int inplace, size_t count, int root, size_t offElems) {
+static const char* const collName[] = {[ORACLE_ALLREDUCE] = "allreduce", [ORACLE_ALLGATHER] = "allgather",
+                                       [ORACLE_REDUCESCATTER] = "reducescatter", [ORACLE_BROADCAST] = "broadcast",
+                                       [ORACLE_REDUCE] = "reduce", [ORACLE_ALLTOALL] = "alltoall"};
+
+static void runCase(enum oracleColl coll, int t, int op, int inplace, size_t count, int root, size_t offElems) {
   const size_t ts = mscclppDataTypeSize((mscclppDataType_t)t), cb = count * ts, nr = (size_t)nranks;
   const size_t off = offElems * ts;
-  struct caseDesc c = {coll, t, op, inplace, root, count};
+  struct caseDesc c = {collName[coll], t, op, inplace, root, count};
+  const int reduces = coll == ORACLE_ALLREDUCE || coll == ORACLE_REDUCESCATTER || coll == ORACLE_REDUCE;
+  struct oracleCall g;
+  oracleInit(&g, ORACLE_SMALL, t, reduces ? op : ORACLE_COPY, nranks, oracleMix(seed ^ ++ncases));
   uint8_t* send = bufA + off;
   uint8_t* recv = bufB + off;
-  if (strcmp(coll, "allreduce") == 0) {
-    fillValues(t, op, rank, 0, count, send);
-    fillExpected(t, op, 0, count, bufE);
+  if (coll == ORACLE_ALLREDUCE) {
+    oracleInputs(&g, rank, 0, count, send);
+    oracleExpected(&g, coll, rank, root, count, bufE);
     memset(recv, POISON, cb + GUARD);
     if (inplace) memcpy(recv, send, cb);
     if (!callOk(&c, mscclppAllReduce(inplace ? recv : send, recv, count, (mscclppDataType_t)t, (mscclppRedOp_t)op,
                                      comm, NULL)))
       return;
     checkOut(&c, recv, bufE, cb, ts);
-  } else if (strcmp(coll, "reducescatter") == 0) {
+  } else if (coll == ORACLE_REDUCESCATTER) {
     /* input: nranks blocks of count; block b holds indices b*count.. */
     memset(recv, POISON, cb * nr + GUARD);
     uint8_t* in = inplace ? recv : send;
-    fillValues(t, op, rank, 0, count * nr, in);
-    fillExpected(t, op, (size_t)rank * count, count, bufE);
+    oracleInputs(&g, rank, 0, count * nr, in);
+    oracleExpected(&g, coll, rank, root, count, bufE);
     uint8_t* out = inplace ? recv + (size_t)rank * cb : recv;
     if (!inplace) memset(recv, POISON, cb + GUARD);
     if (!callOk(&c, mscclppReduceScatter(in, out, count, (mscclppDataType_t)t, (mscclppRedOp_t)op, comm, NULL)))
@@ -299,58 +193,58 @@ static void runCase(const char* coll, int t, int op, int inplace, size_t count, 
     } else {
       /* the other blocks of the buffer are left as they were */
       if (memcmp(out, bufE, cb) != 0) report(&c, "wrong value (in place)", 0, NULL, NULL, 0);
-      fillValues(t, op, rank, 0, count * nr, bufE);
+      oracleInputs(&g, rank, 0, count * nr, bufE);
       memcpy(bufE + (size_t)rank * cb, out, cb);
       checkOut(&c, recv, bufE, cb * nr, ts);
     }
-  } else if (strcmp(coll, "reduce") == 0) {
-    fillValues(t, op, rank, 0, count, send);
+  } else if (coll == ORACLE_REDUCE) {
+    oracleInputs(&g, rank, 0, count, send);
     memset(recv, POISON, cb + GUARD);
     if (inplace) memcpy(recv, send, cb);
     if (!callOk(&c, mscclppReduce(inplace ? recv : send, recv, count, (mscclppDataType_t)t, (mscclppRedOp_t)op,
                                   root, comm, NULL)))
       return;
     if (rank == root) {
-      fillExpected(t, op, 0, count, bufE);
+      oracleExpected(&g, coll, rank, root, count, bufE);
     } else if (inplace) {
       memcpy(bufE, send, cb); /* non-roots' buffers untouched */
     } else {
       memset(bufE, POISON, cb);
     }
     checkOut(&c, recv, bufE, cb, ts);
-  } else if (strcmp(coll, "allgather") == 0) {
+  } else if (coll == ORACLE_ALLGATHER) {
     memset(recv, POISON, cb * nr + GUARD);
     uint8_t* in = inplace ? recv + (size_t)rank * cb : send;
-    fillBytes(rank, 0, cb, in);
-    for (int r = 0; r < nranks; r++) fillBytes(r, 0, cb, bufE + (size_t)r * cb);
+    oracleInputs(&g, rank, 0, count, in);
+    oracleExpected(&g, coll, rank, root, count, bufE);
     if (!callOk(&c, mscclppAllGather(in, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
     checkOut(&c, recv, bufE, cb * nr, ts);
-  } else if (strcmp(coll, "broadcast") == 0) {
+  } else if (coll == ORACLE_BROADCAST) {
     memset(recv, POISON, cb + GUARD);
     const void* in = NULL;
     if (rank == root) {
-      fillBytes(root, 0, cb, inplace ? recv : send);
+      oracleInputs(&g, root, 0, count, inplace ? recv : send);
       in = inplace ? recv : send;
     } else if (inplace) {
       in = recv;
     }
-    fillBytes(root, 0, cb, bufE);
+    oracleExpected(&g, coll, rank, root, count, bufE);
     if (!callOk(&c, mscclppBroadcast(in, recv, count, (mscclppDataType_t)t, root, comm, NULL))) return;
     checkOut(&c, recv, bufE, cb, ts);
-  } else if (strcmp(coll, "alltoall") == 0) {
-    /* rank r sends block d = bytes (r, d*cb ..) to rank d; in place, the
-     * input is the output buffer */
+  } else if (coll == ORACLE_ALLTOALL) {
+    /* rank r sends block d of its input to rank d; in place, the input is
+     * the output buffer */
     memset(recv, POISON, cb * nr + GUARD);
     uint8_t* in = inplace ? recv : send;
-    fillBytes(rank, 0, cb * nr, in);
-    for (int r = 0; r < nranks; r++) fillBytes(r, (size_t)rank * cb, cb, bufE + (size_t)r * cb);
+    oracleInputs(&g, rank, 0, count * nr, in);
+    oracleExpected(&g, coll, rank, root, count, bufE);
     if (!callOk(&c, mscclppAllToAll(in, recv, count, (mscclppDataType_t)t, comm, NULL))) return;
     checkOut(&c, recv, bufE, cb * nr, ts);
   }
 }
 
-static const char* const reducing[] = {"allreduce", "reducescatter", "reduce"};
-static const char* const copying[] = {"allgather", "broadcast", "alltoall"};
+static const enum oracleColl reducing[] = {ORACLE_ALLREDUCE, ORACLE_REDUCESCATTER, ORACLE_REDUCE};
+static const enum oracleColl copying[] = {ORACLE_ALLGATHER, ORACLE_BROADCAST, ORACLE_ALLTOALL};
 
 static void testMatrix(size_t maxBytes) {
   static const size_t counts[] = {0, 1, 2, 3, 7, 31, 257, 1021, 4099};
@@ -380,16 +274,16 @@ static void testMatrix(size_t maxBytes) {
     size_t count = (maxBytes / ts) - 3;
     size_t per = (maxBytes / ts / (size_t)nranks) - 1;
     if (b == 0 || b == 1) {
-      runCase("allreduce", t, op, b, count, 0, 1);
-      runCase("reduce", t, op, 1 - b, count, nranks - 1, 0);
-      runCase("reducescatter", t, op, b, per, 0, 2);
+      runCase(ORACLE_ALLREDUCE, t, op, b, count, 0, 1);
+      runCase(ORACLE_REDUCE, t, op, 1 - b, count, nranks - 1, 0);
+      runCase(ORACLE_REDUCESCATTER, t, op, b, per, 0, 2);
     } else if (b == 2) {
-      runCase("allgather", t, op, 0, per, 0, 1);
-      runCase("alltoall", t, op, 0, per, 0, 3);
-      runCase("alltoall", t, op, 1, per, 0, 1);
+      runCase(ORACLE_ALLGATHER, t, op, 0, per, 0, 1);
+      runCase(ORACLE_ALLTOALL, t, op, 0, per, 0, 3);
+      runCase(ORACLE_ALLTOALL, t, op, 1, per, 0, 1);
     } else {
-      runCase("broadcast", t, op, 1, count, nranks / 2, 0);
-      runCase("allreduce", t, op, 0, count, 0, 0);
+      runCase(ORACLE_BROADCAST, t, op, 1, count, nranks / 2, 0);
+      runCase(ORACLE_ALLREDUCE, t, op, 0, count, 0, 0);
     }
   }
   printf("rank %d: matrix: %ld calls, small %.1f s, large (%zu bytes) %.1f s\n", rank, ncalls, t1 - t0, maxBytes,
@@ -411,26 +305,26 @@ static void testP2p(void) {
   if (nranks >= 3 && (rank == 0 || rank == 2)) {
     size_t n = 77777;
     int peer = 2 - rank;
-    fillBytes(rank, 5, n, bufA);
+    messageBytes(rank, 5, n, bufA);
     memset(bufB, POISON, n + GUARD);
     CHECK_RES(mscclppGroupStart(), mscclppSuccess);
     CHECK_RES(mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL), mscclppSuccess);
     CHECK_RES(mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL), mscclppSuccess);
     callOk(&c, mscclppGroupEnd());
-    fillBytes(peer, 5, n, bufE);
+    messageBytes(peer, 5, n, bufE);
     checkOut(&c, bufB, bufE, n, 1);
   }
   /* ring */
   for (int s = 0; s < 4; s++) {
     size_t n = ringSizes[s];
     c.count = n;
-    fillBytes(rank, 7, n, bufA + 3);
+    messageBytes(rank, 7, n, bufA + 3);
     memset(bufB + 1, POISON, n + GUARD);
     CHECK_RES(mscclppGroupStart(), mscclppSuccess);
     CHECK_RES(mscclppSend(bufA + 3, n, mscclppUint8, next, comm, NULL), mscclppSuccess);
     CHECK_RES(mscclppRecv(bufB + 1, n, mscclppUint8, prev, comm, NULL), mscclppSuccess);
     callOk(&c, mscclppGroupEnd());
-    fillBytes(prev, 7, n, bufE);
+    messageBytes(prev, 7, n, bufE);
     checkOut(&c, bufB + 1, bufE, n, 1);
   }
   /* all-to-all with a size per pair, self included, as float32 elements */
@@ -439,7 +333,7 @@ static void testP2p(void) {
     CHECK_RES(mscclppGroupStart(), mscclppSuccess);
     for (int p = 0; p < nranks; p++) {
       size_t ns = pairBytes(rank, p, k), nrv = pairBytes(p, rank, k);
-      fillBytes(rank * 1000 + p, (size_t)k, ns * 4, bufA + offS);
+      messageBytes(rank * 1000 + p, (size_t)k, ns * 4, bufA + offS);
       memset(bufB + offR, POISON, nrv * 4);
       CHECK_RES(mscclppSend(bufA + offS, ns, mscclppFloat32, p, comm, NULL), mscclppSuccess);
       CHECK_RES(mscclppRecv(bufB + offR, nrv, mscclppFloat32, p, comm, NULL), mscclppSuccess);
@@ -451,7 +345,7 @@ static void testP2p(void) {
     offR = 0;
     for (int p = 0; p < nranks; p++) {
       size_t nrv = pairBytes(p, rank, k);
-      fillBytes(p * 1000 + rank, (size_t)k, nrv * 4, bufE);
+      messageBytes(p * 1000 + rank, (size_t)k, nrv * 4, bufE);
       if (memcmp(bufB + offR, bufE, nrv * 4) != 0)
         report(&c, "all-to-all by send/recv: wrong data from a peer", offR, NULL, NULL, 0);
       offR += nrv * 4;
@@ -463,7 +357,7 @@ static void testP2p(void) {
     size_t o = 0;
     CHECK_RES(mscclppGroupStart(), mscclppSuccess);
     for (int m = 0; m < 3; m++) {
-      fillBytes(rank + 100 * m, 0, sz[m], bufA + o);
+      messageBytes(rank + 100 * m, 0, sz[m], bufA + o);
       memset(bufB + o, POISON, sz[m]);
       CHECK_RES(mscclppRecv(bufB + o, sz[m], mscclppInt8, prev, comm, NULL), mscclppSuccess);
       CHECK_RES(mscclppSend(bufA + o, sz[m], mscclppInt8, next, comm, NULL), mscclppSuccess);
@@ -472,7 +366,7 @@ static void testP2p(void) {
     callOk(&c, mscclppGroupEnd());
     o = 0;
     for (int m = 0; m < 3; m++) {
-      fillBytes(prev + 100 * m, 0, sz[m], bufE);
+      messageBytes(prev + 100 * m, 0, sz[m], bufE);
       if (memcmp(bufB + o, bufE, sz[m]) != 0) report(&c, "ordered messages: wrong data", o, NULL, NULL, 0);
       o += sz[m];
     }
@@ -483,19 +377,19 @@ static void testP2p(void) {
     size_t n = 100003;
     for (int it = 0; it < 3; it++) {
       if (rank == 0) {
-        fillBytes(it, 0, n, bufA);
+        messageBytes(it, 0, n, bufA);
         callOk(&c, mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL));
         memset(bufB, POISON, n + GUARD);
         callOk(&c, mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL));
-        fillBytes(it + 50, 0, n, bufE);
+        messageBytes(it + 50, 0, n, bufE);
       } else {
         memset(bufB, POISON, n + GUARD);
         callOk(&c, mscclppRecv(bufB, n, mscclppUint8, peer, comm, NULL));
-        fillBytes(it, 0, n, bufE);
+        messageBytes(it, 0, n, bufE);
         checkOut(&c, bufB, bufE, n, 1);
-        fillBytes(it + 50, 0, n, bufA);
+        messageBytes(it + 50, 0, n, bufA);
         callOk(&c, mscclppSend(bufA, n, mscclppUint8, peer, comm, NULL));
-        fillBytes(it, 0, n, bufE);
+        messageBytes(it, 0, n, bufE);
       }
       checkOut(&c, bufB, bufE, n, 1);
     }
@@ -503,11 +397,11 @@ static void testP2p(void) {
   /* a lone send to self (it fits in the scratch), then the receive */
   {
     size_t n = 3000;
-    fillBytes(rank, 99, n, bufA);
+    messageBytes(rank, 99, n, bufA);
     memset(bufB, POISON, n + GUARD);
     callOk(&c, mscclppSend(bufA, n, mscclppUint8, rank, comm, NULL));
     callOk(&c, mscclppRecv(bufB, n, mscclppUint8, rank, comm, NULL));
-    fillBytes(rank, 99, n, bufE);
+    messageBytes(rank, 99, n, bufE);
     checkOut(&c, bufB, bufE, n, 1);
   }
   /* zero-byte operations do nothing */
@@ -523,22 +417,6 @@ static void testP2p(void) {
 #define A2AV_MAX_COUNT 4099
 #define A2AV_CALLS_PER_TYPE 8
 
-/* Call k's count from rank s to rank d; every rank computes the same. On
- * odd calls one rank sends nothing, every third call one rank receives
- * nothing, and zeros come often anyway. */
-static size_t a2avCount(int k, int s, int d) {
-  static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, A2AV_MAX_COUNT};
-  if (k % 2 == 1 && s == (k / 2) % nranks) return 0;
-  if (k % 3 == 2 && d == (k / 3) % nranks) return 0;
-  uint64_t h = mix(seed ^ mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d));
-  return counts[h % (sizeof(counts) / sizeof(counts[0]))];
-}
-
-/* Block (s -> d) of call k: its bytes, keyed by the pair and the call. */
-static void a2avFill(int k, int s, int d, size_t bytes, uint8_t* dst) {
-  fillBytes(s * 1000 + d, (size_t)k, bytes, dst);
-}
-
 /* One checked call k of type t: this rank's blocks placed out of rank order
  * with gaps, capacities with slack. */
 static void a2avCall(int k, int t) {
@@ -550,16 +428,17 @@ static void a2avCall(int k, int t) {
   size_t at = 0, sent = 0;
   for (int j = 0; j < nranks; j++) {
     int d = (j + k) % nranks; /* out of rank order */
-    sendcounts[d] = a2avCount(k, rank, d);
+    sendcounts[d] = oracleA2avCount(seed, k, nranks, rank, d, A2AV_MAX_COUNT);
     at += (size_t)((k + d) % 3); /* a gap */
     sdispls[d] = sendcounts[d] > 0 || k % 4 != 0 ? at : (size_t)1 << 40; /* a zero count's displacement is not read */
-    a2avFill(k, rank, d, sendcounts[d] * ts, send + at * ts);
+    oracleA2avBlock(seed, k, rank, d, sendcounts[d] * ts, send + at * ts);
     at += sendcounts[d];
     sent += sendcounts[d];
   }
   size_t sendcap = at + (size_t)(k % 2);
-  size_t total = 0;
-  for (int s = 0; s < nranks; s++) total += a2avCount(k, s, rank);
+  size_t wantCounts[MAX_A2AV_RANKS], wantDispls[MAX_A2AV_RANKS];
+  oracleA2avRecv(seed, k, nranks, rank, A2AV_MAX_COUNT, wantCounts, wantDispls);
+  size_t total = wantDispls[nranks - 1] + wantCounts[nranks - 1];
   size_t recvcap = total + (size_t)(k % 3);
   memset(recv, POISON, recvcap * ts + GUARD);
   memset(recvcounts, POISON, sizeof(recvcounts));
@@ -571,16 +450,14 @@ static void a2avCall(int k, int t) {
   if (sb == NULL) sendcap = 0;
   callOk(&c, mscclppAllToAllv(sb, sendcap, sendcounts, sdispls, rb, recvcap, recvcounts, rdispls,
                               (mscclppDataType_t)t, comm, NULL));
-  size_t off = 0;
   for (int s = 0; s < nranks; s++) {
-    size_t n = a2avCount(k, s, rank);
-    if (recvcounts[s] != n || rdispls[s] != off) {
+    if (recvcounts[s] != wantCounts[s] || rdispls[s] != wantDispls[s]) {
       fprintf(stderr, "rank %d: FAIL alltoallv call %d %s: from rank %d recvcounts %zu rdispls %zu, expected %zu %zu\n",
-              rank, k, mscclppDataTypeName((mscclppDataType_t)t), s, recvcounts[s], rdispls[s], n, off);
+              rank, k, mscclppDataTypeName((mscclppDataType_t)t), s, recvcounts[s], rdispls[s], wantCounts[s],
+              wantDispls[s]);
       harnessFailures_++;
     }
-    a2avFill(k, s, rank, n * ts, bufE + off * ts);
-    off += n;
+    oracleA2avBlock(seed, k, s, rank, wantCounts[s] * ts, bufE + wantDispls[s] * ts);
   }
   memset(bufE + total * ts, POISON, (recvcap - total) * ts); /* the slack is left as it was */
   if (rb != NULL) checkOut(&c, recv, bufE, recvcap * ts, ts);
@@ -655,7 +532,7 @@ static void testAllToAllvErrors(void) {
   for (int d = 0; d < nranks; d++) {
     sc[d] = per;
     sd[d] = (size_t)d * per;
-    a2avFill(k, rank, d, per * ts, bufA + sd[d] * ts);
+    oracleA2avBlock(seed, k, rank, d, per * ts, bufA + sd[d] * ts);
   }
   size_t sendcap = (size_t)nranks * per;
   if (rank == 1) sd[2] = sendcap - 3; /* 3 of its 10 elements are inside */
@@ -695,7 +572,7 @@ static void testAllToAllvErrors(void) {
     size_t n = rank == 2 && s == 1 ? 0 : per;
     CHECK(rc[s] == n);
     CHECK(rd[s] == off);
-    a2avFill(k, s, rank, n * ts, bufE + off * ts);
+    oracleA2avBlock(seed, k, s, rank, n * ts, bufE + off * ts);
     off += n;
   }
   checkOut(&c, bufB, bufE, recvcap * ts, ts);
@@ -709,18 +586,20 @@ static void testP2pSubset(void) {
   allocBuffers(1 << 16);
   struct caseDesc c = {"sendrecv", mscclppUint8, 0, 0, 0, 1000};
   if (rank > 1 || nranks < 2) return;
-  fillBytes(rank, 0, 1000, bufA);
+  messageBytes(rank, 0, 1000, bufA);
   CHECK_RES(mscclppGroupStart(), mscclppSuccess);
   CHECK_RES(mscclppSend(bufA, 1000, mscclppUint8, 1 - rank, comm, NULL), mscclppSuccess);
   CHECK_RES(mscclppRecv(bufB, 1000, mscclppUint8, 1 - rank, comm, NULL), mscclppSuccess);
   callOk(&c, mscclppGroupEnd());
-  fillBytes(1 - rank, 0, 1000, bufE);
+  messageBytes(1 - rank, 0, 1000, bufE);
   if (memcmp(bufB, bufE, 1000) != 0) report(&c, "wrong data", 0, NULL, NULL, 0);
 }
 
 static int testKill(int victim) {
   size_t count = 1 << 18;
   allocBuffers(count * 4);
+  struct oracleCall g;
+  oracleInit(&g, ORACLE_SMALL, mscclppFloat32, mscclppSum, nranks, seed);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
   for (int it = 0; it < 100000; it++) {
     if (rank == victim && it == 20) {
@@ -730,7 +609,7 @@ static int testKill(int victim) {
       nanosleep(&ts, NULL);
       raise(SIGKILL);
     }
-    fillValues(mscclppFloat32, mscclppSum, rank, 0, count, bufA);
+    oracleInputs(&g, rank, 0, count, bufA);
     double t0 = nowSec();
     mscclppResult_t res = mscclppAllReduce(bufA, bufB, count, mscclppFloat32, mscclppSum, comm, NULL);
     if (res == mscclppSuccess) continue;

@@ -9,10 +9,12 @@
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2p[=REPLAYS]
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
- * poisoned before each call, inputs fresh per call. Inputs are small
- * integers chosen so that the exact result is representable in every type
- * (sum: 0..2, or 0..1 for fp8 e5m2; prod: 1..2; max/min: 0..6; avg: the same
- * value on every rank for floating types), so results compare bitwise.
+ * poisoned before each call, inputs fresh per call. Inputs and expected
+ * outputs are the oracle's (tools/oracle/oracle.h), as coll_worker's:
+ * ORACLE_SMALL, small integers whose every partial result is exact in every
+ * type (avg: the exact mean rounded once, which dividing the exact sum in
+ * float gives too), random bits for the copies, repeating with a prime
+ * period so that a GiB fills in a second; results compare bitwise.
  * "graph": also capture each collective once in a CUDA graph and replay it
  * 1000 times (graph=REPLAYS: that many), checking after the last replay
  * (inputs unchanged). "big": only the largest calls, for sizes the full
@@ -27,7 +29,7 @@
  * The GPU collectives over port channels run the same
  * checks: tests/collgpu/run_port.sh.
  * All-to-all-v (after the matrix, or alone with "alltoallv"): new counts
- * every call, the same on every rank (a function of the call number):
+ * every call, the same on every rank (oracleA2avCount of the call number):
  * every type, zeros, a rank that sends nothing (NULL sendbuff on some
  * calls), a rank that receives nothing, blocks out of rank order with
  * gaps, odd element offsets, buffers under 2 MiB (staged) and over
@@ -60,10 +62,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fpconv.h"
 #include "harness.h"
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
+#include "oracle.h"
 
 #define CUDA_OK(x)                                                                             \
   do {                                                                                         \
@@ -78,6 +80,8 @@ static int rank_, nranks_;
 static int replays_ = 1000;
 static int order_;   /* "order": rank 0 calls first, the others only after its call returned */
 static int orderSeq_;
+static const uint64_t seed_ = 12345; /* of the oracle's inputs; each call's own: oracleMix(seed_ ^ call) */
+static uint64_t ncases_;
 
 /* The side channel of "order": files, not the library, as a program that
  * synchronises its ranks through MPI, a store or a file would. */
@@ -108,109 +112,16 @@ static int tokenWait(int seq) {
   return 1;
 }
 
-/* An exact small non-negative integer in the bits of `type` (floating
- * point: the codec of core/fpconv.h). */
-static void encode(mscclppDataType_t type, uint64_t v, uint8_t* out) {
-  if (mscclppFloatEncode(type, (double)v, out) != 0)
-    memcpy(out, &v, mscclppDataTypeSize(type)); /* little-endian truncation: wrap-around */
-}
-
-static int isFloat(mscclppDataType_t t) {
-  return t == mscclppFloat16 || t == mscclppFloat32 || t == mscclppFloat64 || t == mscclppBfloat16 ||
-         t == mscclppFloat8e4m3 || t == mscclppFloat8e5m2;
-}
-
-static uint64_t value(mscclppDataType_t t, mscclppRedOp_t op, int r, uint64_t i) {
-  switch (op) {
-    case mscclppProd: return 1 + (i + (uint64_t)r) % 2;
-    case mscclppMax:
-    case mscclppMin: return (i * 5 + (uint64_t)r * 3) % 7;
-    case mscclppAvg: return isFloat(t) ? i % 3 : (i + (uint64_t)r) % 3;
-    default: return t == mscclppFloat8e5m2 ? (i + (uint64_t)r) % 2 : (i + 2 * (uint64_t)r) % 3;
-  }
-}
-
-static uint64_t reduced(mscclppDataType_t t, mscclppRedOp_t op, uint64_t i) {
-  uint64_t acc = value(t, op, 0, i);
-  for (int r = 1; r < nranks_; r++) {
-    uint64_t v = value(t, op, r, i);
-    switch (op) {
-      case mscclppProd: acc *= v; break;
-      case mscclppMax: acc = v > acc ? v : acc; break;
-      case mscclppMin: acc = v < acc ? v : acc; break;
-      default: acc += v; break;
-    }
-  }
-  if (op == mscclppAvg) acc /= (uint64_t)nranks_;
-  return acc;
-}
-
-/* value() and reduced() repeat every PERIOD indices (their periods are 2, 3
- * and 7): the inputs and expected outputs are filled from tables of encoded
- * elements, so that buffers of a GiB fill in a second. */
-#define PERIOD 42
-struct patterns {
-  size_t ts;
-  uint8_t* val; /* [rank][i % PERIOD] */
-  uint8_t* red; /* [i % PERIOD] */
-};
-
-static void patternsMake(struct patterns* p, mscclppDataType_t t, mscclppRedOp_t op) {
-  p->ts = mscclppDataTypeSize(t);
-  p->val = malloc((size_t)nranks_ * PERIOD * p->ts);
-  p->red = malloc(PERIOD * p->ts);
-  for (int j = 0; j < PERIOD; j++) {
-    for (int r = 0; r < nranks_; r++)
-      encode(t, value(t, op, r, (uint64_t)j), p->val + ((size_t)r * PERIOD + j) * p->ts);
-    encode(t, reduced(t, op, (uint64_t)j), p->red + (size_t)j * p->ts);
-  }
-}
-
-/* n elements from `table` (PERIOD encoded elements), element i being
- * table[(phase + i) % PERIOD]: one period written, then copied in doubling
- * blocks. */
-static void fillPeriodic(uint8_t* dst, size_t n, const struct patterns* p, const uint8_t* table, size_t phase) {
-  const size_t ts = p->ts, first = n < PERIOD ? n : PERIOD;
-  for (size_t i = 0; i < first; i++) memcpy(dst + i * ts, table + ((phase + i) % PERIOD) * ts, ts);
-  for (size_t done = first; done < n;) { /* [0, done) repeats with period PERIOD, and done is a multiple of it */
-    size_t m = done < n - done ? done : n - done;
-    memcpy(dst + done * ts, dst, m * ts);
-    done += m;
-  }
-}
-
-/* The output `kind` must leave on this rank (coll_gpu_worker's inputs). */
-static void fillExpected(uint8_t* hexp, int kind, size_t count, size_t outElems, int root, const struct patterns* p) {
-  const size_t ts = p->ts, k = (size_t)nranks_;
-  switch (kind) {
-    case 0: case 4: fillPeriodic(hexp, outElems, p, p->red, 0); break;
-    case 1: /* block q: rank q's input */
-      for (size_t q = 0; q < k; q++) fillPeriodic(hexp + q * count * ts, count, p, p->val + q * PERIOD * ts, 0);
-      break;
-    case 2: fillPeriodic(hexp, outElems, p, p->red, ((size_t)rank_ * count) % PERIOD); break;
-    case 3: fillPeriodic(hexp, outElems, p, p->val + (size_t)root * PERIOD * ts, 0); break;
-    case 5: /* block q: block rank_ of rank q's input */
-      for (size_t q = 0; q < k; q++)
-        fillPeriodic(hexp + q * count * ts, count, p, p->val + q * PERIOD * ts, ((size_t)rank_ * count) % PERIOD);
-      break;
-    default: /* sendrecv: the previous rank's input */
-      fillPeriodic(hexp, outElems, p, p->val + (size_t)((rank_ - 1 + nranks_) % nranks_) * PERIOD * ts, 0);
-      break;
-  }
-}
-
-static const int kinds = 7; /* allreduce allgather reducescatter broadcast reduce alltoall sendrecv */
+static const int kinds = 7; /* the oracle's numbers: allreduce allgather reducescatter broadcast reduce alltoall sendrecv */
 static const char* kindName[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
                                  "sendrecv"};
 
 /* One checked call; placement 0 out of place, 1 in place, 2 odd offsets. */
 static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_t t, mscclppRedOp_t op, size_t count,
                   int placement, int graph) {
-  const size_t ts = mscclppDataTypeSize(t), k = (size_t)nranks_;
-  size_t inElems = count, outElems = count;
-  if (kind == 1) outElems *= k;
-  if (kind == 2 || kind == 5) inElems *= k;
-  if (kind == 5) outElems *= k;
+  const size_t ts = mscclppDataTypeSize(t);
+  const enum oracleColl coll = (enum oracleColl)kind;
+  const size_t inElems = oracleInElems(coll, count, nranks_), outElems = oracleOutElems(coll, count, nranks_);
   const int root = nranks_ - 1;
   size_t pad = placement == 2 ? 3 : 0;
   size_t maxElems = inElems > outElems ? inElems : outElems; /* in place, one buffer holds both */
@@ -221,12 +132,11 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   uint8_t* hin = malloc(inElems * ts);
   uint8_t* hexp = malloc(outElems * ts);
   uint8_t* hout = malloc(outElems * ts);
-  struct patterns pat;
-  patternsMake(&pat, t, op);
-  fillPeriodic(hin, inElems, &pat, pat.val + (size_t)rank_ * PERIOD * ts, 0);
-  fillExpected(hexp, kind, count, outElems, root, &pat);
-  free(pat.val);
-  free(pat.red);
+  const int reduces = kind == 0 || kind == 2 || kind == 4;
+  struct oracleCall call;
+  oracleInit(&call, ORACLE_SMALL, t, reduces ? (int)op : ORACLE_COPY, nranks_, oracleMix(seed_ ^ ++ncases_));
+  oracleInputs(&call, rank_, 0, inElems, hin);
+  oracleExpected(&call, coll, rank_, root, count, hexp);
   int checkOut = 1;
   if (kind == 4 && rank_ != root) checkOut = 0;
   /* everything on the collective's stream: a non-blocking stream does not
@@ -319,37 +229,6 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
 static size_t a2avMaxCount_ = (size_t)1 << 20; /* elements per block: maxBytes / 8 / nranks */
 static int a2avReplays_ = 100;                  /* graph replays: replays_ with "graph" or "alltoallv" */
 
-static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/* Call k's count from rank s to rank d; every rank computes the same. On
- * odd calls one rank sends nothing, every third call one rank receives
- * nothing, zeros come often anyway; every fifth call has counts up to about
- * a million elements, or as many as maxBytes allows (buffers over 2 MiB:
- * exported, not staged). */
-static size_t a2avCount(int k, int s, int d) {
-  static const size_t counts[] = {0, 0, 1, 2, 3, 5, 7, 13, 31, 257, 1021, 4099};
-  if (k % 2 == 1 && s == (k / 2) % nranks_) return 0;
-  if (k % 3 == 2 && d == (k / 3) % nranks_) return 0;
-  uint64_t h = mix(((uint64_t)k << 20) ^ ((uint64_t)s << 10) ^ (uint64_t)d);
-  size_t c = counts[h % (sizeof(counts) / sizeof(counts[0]))];
-  if (k % 5 == 4) c = c * 251 + (size_t)((h >> 32) % 4096);
-  return c < a2avMaxCount_ ? c : a2avMaxCount_;
-}
-
-/* The bytes of block (s -> d) of call k. */
-static void a2avFill(int k, int s, int d, size_t bytes, uint8_t* dst) {
-  uint64_t base = mix(((uint64_t)k << 24) ^ ((uint64_t)s << 12) ^ (uint64_t)d ^ 0xa2a7ull);
-  for (size_t j = 0; j < bytes; j += 8) {
-    uint64_t v = mix(base + j);
-    memcpy(dst + j, &v, bytes - j < 8 ? bytes - j : 8);
-  }
-}
-
 /* One call's buffers: this rank's blocks out of rank order with gaps, the
  * capacities with slack, and what must come out. */
 struct a2avCase {
@@ -374,7 +253,7 @@ static void a2avMake(struct a2avCase* c, int k, mscclppDataType_t t) {
   size_t at = 0;
   for (int j = 0; j < n; j++) {
     int d = (j + k) % n;
-    c->counts[d] = a2avCount(k, rank_, d);
+    c->counts[d] = oracleA2avCount(seed_, k, n, rank_, d, a2avMaxCount_);
     at += (size_t)((k + d) % 3);
     /* a zero count's displacement is not read */
     c->counts[n + d] = c->counts[d] > 0 || k % 4 != 0 ? at : (size_t)1 << 40;
@@ -382,17 +261,14 @@ static void a2avMake(struct a2avCase* c, int k, mscclppDataType_t t) {
     c->sent += c->counts[d];
   }
   c->sendcap = at + (size_t)(k % 2);
-  for (int s = 0; s < n; s++) {
-    c->want[s] = a2avCount(k, s, rank_);
-    c->want[n + s] = c->total;
-    c->total += c->want[s];
-  }
+  oracleA2avRecv(seed_, k, n, rank_, a2avMaxCount_, c->want, c->want + n);
+  c->total = c->want[n + n - 1] + c->want[n - 1];
   c->recvcap = c->total + (size_t)(k % 3);
   const size_t ts = c->ts;
   c->hin = calloc(c->sendcap + 1, ts);
   c->hexp = malloc(c->recvcap * ts + A2AV_GUARD);
-  for (int d = 0; d < n; d++) a2avFill(k, rank_, d, c->counts[d] * ts, c->hin + c->counts[n + d] * ts);
-  for (int s = 0; s < n; s++) a2avFill(k, s, rank_, c->want[s] * ts, c->hexp + c->want[n + s] * ts);
+  for (int d = 0; d < n; d++) oracleA2avBlock(seed_, k, rank_, d, c->counts[d] * ts, c->hin + c->counts[n + d] * ts);
+  for (int s = 0; s < n; s++) oracleA2avBlock(seed_, k, s, rank_, c->want[s] * ts, c->hexp + c->want[n + s] * ts);
   memset(c->hexp + c->total * ts, 0xA5, (c->recvcap - c->total) * ts + A2AV_GUARD);
   CUDA_OK(cudaMalloc((void**)&c->din, (c->sendcap + 3) * ts));
   CUDA_OK(cudaMalloc((void**)&c->dout, (c->recvcap + 5) * ts + A2AV_GUARD));
@@ -686,8 +562,8 @@ static int a2avErrors(mscclppComm_t comm, cudaStream_t s) {
   c.recvcap = rank_ == 0 ? c.total - 7 : c.total;
   c.hin = calloc(c.sendcap + 1, c.ts);
   c.hexp = malloc(c.total * c.ts + A2AV_GUARD);
-  for (int d = 0; d < n; d++) a2avFill(c.k, rank_, d, per * c.ts, c.hin + (size_t)d * per * c.ts);
-  for (int r = 0; r < n; r++) a2avFill(c.k, r, rank_, c.want[r] * c.ts, c.hexp + c.want[n + r] * c.ts);
+  for (int d = 0; d < n; d++) oracleA2avBlock(seed_, c.k, rank_, d, per * c.ts, c.hin + (size_t)d * per * c.ts);
+  for (int r = 0; r < n; r++) oracleA2avBlock(seed_, c.k, r, rank_, c.want[r] * c.ts, c.hexp + c.want[n + r] * c.ts);
   memset(c.hexp + c.recvcap * c.ts, 0xA5, A2AV_GUARD);
   CUDA_OK(cudaMalloc((void**)&c.din, (c.sendcap + 3) * c.ts));
   CUDA_OK(cudaMalloc((void**)&c.dout, (c.recvcap + 5) * c.ts + A2AV_GUARD));
@@ -805,7 +681,7 @@ static int p2pCheck(const struct p2pOp* ops, int nops, const uint8_t* hout, uint
                     int call, const char* how) {
   memset(hexp, 0xA5, recvEnd);
   for (int i = 0; i < nops; i++)
-    if (!ops[i].isSend) a2avFill(1000 * pattern + call, ops[i].peer, rank_, ops[i].bytes, hexp + ops[i].off);
+    if (!ops[i].isSend) oracleA2avBlock(seed_, 1000 * pattern + call, ops[i].peer, rank_, ops[i].bytes, hexp + ops[i].off);
   if (memcmp(hout, hexp, recvEnd) == 0) return 0;
   for (size_t b = 0; b < recvEnd; b++)
     if (hout[b] != hexp[b]) {
@@ -822,7 +698,7 @@ static int p2pCheck(const struct p2pOp* ops, int nops, const uint8_t* hout, uint
 
 static void p2pFillSends(const struct p2pOp* ops, int nops, uint8_t* hin, int pattern, int call) {
   for (int i = 0; i < nops; i++)
-    if (ops[i].isSend) a2avFill(1000 * pattern + call, rank_, ops[i].peer, ops[i].bytes, hin + ops[i].off);
+    if (ops[i].isSend) oracleA2avBlock(seed_, 1000 * pattern + call, rank_, ops[i].peer, ops[i].bytes, hin + ops[i].off);
 }
 
 static int p2pStatus(mscclppComm_t comm, cudaStream_t s, mscclppResult_t res, int pattern, const char* how) {

@@ -8,8 +8,9 @@
  *   mscclpp-run -n N -- port_protocol_host
  * Every collective (int32 with each operator, float sum, bytes for the
  * copies) and send/recv groups, out of place, in place and at odd offsets,
- * checked exactly, then the counters checked equal on both sides of every
- * stream. No GPU needed.
+ * checked exactly against the oracle of collective results
+ * (tools/oracle/oracle.h: ORACLE_SMALL, as the GPU worker's), then the
+ * counters checked equal on both sides of every stream. No GPU needed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -36,38 +37,34 @@ static inline int __syncthreads_or(int p) { return p; }
 #include "mscclpp/connection.h"
 #include "mscclpp/memory.h"
 #include "mscclpp/port_channel.h"
+#include "oracle.h"
 
 #define SLOT 4096
 #define TAG 0x7e100000
 
 static int rank_, nranks_;
 
-static int64_t value(int op, int r, uint64_t i) {
-  switch (op) {
-    case mscclppProd:
-      return 1 + (int64_t)((i + r) % 2);
-    case mscclppMax:
-    case mscclppMin:
-      return (int64_t)((i * 5 + r * 3) % 7);
-    default:
-      return (int64_t)((i + 2 * (uint64_t)r) % 3);
-  }
-}
-static int64_t reduced(int op, uint64_t i) {
-  int64_t acc = value(op, 0, i);
-  for (int r = 1; r < nranks_; r++) {
-    int64_t v = value(op, r, i);
-    if (op == mscclppProd)
-      acc *= v;
-    else if (op == mscclppMax)
-      acc = v > acc ? v : acc;
-    else if (op == mscclppMin)
-      acc = v < acc ? v : acc;
-    else
-      acc += v;
-  }
-  return op == mscclppAvg ? acc / nranks_ : acc;
-}
+static const uint64_t seed_ = 12345; /* of the oracle's inputs; each call's own: oracleMix(seed_ ^ call) */
+static uint64_t ncases_;
+
+/* The kernels' collective numbers are the oracle's. */
+static_assert((int)MSCCLPP_COLL_ALLREDUCE == (int)ORACLE_ALLREDUCE && (int)MSCCLPP_COLL_ALLGATHER == (int)ORACLE_ALLGATHER &&
+                  (int)MSCCLPP_COLL_REDUCESCATTER == (int)ORACLE_REDUCESCATTER &&
+                  (int)MSCCLPP_COLL_BROADCAST == (int)ORACLE_BROADCAST && (int)MSCCLPP_COLL_REDUCE == (int)ORACLE_REDUCE &&
+                  (int)MSCCLPP_COLL_ALLTOALL == (int)ORACLE_ALLTOALL,
+              "coll_kind.h and oracle.h number the collectives alike");
+
+/* The element type T as the oracle knows it. */
+template <typename T>
+static int typeOf();
+template <>
+int typeOf<int32_t>() { return mscclppInt32; }
+template <>
+int typeOf<float>() { return mscclppFloat32; }
+template <>
+int typeOf<int8_t>() { return mscclppInt8; }
+template <>
+int typeOf<uint8_t>() { return mscclppUint8; }
 
 /* Two regions of the slot layout, as the library keeps (device memory for
  * peers on the host, pinned host memory for peers over the network): here
@@ -128,22 +125,17 @@ static void teardown(mscclppComm_t comm, Port* p) {
   }
 }
 
-template <typename T>
-static void put(uint8_t* buf, uint64_t i, int64_t v) {
-  T x = (T)v;
-  memcpy(buf + i * sizeof(T), &x, sizeof(T));
-}
-
 /* One checked collective of elements T; placement 0 out of place, 1 in
  * place, 2 odd element offsets. Returns 1 when wrong. */
 template <typename T>
 static int runColl(mscclppComm_t comm, PortLaunch L, int kind, int op, uint64_t count, int placement) {
-  const uint64_t ts = sizeof(T), k = (uint64_t)nranks_;
+  const uint64_t ts = sizeof(T);
   const int root = nranks_ - 1;
-  uint64_t inElems = count, outElems = count;
-  if (kind == MSCCLPP_COLL_ALLGATHER) outElems *= k;
-  if (kind == MSCCLPP_COLL_REDUCESCATTER || kind == MSCCLPP_COLL_ALLTOALL) inElems *= k;
-  if (kind == MSCCLPP_COLL_ALLTOALL) outElems *= k;
+  const enum oracleColl coll = (enum oracleColl)kind;
+  const uint64_t inElems = oracleInElems(coll, count, nranks_), outElems = oracleOutElems(coll, count, nranks_);
+  int copy = kind == MSCCLPP_COLL_ALLGATHER || kind == MSCCLPP_COLL_BROADCAST || kind == MSCCLPP_COLL_ALLTOALL;
+  struct oracleCall g;
+  oracleInit(&g, ORACLE_SMALL, typeOf<T>(), copy ? ORACLE_COPY : op, nranks_, oracleMix(seed_ ^ ++ncases_));
   uint64_t maxElems = inElems > outElems ? inElems : outElems;
   uint8_t* inAlloc = (uint8_t*)malloc((inElems + 4) * ts);
   uint8_t* outAlloc = (uint8_t*)malloc((maxElems + 4) * ts);
@@ -159,14 +151,13 @@ static int runColl(mscclppComm_t comm, PortLaunch L, int kind, int op, uint64_t 
     } else
       send = recv;
   }
-  for (uint64_t i = 0; i < inElems; i++) put<T>(send, i, value(op, rank_, i));
+  oracleInputs(&g, rank_, 0, inElems, send);
   L.kind = kind;
   L.op = op;
   L.root = root;
   L.count = count;
   L.send = send;
   L.recv = recv;
-  int copy = kind == MSCCLPP_COLL_ALLGATHER || kind == MSCCLPP_COLL_BROADCAST || kind == MSCCLPP_COLL_ALLTOALL;
   if (copy) {
     L.count = count * ts;
     portCollKernel<uint8_t>(L);
@@ -174,35 +165,16 @@ static int runColl(mscclppComm_t comm, PortLaunch L, int kind, int op, uint64_t 
     portCollKernel<T>(L);
   }
   int bad = 0;
+  uint8_t* want = (uint8_t*)malloc(outElems * ts + 1);
+  oracleExpected(&g, coll, rank_, root, count, want);
   if (!(kind == MSCCLPP_COLL_REDUCE && rank_ != root))
-    for (uint64_t i = 0; i < outElems && !bad; i++) {
-      int64_t v;
-      switch (kind) {
-        case MSCCLPP_COLL_ALLREDUCE:
-        case MSCCLPP_COLL_REDUCE:
-          v = reduced(op, i);
-          break;
-        case MSCCLPP_COLL_ALLGATHER:
-          v = value(op, (int)(i / count), i % count);
-          break;
-        case MSCCLPP_COLL_REDUCESCATTER:
-          v = reduced(op, rank_ * count + i);
-          break;
-        case MSCCLPP_COLL_BROADCAST:
-          v = value(op, root, i);
-          break;
-        default:
-          v = value(op, (int)(i / count), rank_ * count + i % count);
-          break;
-      }
-      T want = (T)v, got;
-      memcpy(&got, recv + i * ts, ts);
-      if (memcmp(&got, &want, ts) != 0) {
+    for (uint64_t i = 0; i < outElems && !bad; i++)
+      if (oracleWrong(&g, recv + i * ts, want + i * ts)) {
         fprintf(stderr, "rank %d: kind %d op %d size %zu count %llu placement %d: element %llu is wrong\n", rank_, kind,
                 op, sizeof(T), (unsigned long long)count, placement, (unsigned long long)i);
         bad = 1;
       }
-    }
+  free(want);
   free(inAlloc);
   free(outAlloc);
   CHECK_RES(mscclppBootstrapBarrier(comm), mscclppSuccess);
@@ -221,7 +193,7 @@ static int runP2p(mscclppComm_t comm, PortLaunch L, uint64_t bytes) {
   for (int i = 0; i < 2; i++) {
     sbuf[i] = (uint8_t*)malloc(size[i] + 1);
     rbuf[i] = (uint8_t*)malloc(size[i] + 1);
-    for (uint64_t b = 0; b < size[i]; b++) sbuf[i][b + 1] = (uint8_t)(b * 7 + rank_ * 31 + i);
+    oracleBytes(seed_, ((uint64_t)(uint32_t)rank_ << 8) | (uint64_t)i, size[i], sbuf[i] + 1);
   }
   uint64_t chunks[2] = {0, 0};
   for (int i = 0; i < 4; i++) { /* send 0, recv 0, send 1, recv 1 */
@@ -237,13 +209,17 @@ static int runP2p(mscclppComm_t comm, PortLaunch L, uint64_t bytes) {
   P.rounds = chunks[0] > chunks[1] ? chunks[0] : chunks[1];
   portP2pKernel(L, P);
   int bad = 0;
-  for (int i = 0; i < 2 && !bad; i++)
+  for (int i = 0; i < 2 && !bad; i++) {
+    uint8_t* want = (uint8_t*)malloc(size[i] + 1);
+    oracleBytes(seed_, ((uint64_t)(uint32_t)from << 8) | (uint64_t)i, size[i], want);
     for (uint64_t b = 0; b < size[i] && !bad; b++)
-      if (rbuf[i][b + 1] != (uint8_t)(b * 7 + from * 31 + i)) {
+      if (rbuf[i][b + 1] != want[b]) {
         fprintf(stderr, "rank %d: receive %d (%llu bytes) from %d: byte %llu is wrong\n", rank_, i,
                 (unsigned long long)size[i], from, (unsigned long long)b);
         bad = 1;
       }
+    free(want);
+  }
   for (int i = 0; i < 2; i++) {
     free(sbuf[i]);
     free(rbuf[i]);

@@ -26,7 +26,6 @@
  * MSCCLPP_COMM_SECRET (mscclpp-run sets a fresh one per run); later ids
  * travel by ncclBroadcast on an existing communicator.
  */
-#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +36,7 @@
 
 #include "core/fpconv.h"
 #include "nccl/nccl.h"
+#include "oracle.h" /* tools/oracle: inputs and expected outputs */
 
 /* Host-side calls of NCCL's device API and teams (nccl_device/core.h);
  * teamAbi has the layout of NCCL's struct ncclTeam. */
@@ -138,91 +138,81 @@ static ncclResult_t waitInit(ncclComm_t comm) {
   return ncclInProgress;
 }
 
-/* ---- collectives ---- */
+/* ---- collectives: inputs and expected outputs from the oracle of
+ * collective results (tools/oracle/oracle.h, linked without the library:
+ * it needs only the codec, core/fpconv.c, compiled into this program) ---- */
 
-/* Small-float elements through the library's codec (core/fpconv.h, compiled
- * into this program: the library exports no internal symbol). */
-static float bf16ToF(uint16_t b) { return mscclppBf16ToFloat(b); }
-static uint16_t fToBf16(float f) { return mscclppFloatToBf16(f); }
-static uint16_t fToHalf(int v) { return mscclppFloatToHalf((float)v); }
-static uint8_t fToE4m3(int v) { return mscclppFloatToFp8e4m3((float)v); }
+static uint64_t checkSerial; /* every rank makes the same checked calls in the same order */
+
+/* A fresh checked call of `n` ranks (the oracle's seed: the call's number). */
+static void checkedCall(struct oracleCall* g, enum oracleShape shape, ncclDataType_t type, int op, int n) {
+  oracleInit(g, shape, (int)type, op, n, oracleMix(UINT64_C(0x6e63636c) ^ ++checkSerial));
+}
+
+/* How many elements of `out` are not what collective c leaves on rank `me`. */
+static int wrongCount(const struct oracleCall* g, enum oracleColl c, int me, int root, size_t count, const void* out) {
+  const size_t n = oracleOutElems(c, count, g->nranks);
+  uint8_t* exp = malloc(n * g->ts);
+  oracleExpected(g, c, me, root, count, exp);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) bad += oracleWrong(g, (const uint8_t*)out + i * g->ts, exp + i * g->ts);
+  free(exp);
+  return bad;
+}
+
+/* The bytes of message `tag` from rank `from` to rank `to`. */
+static void message(int from, int to, int tag, size_t bytes, void* dst) {
+  oracleBytes(UINT64_C(0x6d7367), ((uint64_t)(uint32_t)from << 40) ^ ((uint64_t)(uint32_t)to << 20) ^ (uint64_t)tag,
+              bytes, dst);
+}
+
+/* How many of n elements of size ts differ between got and want. */
+static int differ(const void* got, const void* want, size_t n, size_t ts) {
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) bad += memcmp((const uint8_t*)got + i * ts, (const uint8_t*)want + i * ts, ts) != 0;
+  return bad;
+}
 
 static void testAllReduce(ncclComm_t comm) {
   section("allreduce");
   enum { N = 1000 };
-  float* fs = malloc(N * sizeof(float));
-  float* fr = malloc(N * sizeof(float));
-  int32_t* is = malloc(N * sizeof(int32_t));
-  int32_t* ir = malloc(N * sizeof(int32_t));
-  for (int i = 0; i < N; i++) {
-    fs[i] = (float)(rank + 1 + i % 7);
-    is[i] = rank * 3 + i;
-  }
+  uint8_t* in = malloc(N * sizeof(double));
+  uint8_t* out = malloc(N * sizeof(double));
+  struct oracleCall g;
   /* sum, prod, max, min, avg on float */
   ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   for (int o = 0; o < 5; o++) {
-    OK(ncclAllReduce(fs, fr, N, ncclFloat32, ops[o], comm, NULL));
-    int bad = 0;
-    for (int i = 0; i < N; i++) {
-      double e = ops[o] == ncclProd ? 1 : ops[o] == ncclMax ? -1e30 : ops[o] == ncclMin ? 1e30 : 0;
-      for (int r = 0; r < nranks; r++) {
-        double v = r + 1 + i % 7;
-        if (ops[o] == ncclSum || ops[o] == ncclAvg) e += v;
-        if (ops[o] == ncclProd) e *= v;
-        if (ops[o] == ncclMax) e = v > e ? v : e;
-        if (ops[o] == ncclMin) e = v < e ? v : e;
-      }
-      if (ops[o] == ncclAvg) e = (float)((float)e / (float)nranks);
-      if (fabs(fr[i] - e) > 1e-5 * fabs(e)) bad++;
-    }
+    checkedCall(&g, ORACLE_SMALL, ncclFloat32, ops[o], nranks);
+    oracleInputs(&g, rank, 0, N, in);
+    OK(ncclAllReduce(in, out, N, ncclFloat32, ops[o], comm, NULL));
+    int bad = wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, N, out);
     if (bad) fprintf(stderr, "rank %d: allreduce float op %d: %d wrong\n", rank, (int)ops[o], bad);
     CHECK(bad == 0);
   }
   /* int32 sum in place */
-  memcpy(ir, is, N * sizeof(int32_t));
-  OK(ncclAllReduce(ir, ir, N, ncclInt32, ncclSum, comm, NULL));
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ncclSum, nranks);
+  oracleInputs(&g, rank, 0, N, out);
+  OK(ncclAllReduce(out, out, N, ncclInt32, ncclSum, comm, NULL));
+  CHECK(wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, N, out) == 0);
+  /* bf16, fp16, fp8e4m3, int64 (wide values: the high bits), uint8, float64 */
+  static const struct {
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    enum oracleShape shape;
+  } typed[] = {{ncclBfloat16, ncclSum, ORACLE_SMALL}, {ncclFloat16, ncclMax, ORACLE_SMALL},
+               {ncclFloat8e4m3, ncclSum, ORACLE_SMALL}, {ncclUint8, ncclSum, ORACLE_SMALL},
+               {ncclInt64, ncclSum, ORACLE_WIDE},     {ncclFloat64, ncclAvg, ORACLE_SMALL}};
   int bad = 0;
-  for (int i = 0; i < N; i++) {
-    int32_t e = 0;
-    for (int r = 0; r < nranks; r++) e += r * 3 + i;
-    bad += ir[i] != e;
-  }
-  CHECK(bad == 0);
-  /* bf16, fp16, fp8e4m3, int64, uint8, float64 sums of small integers */
-  uint16_t b[64], br[64], h[64], hr[64];
-  uint8_t f8[64], f8r[64], u8[64], u8r[64];
-  int64_t l[64], lr[64];
-  double d[64], dr[64];
-  for (int i = 0; i < 64; i++) {
-    b[i] = fToBf16((float)(rank + i % 5));
-    h[i] = fToHalf(rank + i % 5);
-    f8[i] = fToE4m3(i % 3);
-    u8[i] = (uint8_t)(rank + i);
-    l[i] = (int64_t)rank << 40 | i;
-    d[i] = rank * 0.5 + i;
-  }
-  OK(ncclAllReduce(b, br, 64, ncclBfloat16, ncclSum, comm, NULL));
-  OK(ncclAllReduce(h, hr, 64, ncclFloat16, ncclMax, comm, NULL));
-  OK(ncclAllReduce(f8, f8r, 64, ncclFloat8e4m3, ncclSum, comm, NULL));
-  OK(ncclAllReduce(u8, u8r, 64, ncclUint8, ncclSum, comm, NULL));
-  OK(ncclAllReduce(l, lr, 64, ncclInt64, ncclSum, comm, NULL));
-  OK(ncclAllReduce(d, dr, 64, ncclFloat64, ncclAvg, comm, NULL));
-  int sumr = nranks * (nranks - 1) / 2;
-  bad = 0;
-  for (int i = 0; i < 64; i++) {
-    bad += bf16ToF(br[i]) != (float)(sumr + nranks * (i % 5));
-    bad += hr[i] != fToHalf(nranks - 1 + i % 5);
-    bad += f8r[i] != fToE4m3(nranks * (i % 3));
-    bad += u8r[i] != (uint8_t)(sumr + nranks * i);
-    bad += lr[i] != ((int64_t)sumr << 40) + (int64_t)nranks * i;
-    bad += fabs(dr[i] - (sumr * 0.5 + nranks * i) / nranks) > 1e-12;
+  for (size_t k = 0; k < sizeof(typed) / sizeof(typed[0]); k++) {
+    checkedCall(&g, typed[k].shape, typed[k].type, typed[k].op, nranks);
+    oracleInputs(&g, rank, 0, 64, in);
+    OK(ncclAllReduce(in, out, 64, typed[k].type, typed[k].op, comm, NULL));
+    bad += wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, 64, out);
   }
   if (bad) fprintf(stderr, "rank %d: typed allreduces: %d wrong\n", rank, bad);
   CHECK(bad == 0);
-  free(fs);
-  free(fr);
-  free(is);
-  free(ir);
+  free(in);
+  free(out);
 }
 
 static void testCollectives(ncclComm_t comm) {
@@ -231,78 +221,79 @@ static void testCollectives(ncclComm_t comm) {
   int n = nranks;
   int32_t* send = malloc((size_t)C * n * sizeof(int32_t));
   int32_t* recv = malloc((size_t)C * n * sizeof(int32_t));
+  const size_t all = (size_t)C * n * sizeof(int32_t);
+  struct oracleCall g;
   int bad = 0;
   /* allgather, out of place and in place */
-  for (int i = 0; i < C; i++) send[i] = rank * 1000 + i;
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  oracleInputs(&g, rank, 0, C, send);
   OK(ncclAllGather(send, recv, C, ncclInt32, comm, NULL));
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
-  memset(recv, 0, (size_t)C * n * sizeof(int32_t));
-  for (int i = 0; i < C; i++) recv[rank * C + i] = rank * 1000 + i;
+  bad += wrongCount(&g, ORACLE_ALLGATHER, rank, 0, C, recv);
+  memset(recv, 0, all);
+  oracleInputs(&g, rank, 0, C, recv + rank * C);
   OK(ncclAllGather(recv + rank * C, recv, C, ncclInt32, comm, NULL));
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  bad += wrongCount(&g, ORACLE_ALLGATHER, rank, 0, C, recv);
   CHECK(bad == 0);
   /* reduce-scatter (sum, max) and in place */
-  for (int i = 0; i < C * n; i++) send[i] = rank + i;
+  struct oracleCall sum;
+  checkedCall(&sum, ORACLE_SMALL, ncclInt32, ncclSum, n);
+  oracleInputs(&sum, rank, 0, (size_t)C * n, send);
   OK(ncclReduceScatter(send, recv, C, ncclInt32, ncclSum, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[i] != n * (rank * C + i) + n * (n - 1) / 2;
+  bad += wrongCount(&sum, ORACLE_REDUCESCATTER, rank, 0, C, recv);
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ncclMax, n);
+  oracleInputs(&g, rank, 0, (size_t)C * n, send);
   OK(ncclReduceScatter(send, recv, C, ncclInt32, ncclMax, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[i] != rank * C + i + n - 1;
-  memcpy(recv, send, (size_t)C * n * sizeof(int32_t));
+  bad += wrongCount(&g, ORACLE_REDUCESCATTER, rank, 0, C, recv);
+  oracleInputs(&sum, rank, 0, (size_t)C * n, recv);
   OK(ncclReduceScatter(recv, recv + rank * C, C, ncclInt32, ncclSum, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[rank * C + i] != n * (rank * C + i) + n * (n - 1) / 2;
+  bad += wrongCount(&sum, ORACLE_REDUCESCATTER, rank, 0, C, recv + rank * C);
   CHECK(bad == 0);
   /* broadcast from the last rank; bcast (in place) from rank 0 */
   int root = n - 1;
-  for (int i = 0; i < C; i++) {
-    send[i] = rank == root ? 7 * i : -1;
-    recv[i] = -2;
-  }
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  memset(send, 0xff, C * sizeof(int32_t));
+  if (rank == root) oracleInputs(&g, root, 0, C, send);
+  memset(recv, 0xfe, C * sizeof(int32_t));
   OK(ncclBroadcast(send, recv, C, ncclInt32, root, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[i] != 7 * i;
-  for (int i = 0; i < C; i++) recv[i] = rank == 0 ? 3 * i : -1;
+  bad += wrongCount(&g, ORACLE_BROADCAST, rank, root, C, recv);
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  memset(recv, 0xff, C * sizeof(int32_t));
+  if (rank == 0) oracleInputs(&g, 0, 0, C, recv);
   OK(ncclBcast(recv, C, ncclInt32, 0, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[i] != 3 * i;
+  bad += wrongCount(&g, ORACLE_BROADCAST, rank, 0, C, recv);
   CHECK(bad == 0);
   /* reduce to rank 1 % n (non-roots pass NULL recvbuff) */
   root = 1 % n;
-  for (int i = 0; i < C; i++) send[i] = rank * i;
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ncclSum, n);
+  oracleInputs(&g, rank, 0, C, send);
   OK(ncclReduce(send, rank == root ? recv : NULL, C, ncclInt32, ncclSum, root, comm, NULL));
-  if (rank == root)
-    for (int i = 0; i < C; i++) bad += recv[i] != i * n * (n - 1) / 2;
+  if (rank == root) bad += wrongCount(&g, ORACLE_REDUCE, rank, root, C, recv);
   CHECK(bad == 0);
   /* all-to-all */
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) send[r * C + i] = rank * 100000 + r * 1000 + i;
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  oracleInputs(&g, rank, 0, (size_t)C * n, send);
   OK(ncclAlltoAll(send, recv, C, ncclInt32, comm, NULL));
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 100000 + rank * 1000 + i;
+  bad += wrongCount(&g, ORACLE_ALLTOALL, rank, 0, C, recv);
   CHECK(bad == 0);
   /* all-to-all in place (NCCL accepts it: nccl-tests' alltoall runs it) */
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) recv[r * C + i] = rank * 100000 + r * 1000 + i;
+  oracleInputs(&g, rank, 0, (size_t)C * n, recv);
   OK(ncclAlltoAll(recv, recv, C, ncclInt32, comm, NULL));
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 100000 + rank * 1000 + i;
+  bad += wrongCount(&g, ORACLE_ALLTOALL, rank, 0, C, recv);
   CHECK(bad == 0);
   /* gather to rank 0, out of place and in place; scatter from the last */
-  for (int i = 0; i < C; i++) send[i] = rank * 1000 + i;
-  memset(recv, 0, (size_t)C * n * sizeof(int32_t));
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  oracleInputs(&g, rank, 0, C, send);
+  memset(recv, 0, all);
   OK(ncclGather(send, recv, C, ncclInt32, 0, comm, NULL));
-  if (rank == 0)
-    for (int r = 0; r < n; r++)
-      for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
-  for (int i = 0; i < C; i++) recv[i] = rank * 1000 + i; /* root 0: its slice is recv + 0 */
+  if (rank == 0) bad += wrongCount(&g, ORACLE_GATHER, rank, 0, C, recv);
+  oracleInputs(&g, rank, 0, C, recv); /* root 0: its slice is recv + 0 */
   OK(ncclGather(rank == 0 ? recv : send, recv, C, ncclInt32, 0, comm, NULL));
-  if (rank == 0)
-    for (int r = 0; r < n; r++)
-      for (int i = 0; i < C; i++) bad += recv[r * C + i] != r * 1000 + i;
+  if (rank == 0) bad += wrongCount(&g, ORACLE_GATHER, rank, 0, C, recv);
   root = n - 1;
-  for (int r = 0; r < n; r++)
-    for (int i = 0; i < C; i++) send[r * C + i] = r * 10 + i;
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_COPY, n);
+  oracleInputs(&g, rank, 0, (size_t)C * n, send);
   OK(ncclScatter(send, recv, C, ncclInt32, root, comm, NULL));
-  for (int i = 0; i < C; i++) bad += recv[i] != rank * 10 + i;
+  bad += wrongCount(&g, ORACLE_SCATTER, rank, root, C, recv);
   CHECK(bad == 0);
   /* count 0 does nothing; NULL buffers with count 0 are fine */
   OK(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, comm, NULL));
@@ -313,14 +304,16 @@ static void testCollectives(ncclComm_t comm) {
 static void testSendRecv(ncclComm_t comm) {
   section("send/recv: pairs, group ring, group all-to-all, nested groups with collectives");
   enum { C = 1500 };
+  const size_t bytes = C * sizeof(int64_t);
   int n = nranks;
   int64_t* s = malloc((size_t)C * n * sizeof(int64_t));
   int64_t* r = malloc((size_t)C * n * sizeof(int64_t));
+  int64_t* want = malloc(bytes);
   int bad = 0;
   /* blocking pairs outside a group: rank 2k with 2k+1 */
   int partner = rank ^ 1;
   if (partner < n) {
-    for (int i = 0; i < C; i++) s[i] = rank * 7 + i;
+    message(rank, partner, 0, bytes, s);
     if (rank < partner) {
       OK(ncclSend(s, C, ncclInt64, partner, comm, NULL));
       OK(ncclRecv(r, C, ncclInt64, partner, comm, NULL));
@@ -328,24 +321,25 @@ static void testSendRecv(ncclComm_t comm) {
       OK(ncclRecv(r, C, ncclInt64, partner, comm, NULL));
       OK(ncclSend(s, C, ncclInt64, partner, comm, NULL));
     }
-    for (int i = 0; i < C; i++) bad += r[i] != partner * 7 + i;
+    message(partner, rank, 0, bytes, want);
+    bad += differ(r, want, C, sizeof(int64_t));
   }
   CHECK(bad == 0);
   /* a ring inside a group: send right, receive from the left (every rank
    * sends first: only a group makes this deadlock-free) */
   for (int round = 0; round < 3; round++) {
-    for (int i = 0; i < C; i++) s[i] = rank * 100 + round + i;
+    int right = (rank + 1) % n, left = (rank - 1 + n) % n;
+    message(rank, right, 1 + round, bytes, s);
     OK(ncclGroupStart());
-    OK(ncclSend(s, C, ncclInt64, (rank + 1) % n, comm, NULL));
-    OK(ncclRecv(r, C, ncclInt64, (rank - 1 + n) % n, comm, NULL));
+    OK(ncclSend(s, C, ncclInt64, right, comm, NULL));
+    OK(ncclRecv(r, C, ncclInt64, left, comm, NULL));
     OK(ncclGroupEnd());
-    int left = (rank - 1 + n) % n;
-    for (int i = 0; i < C; i++) bad += r[i] != left * 100 + round + i;
+    message(left, rank, 1 + round, bytes, want);
+    bad += differ(r, want, C, sizeof(int64_t));
   }
   CHECK(bad == 0);
   /* all-to-all by send/recv (self included), nested groups */
-  for (int p = 0; p < n; p++)
-    for (int i = 0; i < C; i++) s[p * C + i] = rank * 10000 + p * 100 + i % 100;
+  for (int p = 0; p < n; p++) message(rank, p, 4, bytes, s + p * C);
   memset(r, 0, (size_t)C * n * sizeof(int64_t));
   OK(ncclGroupStart());
   for (int p = 0; p < n; p++) {
@@ -355,24 +349,26 @@ static void testSendRecv(ncclComm_t comm) {
     OK(ncclGroupEnd());
   }
   OK(ncclGroupEnd());
-  for (int p = 0; p < n; p++)
-    for (int i = 0; i < C; i++) bad += r[p * C + i] != p * 10000 + rank * 100 + i % 100;
+  for (int p = 0; p < n; p++) {
+    message(p, rank, 4, bytes, want);
+    bad += differ(r + p * C, want, C, sizeof(int64_t));
+  }
   CHECK(bad == 0);
   /* a group of collectives (coalesced, as PyTorch does) and one mixed with
-   * a ring exchange */
+   * a ring exchange, all of one input */
   float a[16], b[16], c[16 * 8], ring[16];
-  for (int i = 0; i < 16; i++) a[i] = (float)(rank + i);
+  struct oracleCall g;
+  checkedCall(&g, ORACLE_SMALL, ncclFloat32, ncclSum, n);
+  oracleInputs(&g, rank, 0, 16, a);
   OK(ncclGroupStart());
   OK(ncclAllReduce(a, b, 16, ncclFloat32, ncclSum, comm, NULL));
   OK(ncclAllGather(a, c, 16, ncclFloat32, comm, NULL));
   OK(ncclSend(a, 16, ncclFloat32, (rank + 1) % n, comm, NULL));
   OK(ncclRecv(ring, 16, ncclFloat32, (rank - 1 + n) % n, comm, NULL));
   OK(ncclGroupEnd());
-  for (int i = 0; i < 16; i++) {
-    bad += b[i] != (float)(n * (n - 1) / 2 + n * i);
-    bad += ring[i] != (float)((rank - 1 + n) % n + i);
-    for (int p = 0; p < n && p < 8; p++) bad += c[p * 16 + i] != (float)(p + i);
-  }
+  bad += wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, 16, b);
+  bad += wrongCount(&g, ORACLE_SENDRECV, rank, 0, 16, ring);
+  if (n <= 8) bad += wrongCount(&g, ORACLE_ALLGATHER, rank, 0, 16, c);
   CHECK(bad == 0);
   /* an error inside a group is returned by ncclGroupEnd too */
   OK(ncclGroupStart());
@@ -380,25 +376,26 @@ static void testSendRecv(ncclComm_t comm) {
   NCHECK(ncclGroupEnd(), ncclInvalidArgument);
   free(s);
   free(r);
+  free(want);
 }
 
 static void testPreMulSum(ncclComm_t comm) {
   section("PreMulSum operators");
   enum { N = 100 };
+  double scalars[64]; /* the oracle's view of each rank's scalar */
+  struct oracleCall g;
   int32_t x[N], y[N];
-  for (int i = 0; i < N; i++) x[i] = i + rank;
+  checkedCall(&g, ORACLE_SMALL, ncclInt32, ORACLE_PREMULSUM, nranks);
+  for (int r = 0; r < nranks; r++) scalars[r] = r + 1;
+  g.scalars = scalars;
+  oracleInputs(&g, rank, 0, N, x);
   int32_t scalar = rank + 1;
   ncclRedOp_t op;
   OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclInt32, ncclScalarHostImmediate, comm));
   CHECK((int)op >= (int)ncclNumOps);
   scalar = 1000; /* immediate: the value was read at creation */
   OK(ncclAllReduce(x, y, N, ncclInt32, op, comm, NULL));
-  int bad = 0;
-  for (int i = 0; i < N; i++) {
-    int32_t e = 0;
-    for (int r = 0; r < nranks; r++) e += (r + 1) * (i + r);
-    bad += y[i] != e;
-  }
+  int bad = wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, N, y);
   CHECK(bad == 0);
   /* the wrong type is refused; a destroyed operator too */
   NCHECK(ncclAllReduce(x, y, N, ncclFloat32, op, comm, NULL), ncclInvalidArgument);
@@ -411,21 +408,24 @@ static void testPreMulSum(ncclComm_t comm) {
   float fscalar = 0.0f, fx[N * 8], fy[N * 8];
   OK(ncclRedOpCreatePreMulSum(&op, &fscalar, ncclFloat32, ncclScalarDevice, comm));
   fscalar = 0.5f * (float)(rank + 1);
-  for (int i = 0; i < N * nranks; i++) fx[i] = (float)(2 * i);
+  checkedCall(&g, ORACLE_SMALL, ncclFloat32, ORACLE_PREMULSUM, nranks);
+  for (int r = 0; r < nranks; r++) scalars[r] = 0.5 * (r + 1);
+  g.scalars = scalars;
+  oracleInputs(&g, rank, 0, (size_t)N * nranks, fx);
   OK(ncclReduceScatter(fx, fy, N, ncclFloat32, op, comm, NULL));
-  float ssum = 0;
-  for (int r = 0; r < nranks; r++) ssum += 0.5f * (float)(r + 1);
-  for (int i = 0; i < N; i++) bad += fy[i] != ssum * (float)(2 * (rank * N + i));
+  bad += wrongCount(&g, ORACLE_REDUCESCATTER, rank, 0, N, fy);
   OK(ncclReduce(fx, rank == 0 ? fy : NULL, N, ncclFloat32, op, 0, comm, NULL));
-  if (rank == 0)
-    for (int i = 0; i < N; i++) bad += fy[i] != ssum * (float)(2 * i);
+  if (rank == 0) bad += wrongCount(&g, ORACLE_REDUCE, rank, 0, N, fy);
   OK(ncclRedOpDestroy(op, comm));
   /* bf16 */
-  uint16_t bs = fToBf16(2.0f), bx[N], by[N];
-  for (int i = 0; i < N; i++) bx[i] = fToBf16((float)(i % 8));
+  uint16_t bs = mscclppFloatToBf16(2.0f), bx[N], by[N];
+  checkedCall(&g, ORACLE_SMALL, ncclBfloat16, ORACLE_PREMULSUM, nranks);
+  for (int r = 0; r < nranks; r++) scalars[r] = 2.0;
+  g.scalars = scalars;
+  oracleInputs(&g, rank, 0, N, bx);
   OK(ncclRedOpCreatePreMulSum(&op, &bs, ncclBfloat16, ncclScalarHostImmediate, comm));
   OK(ncclAllReduce(bx, by, N, ncclBfloat16, op, comm, NULL));
-  for (int i = 0; i < N; i++) bad += bf16ToF(by[i]) != (float)(2 * nranks * (i % 8));
+  bad += wrongCount(&g, ORACLE_ALLREDUCE, rank, 0, N, by);
   OK(ncclRedOpDestroy(op, comm));
   if (bad) fprintf(stderr, "rank %d: PreMulSum: %d wrong\n", rank, bad);
   CHECK(bad == 0);
@@ -638,8 +638,9 @@ static void testInitAll(void) {
   ncclComm_t comms[3] = {NULL, NULL, NULL};
   OK(ncclCommInitAll(comms, 3, NULL));
   float x[3][8], y[3][8], z[3][8];
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 8; j++) x[i][j] = (float)(i * 10 + j);
+  struct oracleCall g; /* of the three ranks, not of this job's */
+  checkedCall(&g, ORACLE_SMALL, ncclFloat32, ncclSum, 3);
+  for (int i = 0; i < 3; i++) oracleInputs(&g, i, 0, 8, x[i]);
   /* one thread drives the three ranks: only a group makes that possible */
   OK(ncclGroupStart());
   for (int i = 0; i < 3; i++) OK(ncclAllReduce(x[i], y[i], 8, ncclFloat32, ncclSum, comms[i], NULL));
@@ -650,7 +651,7 @@ static void testInitAll(void) {
   OK(ncclGroupEnd());
   int bad = 0;
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 8; j++) bad += y[i][j] != (float)(30 + 3 * j) || z[i][j] != (float)((i + 2) % 3 * 10 + j);
+    bad += wrongCount(&g, ORACLE_ALLREDUCE, i, 0, 8, y[i]) + wrongCount(&g, ORACLE_SENDRECV, i, 0, 8, z[i]);
   CHECK(bad == 0);
   int rk = -1;
   OK(ncclCommUserRank(comms[2], &rk));
@@ -914,15 +915,11 @@ static int runExitLive(void) {
   OK(ncclGroupEnd());
   if (send == NULL || recv == NULL) return 1;
   for (int it = 0; it < 20; it++) {
-    for (int i = 0; i < C * nranks; i++) send[i] = (float)(rank + i % 13 + it);
+    struct oracleCall g;
+    checkedCall(&g, ORACLE_SMALL, ncclFloat32, ncclSum, nranks);
+    oracleInputs(&g, rank, 0, (size_t)C * nranks, send);
     OK(ncclReduceScatter(send, recv, C, ncclFloat32, ncclSum, liveAtExit, NULL));
-    int bad = 0;
-    for (int i = 0; i < C; i++) {
-      /* every rank's element rank*C+i: sum over ranks of (r + (rank*C+i)%13 + it) */
-      float want = (float)(nranks * (nranks - 1) / 2 + nranks * (((rank * C + i) % 13) + it));
-      bad += recv[i] != want;
-    }
-    CHECK(bad == 0);
+    CHECK(wrongCount(&g, ORACLE_REDUCESCATTER, rank, 0, C, recv) == 0);
   }
   if (rank == 0) removeFirstId();
   OK(ncclMemFree(send));

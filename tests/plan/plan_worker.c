@@ -12,9 +12,9 @@
  *       in place exactly when the plan is. Every call has fresh inputs, an
  *       output poisoned with the expected value's complement and guard
  *       bytes after it; results are checked element by element against the
- *       reference of mscclpp-perf (tools/perf/check.c: genElem, reduceElem,
- *       elemWrong), the tests' one oracle, independent of the library's
- *       reduction code. Plans for other rank counts are listed as skipped;
+ *       oracle of collective results (tools/oracle/oracle.h: mscclpp-perf's
+ *       inputs, oracleExpected, oracleWrong), the tests' one oracle,
+ *       independent of the library's reduction code. Plans for other rank counts are listed as skipped;
  *       the run fails when it ran none.
  *   plan_worker compare PATH
  *       each plan of PATH against the built-in algorithm of its collective:
@@ -49,7 +49,7 @@
 #include "mscclpp/coll.h"
 #include "mscclpp/comm.h"
 #include "mscclpp/plan.h"
-#include "perf.h" /* tools/perf: the oracle */
+#include "oracle.h" /* tools/oracle */
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -72,29 +72,29 @@ static mscclppComm_t comm;
 static uint64_t serial;
 static long calls, skippedPlans;
 
-static enum coll collOf(const char* name) {
-  if (strcmp(name, "allgather") == 0) return C_ALLGATHER;
-  if (strcmp(name, "reducescatter") == 0) return C_REDUCESCATTER;
-  if (strcmp(name, "alltoall") == 0) return C_ALLTOALL;
-  return C_ALLREDUCE;
+static enum oracleColl collOf(const char* name) {
+  if (strcmp(name, "allgather") == 0) return ORACLE_ALLGATHER;
+  if (strcmp(name, "reducescatter") == 0) return ORACLE_REDUCESCATTER;
+  if (strcmp(name, "alltoall") == 0) return ORACLE_ALLTOALL;
+  return ORACLE_ALLREDUCE;
 }
 
 /* One call's buffers and expectations. */
 struct pcall {
-  enum coll c;
+  enum oracleColl c;
   int type, op, inplace;
   size_t count, ts, sendElems, recvElems;
   uint8_t *buf, *send, *recv; /* send and recv inside buf (in place: one region) */
   uint8_t* exp;
-  struct gen g;
+  struct oracleCall g;
   size_t bytes; /* of buf */
 };
 
 static void prepare(struct pcall* k) {
-  const size_t n = (size_t)nranks, cnt = k->count, ts = k->ts;
-  genInit(&k->g, k->c, k->type, k->op, nranks, rank, 0, mix64(0x5eed ^ mix64(++serial)));
-  k->sendElems = cnt * (k->c == C_REDUCESCATTER || k->c == C_ALLTOALL ? n : 1);
-  k->recvElems = cnt * (k->c == C_ALLGATHER || k->c == C_ALLTOALL ? n : 1);
+  const size_t cnt = k->count, ts = k->ts;
+  oracleInit(&k->g, ORACLE_WIDE, k->type, k->op, nranks, oracleMix(0x5eed ^ oracleMix(++serial)));
+  k->sendElems = oracleInElems(k->c, cnt, nranks);
+  k->recvElems = oracleOutElems(k->c, cnt, nranks);
   size_t elems = k->sendElems > k->recvElems ? k->sendElems : k->recvElems;
   size_t bytes = (k->inplace ? elems : k->sendElems + k->recvElems) * ts + 2 * GUARD + 64;
   k->bytes = (bytes + 63) / 64 * 64;
@@ -105,38 +105,30 @@ static void prepare(struct pcall* k) {
     exit(1);
   }
   memset(k->buf, 0x5c, bytes);
-  for (size_t i = 0; i < k->recvElems; i++) {
-    uint8_t* e = k->exp + i * ts;
-    switch (k->c) {
-      case C_ALLREDUCE: reduceElem(&k->g, i, e); break;
-      case C_REDUCESCATTER: reduceElem(&k->g, (size_t)rank * cnt + i, e); break;
-      case C_ALLGATHER: genElem(&k->g, (int)(i / cnt), i % cnt, e); break;
-      default: genElem(&k->g, (int)(i / cnt), (size_t)rank * cnt + i % cnt, e); break; /* alltoall */
-    }
-  }
+  oracleExpected(&k->g, k->c, rank, 0, cnt, k->exp);
   const uint8_t mask = (uint8_t)(0xa5 ^ (serial * 0x3b)) | 1; /* never 0: every poisoned byte differs */
   if (!k->inplace) {
     k->send = k->buf + 64;
     k->recv = k->send + k->sendElems * ts + GUARD;
-    genRange(&k->g, rank, 0, k->sendElems, k->send);
+    oracleInputs(&k->g, rank, 0, k->sendElems, k->send);
     for (size_t b = 0; b < k->recvElems * ts; b++) k->recv[b] = k->exp[b] ^ mask;
   } else {
     uint8_t* base = k->buf + 64;
     switch (k->c) {
-      case C_ALLGATHER:
+      case ORACLE_ALLGATHER:
         k->recv = base;
         k->send = base + (size_t)rank * cnt * ts;
         for (size_t b = 0; b < k->recvElems * ts; b++) k->recv[b] = k->exp[b] ^ mask;
-        genRange(&k->g, rank, 0, cnt, k->send);
+        oracleInputs(&k->g, rank, 0, cnt, k->send);
         break;
-      case C_REDUCESCATTER:
+      case ORACLE_REDUCESCATTER:
         k->send = base;
         k->recv = base + (size_t)rank * cnt * ts;
-        genRange(&k->g, rank, 0, k->sendElems, k->send);
+        oracleInputs(&k->g, rank, 0, k->sendElems, k->send);
         break;
       default: /* allreduce, alltoall: the buffer is the input */
         k->send = k->recv = base;
-        genRange(&k->g, rank, 0, k->sendElems, k->send);
+        oracleInputs(&k->g, rank, 0, k->sendElems, k->send);
         break;
     }
   }
@@ -146,7 +138,7 @@ static void prepare(struct pcall* k) {
 static long verify(const struct pcall* k, const char* what) {
   long wrong = 0;
   for (size_t i = 0; i < k->recvElems; i++) {
-    if (!elemWrong(&k->g, k->recv + i * k->ts, k->exp + i * k->ts)) continue;
+    if (!oracleWrong(&k->g, k->recv + i * k->ts, k->exp + i * k->ts)) continue;
     if (wrong++ < 3) {
       char got[24] = "", want[24] = "";
       for (size_t b = 0; b < k->ts; b++) {
@@ -154,7 +146,7 @@ static long verify(const struct pcall* k, const char* what) {
         snprintf(want + 2 * b, 3, "%02x", k->exp[i * k->ts + b]);
       }
       fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: element %zu is %s, expected %s\n", rank, what,
-              typeName(k->type), k->op >= 0 ? opNames[k->op] : "-", k->count, k->inplace ? "in-place" : "out-of-place",
+              mscclppDataTypeName((mscclppDataType_t)k->type), k->op >= 0 ? mscclppRedOpName((mscclppRedOp_t)k->op) : "-", k->count, k->inplace ? "in-place" : "out-of-place",
               i, got, want);
     }
   }
@@ -191,9 +183,9 @@ static mscclppResult_t issue(mscclppPlan_t plan, const struct pcall* k, const vo
   mscclppRedOp_t op = (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum);
   if (plan != NULL) return mscclppPlanExecute(comm, plan, send, recv, k->count, t, op, stream);
   switch (k->c) {
-    case C_ALLREDUCE: return mscclppAllReduce(send, recv, k->count, t, op, comm, stream);
-    case C_ALLGATHER: return mscclppAllGather(send, recv, k->count, t, comm, stream);
-    case C_REDUCESCATTER: return mscclppReduceScatter(send, recv, k->count, t, op, comm, stream);
+    case ORACLE_ALLREDUCE: return mscclppAllReduce(send, recv, k->count, t, op, comm, stream);
+    case ORACLE_ALLGATHER: return mscclppAllGather(send, recv, k->count, t, comm, stream);
+    case ORACLE_REDUCESCATTER: return mscclppReduceScatter(send, recv, k->count, t, op, comm, stream);
     default: return mscclppAllToAll(send, recv, k->count, t, comm, stream);
   }
 }
@@ -275,8 +267,8 @@ static void modeRun(const char* path, size_t maxBytes) {
     mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
     mscclppPlan_t plan = loadFor(names[p], &info);
     if (plan == NULL) continue;
-    enum coll c = collOf(info.collective);
-    const int reduces = c == C_ALLREDUCE || c == C_REDUCESCATTER;
+    enum oracleColl c = collOf(info.collective);
+    const int reduces = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER;
     const struct combo* combos = reduces ? reduceCombos : copyCombos;
     int ncombos = reduces ? (int)(sizeof(reduceCombos) / sizeof(reduceCombos[0]))
                           : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
@@ -312,8 +304,8 @@ static void modeCompare(const char* path) {
     mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
     mscclppPlan_t plan = loadFor(names[p], &info);
     if (plan == NULL) continue;
-    enum coll c = collOf(info.collective);
-    int op = c == C_ALLREDUCE || c == C_REDUCESCATTER ? mscclppAvg : -1;
+    enum oracleColl c = collOf(info.collective);
+    int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppAvg : ORACLE_COPY;
     size_t counts[] = {5, 4096 + 7};
     for (int i = 0; i < 2; i++) {
       struct pcall a = {c, mscclppFloat32, op, info.inplace, counts[i], 4, 0, 0, NULL, NULL, NULL, NULL};
@@ -342,8 +334,8 @@ static void modeCompare(const char* path) {
 #ifdef MSCCLPP_HAVE_CUDA
 /* One plan call captured in a graph and replayed (see the top). */
 static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t count, int replays) {
-  enum coll c = collOf(info->collective);
-  const int reduces = c == C_ALLREDUCE || c == C_REDUCESCATTER;
+  enum oracleColl c = collOf(info->collective);
+  const int reduces = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER;
   struct pcall k = {c, mscclppFloat32, reduces ? mscclppSum : -1, info->inplace, count, 4, 0, 0, NULL, NULL, NULL, NULL};
   prepare(&k);
   uint8_t* d = NULL;
@@ -479,8 +471,8 @@ static void modeCache(const char* path) {
     CHECK_RES(mscclppPlanRegisteredAt(c2, i, &plan), mscclppSuccess);
     mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
     CHECK_RES(mscclppPlanGetInfo(plan, &info), mscclppSuccess);
-    enum coll c = collOf(info.collective);
-    int op = c == C_ALLREDUCE || c == C_REDUCESCATTER ? mscclppSum : -1;
+    enum oracleColl c = collOf(info.collective);
+    int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppSum : ORACLE_COPY;
     /* a call the plan matches runs it: its counter moves */
     uint64_t runs = mscclppCollPlanRuns(c2, plan);
     struct pcall k = {c, mscclppFloat32, op, info.inplace, 333, 4, 0, 0, NULL, NULL, NULL, NULL};

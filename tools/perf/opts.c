@@ -45,18 +45,18 @@ double busFactor(enum coll c, int n) {
 
 
 const struct typeInfo types[mscclppNumTypes] = {
-    [mscclppInt8] = {{"int8", "char", NULL}, CLS_INT, 0, 0, 0},
-    [mscclppUint8] = {{"uint8", NULL, NULL}, CLS_UINT, 0, 0, 0},
-    [mscclppInt32] = {{"int32", "int", NULL}, CLS_INT, 0, 0, 0},
-    [mscclppUint32] = {{"uint32", NULL, NULL}, CLS_UINT, 0, 0, 0},
-    [mscclppInt64] = {{"int64", NULL, NULL}, CLS_INT, 0, 0, 0},
-    [mscclppUint64] = {{"uint64", NULL, NULL}, CLS_UINT, 0, 0, 0},
-    [mscclppFloat16] = {{"half", "float16", "fp16"}, CLS_FLT, 5, 10, 0},
-    [mscclppFloat32] = {{"float", "float32", "fp32"}, CLS_FLT, 8, 23, 0},
-    [mscclppFloat64] = {{"double", "float64", "fp64"}, CLS_FLT, 11, 52, 0},
-    [mscclppBfloat16] = {{"bfloat16", "bf16", NULL}, CLS_FLT, 8, 7, 0},
-    [mscclppFloat8e4m3] = {{"f8e4m3", "fp8e4m3", "e4m3"}, CLS_FLT, 4, 3, 1},
-    [mscclppFloat8e5m2] = {{"f8e5m2", "fp8e5m2", "e5m2"}, CLS_FLT, 5, 2, 0},
+    [mscclppInt8] = {{"int8", "char", NULL}},
+    [mscclppUint8] = {{"uint8", NULL, NULL}},
+    [mscclppInt32] = {{"int32", "int", NULL}},
+    [mscclppUint32] = {{"uint32", NULL, NULL}},
+    [mscclppInt64] = {{"int64", NULL, NULL}},
+    [mscclppUint64] = {{"uint64", NULL, NULL}},
+    [mscclppFloat16] = {{"half", "float16", "fp16"}},
+    [mscclppFloat32] = {{"float", "float32", "fp32"}},
+    [mscclppFloat64] = {{"double", "float64", "fp64"}},
+    [mscclppBfloat16] = {{"bfloat16", "bf16", NULL}},
+    [mscclppFloat8e4m3] = {{"f8e4m3", "fp8e4m3", "e4m3"}},
+    [mscclppFloat8e5m2] = {{"f8e5m2", "fp8e5m2", "e5m2"}},
 };
 
 const char* typeName(int t) { return types[t].names[0]; }

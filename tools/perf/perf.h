@@ -3,10 +3,11 @@
  * mscclpp-perf's parts (tools/perf/): what one file of it gives the others.
  *   main.c     the sweep over sizes, types and operations; main
  *   opts.c     the vocabulary (collectives, types, operations) and the flags
- *   check.c    the checked inputs and their expected results
- *   selftest.c --selftest: the checker's own arithmetic
+ *   selftest.c --selftest: the oracle's own arithmetic
  *   run.c      buffers, devices, streams; one checked and timed measurement
  *   report.c   the table, -J's JSON and --plot's PNG
+ * The checked inputs and their expected results are the oracle's
+ * (tools/oracle/oracle.h), which the tests use too.
  */
 #ifndef MSCCLPP_TOOLS_PERF_PERF_H_
 #define MSCCLPP_TOOLS_PERF_PERF_H_
@@ -18,6 +19,7 @@
 #include "mscclpp/comm.h"
 #include "mscclpp/core.h"
 #include "mscclpp/plan.h"
+#include "oracle.h"
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -27,19 +29,19 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 #define MAX_OFFSET_ELEMS 4096
-#define SUM_ACTIVE_MAX 8
-#define PROD_ACTIVE_MAX 6
 
 /* ---- vocabulary (opts.c) ---------------------------------------------------- */
 
+/* The oracle's numbers where it has the collective (checkedCall passes
+ * them on); all-to-all-v's counts are perf's own (oracleA2avParts). */
 enum coll {
-  C_ALLREDUCE,
-  C_ALLGATHER,
-  C_REDUCESCATTER,
-  C_BROADCAST,
-  C_REDUCE,
-  C_ALLTOALL,
-  C_SENDRECV,
+  C_ALLREDUCE = ORACLE_ALLREDUCE,
+  C_ALLGATHER = ORACLE_ALLGATHER,
+  C_REDUCESCATTER = ORACLE_REDUCESCATTER,
+  C_BROADCAST = ORACLE_BROADCAST,
+  C_REDUCE = ORACLE_REDUCE,
+  C_ALLTOALL = ORACLE_ALLTOALL,
+  C_SENDRECV = ORACLE_SENDRECV,
   C_ALLTOALLV,
   C_COUNT
 };
@@ -53,13 +55,8 @@ struct collInfo {
 };
 extern const struct collInfo colls[C_COUNT];
 
-enum cls { CLS_INT, CLS_UINT, CLS_FLT };
-
 struct typeInfo {
   const char* names[3]; /* accepted spellings for -d; names[0] is printed */
-  enum cls cls;
-  int ebits, mbits; /* floating point: exponent and mantissa bits */
-  int fn;           /* fp8e4m3: no infinity, only S.1111.111 is NaN */
 };
 extern const struct typeInfo types[mscclppNumTypes];
 extern const char* const opNames[mscclppNumOps];
@@ -98,51 +95,7 @@ void usage(FILE* f);
  * (printed); -2: --selftest failed. */
 int parseArgs(int argc, char** argv, struct opts* o);
 
-/* ---- checked inputs and expected results (check.c) -------------------------- */
-
-/* What one checked call computes. */
-struct gen {
-  enum coll coll;
-  int type, op, nranks, root, rank;
-  uint64_t seed; /* fresh per checked call */
-  size_t ts;
-  int64_t sLimit;   /* sum/avg: signed values in [-sLimit, sLimit] */
-  uint64_t uLimit;  /* sum/avg: unsigned values in [0, uLimit] */
-  int64_t fLimit;   /* sum/avg: floating-point integers in [-fLimit, fLimit] */
-  int sumActive, prodActive;
-};
-
-/* A number of the type (the field of its class). */
-struct num {
-  int64_t s;
-  uint64_t u;
-  double d;
-};
-
-uint64_t rawBits(int t, const void* src);
-void putNum(int t, struct num v, void* dst);
-uint64_t mix64(uint64_t x);
-void genInit(struct gen* g, enum coll c, int type, int op, int nranks, int rank, int root, uint64_t seed);
-/* Rank r's input value at index idx, for a reduction. */
-struct num genValue(const struct gen* g, int r, size_t idx);
-/* Rank r's input element idx, as bytes. */
-void genElem(const struct gen* g, int r, size_t idx, void* dst);
-void genRange(const struct gen* g, int r, size_t first, size_t n, unsigned char* dst);
-/* acc op v in each of the three views (signed integers wrap around). */
-struct num numApply(int op, struct num acc, struct num v);
-/* The exact reduction over all ranks of input index idx, as bytes. */
-void reduceElem(const struct gen* g, size_t idx, void* dst);
-/* 1 when `got` is not an acceptable result for `exp`. */
-int elemWrong(const struct gen* g, const void* got, const void* exp);
-
-/* alltoallv's counts for one call, the same on every rank (a function of
- * the seed): `count` split into n parts (some 0), and a shift; rank s
- * sends part[(d - s + shift) mod n] elements to rank d, so that every
- * rank sends `count` elements in all and receives `count`. */
-void a2avParts(uint64_t seed, int n, size_t count, size_t* part, int* shift);
-size_t a2avCount(const size_t* part, int shift, int n, int s, int d);
-/* Rank s's displacement for rank d: its blocks packed in rank order. */
-size_t a2avDispl(const size_t* part, int shift, int n, int s, int d);
+/* --selftest (selftest.c): 0, or EXIT_FAIL (printed). */
 int selfTest(void);
 
 /* ---- the run (run.c) -------------------------------------------------------- */

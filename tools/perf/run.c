@@ -186,10 +186,10 @@ static int a2avPlan(struct ctx* c, int set, uint64_t seed, size_t count) {
   const int n = c->nranks;
   size_t* out = c->a2avHost + (size_t)set * 2 * (size_t)n;
   int shift = 0;
-  a2avParts(seed, n, count, c->a2avPart, &shift);
+  oracleA2avParts(seed, n, count, c->a2avPart, &shift);
   for (int d = 0; d < n; d++) {
-    out[d] = a2avCount(c->a2avPart, shift, n, c->rank, d);
-    out[n + d] = a2avDispl(c->a2avPart, shift, n, c->rank, d);
+    out[d] = oracleA2avPartCount(c->a2avPart, shift, n, c->rank, d);
+    out[n + d] = oracleA2avPartDispl(c->a2avPart, shift, n, c->rank, d);
   }
   return shift;
 }
@@ -198,7 +198,7 @@ static int a2avPlan(struct ctx* c, int set, uint64_t seed, size_t count) {
  * every call (each size its own), uploaded before the timing. */
 static int a2avUploadTimed(struct ctx* c, size_t count) {
   for (int i = 0; i < c->a2avNsets; i++)
-    a2avPlan(c, i, mix64(c->o.seed ^ mix64(UINT64_C(0x7469) ^ ((uint64_t)count << 16) ^ (uint64_t)i)), count);
+    a2avPlan(c, i, oracleMix(c->o.seed ^ oracleMix(UINT64_C(0x7469) ^ ((uint64_t)count << 16) ^ (uint64_t)i)), count);
   c->a2avNext = 0;
   return copyToBuf(c, c->a2avCounts, c->a2avHost, (size_t)c->a2avNsets * 2 * (size_t)c->nranks * sizeof(size_t));
 }
@@ -251,9 +251,9 @@ mscclppResult_t launch(struct ctx* c, const struct call* k) {
 /* Checked call: fill, poison, run, compare. Returns this rank's wrong count,
  * or -1 after a failure (printed). */
 static int64_t checkedCall(struct ctx* c, const struct call* k) {
-  struct gen g;
-  uint64_t seed = mix64(c->o.seed ^ mix64(++c->checkSerial));
-  genInit(&g, c->o.coll, k->type, k->op, c->nranks, c->rank, k->root, seed);
+  struct oracleCall g;
+  uint64_t seed = oracleMix(c->o.seed ^ oracleMix(++c->checkSerial));
+  oracleInit(&g, ORACLE_WIDE, k->type, colls[c->o.coll].reduces ? k->op : ORACLE_COPY, c->nranks, seed);
   size_t ts = k->ts, n = (size_t)c->nranks, cnt = k->count;
   int rank = c->rank;
   unsigned char mask = (unsigned char)(0xa5 ^ (c->checkSerial * 0x3b));
@@ -270,9 +270,9 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     a2avShift = a2avPlan(c, c->a2avNsets, g.seed, cnt);
     size_t at = 0;
     for (int s = 0; s < (int)n; s++) {
-      size_t m = a2avCount(c->a2avPart, a2avShift, (int)n, s, rank);
-      size_t from = a2avDispl(c->a2avPart, a2avShift, (int)n, s, rank);
-      for (size_t i = 0; i < m; i++) genElem(&g, s, from + i, exp + (at + i) * ts);
+      size_t m = oracleA2avPartCount(c->a2avPart, a2avShift, (int)n, s, rank);
+      size_t from = oracleA2avPartDispl(c->a2avPart, a2avShift, (int)n, s, rank);
+      oracleInputs(&g, s, from, m, exp + at * ts);
       at += m;
     }
     size_t setBytes = 2 * n * sizeof(size_t);
@@ -283,35 +283,12 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     memset(img, 0xff, setBytes);
     if (!copyToBuf(c, c->a2avOut, img, setBytes)) return -1;
   } else if (!untouched) {
-    for (size_t i = 0; i < k->recvElems; i++) {
-      unsigned char* e = exp + i * ts;
-      switch (c->o.coll) {
-        case C_ALLREDUCE:
-        case C_REDUCE:
-          reduceElem(&g, i, e);
-          break;
-        case C_REDUCESCATTER:
-          reduceElem(&g, (size_t)rank * cnt + i, e);
-          break;
-        case C_BROADCAST:
-          genElem(&g, k->root, i, e);
-          break;
-        case C_ALLGATHER:
-          genElem(&g, (int)(i / cnt), i % cnt, e);
-          break;
-        case C_ALLTOALL:
-          genElem(&g, (int)(i / cnt), (size_t)rank * cnt + i % cnt, e);
-          break;
-        default: /* sendrecv */
-          genElem(&g, (int)((n + (size_t)rank - 1) % n), i, e);
-          break;
-      }
-    }
+    oracleExpected(&g, (enum oracleColl)c->o.coll, rank, k->root, cnt, exp);
   }
 
   /* the buffers before the call */
   if (!k->inPlace) {
-    genRange(&g, rank, 0, k->sendElems, img);
+    oracleInputs(&g, rank, 0, k->sendElems, img);
     if (!copyToBuf(c, k->send, img, k->sendElems * ts)) return -1;
     size_t rb = k->recvElems * ts;
     if (untouched) {
@@ -326,18 +303,18 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     switch (c->o.coll) {
       case C_BROADCAST:
         elems = cnt;
-        if (rank == k->root) genRange(&g, rank, 0, cnt, img);
+        if (rank == k->root) oracleInputs(&g, rank, 0, cnt, img);
         else
           for (size_t b = 0; b < cnt * ts; b++) img[b] = exp[b] ^ mask;
         break;
       case C_ALLGATHER:
         elems = k->recvElems;
         for (size_t b = 0; b < elems * ts; b++) img[b] = exp[b] ^ mask;
-        genRange(&g, rank, 0, cnt, img + (size_t)rank * cnt * ts);
+        oracleInputs(&g, rank, 0, cnt, img + (size_t)rank * cnt * ts);
         break;
       default: /* allreduce, reduce, reducescatter: the buffer is the input */
         elems = k->sendElems;
-        genRange(&g, rank, 0, elems, img);
+        oracleInputs(&g, rank, 0, elems, img);
         if (untouched) memcpy(exp, img, elems * ts);
         break;
     }
@@ -362,7 +339,7 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
     if (!copyFromBuf(c, got, c->a2avOut, 2 * n * sizeof(size_t))) return -1;
     size_t at = 0;
     for (int s = 0; s < (int)n; s++) {
-      size_t m = a2avCount(c->a2avPart, a2avShift, (int)n, s, rank);
+      size_t m = oracleA2avPartCount(c->a2avPart, a2avShift, (int)n, s, rank);
       if (got[s] != m || got[n + s] != at) {
         if (wrong < 3)
           fprintf(stderr,
@@ -387,10 +364,10 @@ static int64_t checkedCall(struct ctx* c, const struct call* k) {
   }
   if (!copyFromBuf(c, out, k->recv, rb)) return -1;
   for (size_t i = 0; i < k->recvElems; i++) {
-    if (untouched ? memcmp(out + i * ts, exp + i * ts, ts) != 0 : elemWrong(&g, out + i * ts, exp + i * ts)) {
+    if (untouched ? memcmp(out + i * ts, exp + i * ts, ts) != 0 : oracleWrong(&g, out + i * ts, exp + i * ts)) {
       if (wrong < 3) {
         char gb[24], eb[24];
-        uint64_t gu = rawBits(k->type, out + i * ts), eu = rawBits(k->type, exp + i * ts);
+        uint64_t gu = oracleBits(k->type, out + i * ts), eu = oracleBits(k->type, exp + i * ts);
         snprintf(gb, sizeof(gb), "0x%0*" PRIx64, (int)ts * 2, gu);
         snprintf(eb, sizeof(eb), "0x%0*" PRIx64, (int)ts * 2, eu);
         fprintf(stderr,

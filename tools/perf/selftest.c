@@ -1,31 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* mscclpp-perf --selftest: the checker's own arithmetic. */
+/* mscclpp-perf --selftest: the oracle's own arithmetic (tools/oracle/). */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fpconv.h"
 #include "perf.h"
-
-/* ---- --selftest: the checker's own arithmetic -------------------------------- */
-
-/* x rounded to type t (floating point) or wrapped to its width (integers). */
-static struct num roundTo(int t, struct num x) {
-  unsigned char b[8];
-  putNum(t, x, b);
-  struct num r = {0, 0, 0.0};
-  if (types[t].cls == CLS_FLT) {
-    r.d = mscclppFloatDecode((mscclppDataType_t)t, b);
-  } else {
-    uint64_t u = rawBits(t, b);
-    int bits = (int)mscclppDataTypeSize(t) * 8;
-    uint64_t signBit = UINT64_C(1) << (bits - 1);
-    r.u = u;
-    r.s = bits == 64 ? (int64_t)u : (u & signBit) ? (int64_t)(u | ~((signBit << 1) - 1)) : (int64_t)u;
-  }
-  return r;
-}
 
 /* The codec (core/fpconv.h) on bit patterns of the small type t. */
 static uint32_t enc(int t, double v) {
@@ -37,16 +19,16 @@ static double dec(int t, uint32_t bits) { return mscclppFloatDecode((mscclppData
 
 /* The largest finite code of t with the sign of `bits` (fp8 saturates to it). */
 static uint32_t satFinite(int t, uint32_t bits) {
-  int eb = types[t].ebits, mb = types[t].mbits;
+  int eb = oracleTypes[t].ebits, mb = oracleTypes[t].mbits;
   uint32_t sign = bits & (1u << (eb + mb));
-  return sign | (types[t].fn ? 0x7eu : (((1u << eb) - 1) << mb) - 1);
+  return sign | (oracleTypes[t].fn ? 0x7eu : (((1u << eb) - 1) << mb) - 1);
 }
 
 int selfTest(void) {
   int fails = 0;
   static const int minis[4] = {mscclppFloat16, mscclppBfloat16, mscclppFloat8e4m3, mscclppFloat8e5m2};
   for (int k = 0; k < 4; k++) {
-    int t = minis[k], eb = types[t].ebits, mb = types[t].mbits;
+    int t = minis[k], eb = oracleTypes[t].ebits, mb = oracleTypes[t].mbits;
     int saturates = t == mscclppFloat8e4m3 || t == mscclppFloat8e5m2;
     uint32_t npat = 1u << (eb + mb + 1);
     for (uint32_t p = 0; p < npat; p++) {
@@ -94,7 +76,7 @@ int selfTest(void) {
   /* bfloat16 against the usual bit trick on float32 */
   uint64_t h = 1;
   for (int i = 0; i < 200000; i++) {
-    h = mix64(h);
+    h = oracleMix(h);
     uint32_t u = (uint32_t)h;
     float f;
     memcpy(&f, &u, sizeof(f));
@@ -104,43 +86,81 @@ int selfTest(void) {
     uint32_t got = enc(mscclppBfloat16, f);
     if (got != ref && fails++ < 30) fprintf(stderr, "selftest: bfloat16(0x%08x) = 0x%x, expected 0x%x\n", u, got, ref);
   }
-  /* The generated inputs reduce exactly (avg: within 1 ulp) in any order,
-   * rounding to the type after every step. */
+  /* The generated inputs reduce exactly in any order, rounding to the type
+   * after every step: ORACLE_WIDE at any rank count (avg within 1 ulp),
+   * ORACLE_SMALL at up to 8 ranks bitwise, its avg divided in double and
+   * in float (as a kernel on a 16- or 8-bit type does) alike. */
   static const int nranksList[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
-  for (size_t ni = 0; ni < sizeof(nranksList) / sizeof(nranksList[0]); ni++) {
-    int n = nranksList[ni];
-    int order[64];
-    for (int t = 0; t < mscclppNumTypes; t++) {
-      for (int op = 0; op < mscclppNumOps; op++) {
-        struct gen g;
-        genInit(&g, C_ALLREDUCE, t, op, n, 0, 0, mix64((uint64_t)(n * 100 + t * 10 + op)));
-        for (size_t idx = 0; idx < 3000; idx++) {
-          for (int r = 0; r < n; r++) order[r] = r;
-          for (int r = n - 1; r > 0; r--) {
-            h = mix64(h);
-            int j = (int)(h % (uint64_t)(r + 1)), x = order[r];
-            order[r] = order[j];
-            order[j] = x;
+  static const struct {
+    enum oracleShape shape;
+    int maxRanks;
+  } shapes[] = {{ORACLE_WIDE, 64}, {ORACLE_SMALL, 8}};
+  for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+    for (size_t ni = 0; ni < sizeof(nranksList) / sizeof(nranksList[0]); ni++) {
+      int n = nranksList[ni];
+      int order[64];
+      if (n > shapes[si].maxRanks) continue;
+      for (int t = 0; t < mscclppNumTypes; t++) {
+        for (int op = 0; op < mscclppNumOps; op++) {
+          struct oracleCall g;
+          oracleInit(&g, shapes[si].shape, t, op, n, oracleMix((uint64_t)(si * 10000 + n * 100 + t * 10 + op)));
+          for (size_t idx = 0; idx < 3000; idx++) {
+            for (int r = 0; r < n; r++) order[r] = r;
+            for (int r = n - 1; r > 0; r--) {
+              h = oracleMix(h);
+              int j = (int)(h % (uint64_t)(r + 1)), x = order[r];
+              order[r] = order[j];
+              order[j] = x;
+            }
+            struct oracleNum acc = oracleValue(&g, order[0], idx);
+            for (int r = 1; r < n; r++) acc = oracleRound(t, oracleApply(op, acc, oracleValue(&g, order[r], idx)));
+            struct oracleNum inFloat = acc;
+            if (op == mscclppAvg) {
+              if (g.shape == ORACLE_SMALL && t != mscclppFloat64) inFloat.d = (double)((float)acc.d / (float)n);
+              else inFloat.d = acc.d / n;
+              acc.s /= n;
+              acc.u /= (uint64_t)n;
+              acc.d /= n;
+              inFloat.s = acc.s;
+              inFloat.u = acc.u;
+            }
+            unsigned char got[8], gotFloat[8], exp[8];
+            oraclePut(t, acc, got);
+            oraclePut(t, inFloat, gotFloat);
+            oracleReduced(&g, idx, exp);
+            if ((oracleWrong(&g, got, exp) || oracleWrong(&g, gotFloat, exp)) && fails++ < 40)
+              fprintf(stderr,
+                      "selftest: %s %s %s %d ranks index %zu: 0x%" PRIx64 " (avg in float: 0x%" PRIx64
+                      ") in some order, expected 0x%" PRIx64 "\n",
+                      g.shape == ORACLE_SMALL ? "small" : "wide", typeName(t), opNames[op], n, idx,
+                      oracleBits(t, got), oracleBits(t, gotFloat), oracleBits(t, exp));
           }
-          struct num acc = genValue(&g, order[0], idx);
-          for (int r = 1; r < n; r++) {
-            acc = numApply(op, acc, genValue(&g, order[r], idx));
-            acc = roundTo(t, acc);
-          }
-          if (op == mscclppAvg) {
-            acc.s /= n;
-            acc.u /= (uint64_t)n;
-            acc.d /= n;
-          }
-          unsigned char got[8], exp[8];
-          putNum(t, acc, got);
-          reduceElem(&g, idx, exp);
-          if (elemWrong(&g, got, exp) && fails++ < 40)
-            fprintf(stderr, "selftest: %s %s %d ranks index %zu: 0x%" PRIx64 " in some order, expected 0x%" PRIx64 "\n",
-                    typeName(t), opNames[op], n, idx, rawBits(t, got), rawBits(t, exp));
         }
       }
     }
+  }
+  /* Ranges of a periodic shape (filled by copying) are its elements. */
+  {
+    struct oracleCall g;
+    const size_t first = 7, cnt = 2 * ORACLE_PERIOD + 11;
+    oracleInit(&g, ORACLE_SMALL, mscclppInt32, mscclppSum, 3, 99);
+    int32_t* range = malloc(cnt * sizeof(int32_t));
+    int32_t* sums = malloc(cnt * sizeof(int32_t));
+    if (range == NULL || sums == NULL) {
+      fails++;
+    } else {
+      oracleInputs(&g, 2, first, cnt, range);
+      oracleReductions(&g, first, cnt, sums);
+      for (size_t i = 0; i < cnt; i++) {
+        int32_t one, sum;
+        oracleInput(&g, 2, first + i, &one);
+        oracleReduced(&g, first + i, &sum);
+        if ((one != range[i] || sum != sums[i]) && fails++ < 50)
+          fprintf(stderr, "selftest: a periodic range's element %zu differs from the element itself\n", i);
+      }
+    }
+    free(range);
+    free(sums);
   }
   printf("selftest: %s (%d failures)\n", fails ? "FAILED" : "OK", fails);
   return fails ? EXIT_FAIL : 0;
