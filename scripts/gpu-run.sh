@@ -106,9 +106,12 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   # send/recv patterns in groups (ring, pairs, gather, scatter, all-to-all):
   # first calls through the scratch, later ones zero-copy, graph replays
   # (also after the matrix of coll_gpu_N); 3 ranks: a rank sends to itself;
-  # then every send through the scratch (MSCCLPP_COLL_P2P_ZERO_COPY=0)
+  # then every send through the scratch (MSCCLPP_COLL_P2P_ZERO_COPY=0).
+  # Zero-copy from the first size of more than one chunk (by default only
+  # sends of 64 MiB and more take it), so that every pattern and size takes it.
   for n in 3 8; do
-    have coll_gpu_worker && step "coll_gpu_p2p_$n" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/coll_gpu_worker" $((64 << 20)) p2p
+    have coll_gpu_worker && step "coll_gpu_p2p_$n" 200 env MSCCLPP_COLL_P2P_ZERO_COPY_MIN=0 mscclpp-run -n $n --timeout 190 -- \
+      "$BIN/coll_gpu_worker" $((64 << 20)) p2p
   done
   have coll_gpu_worker && step "coll_gpu_p2p_4_scratch" 200 env MSCCLPP_COLL_P2P_ZERO_COPY=0 mscclpp-run -n 4 --timeout 190 -- \
     "$BIN/coll_gpu_worker" $((64 << 20)) p2p

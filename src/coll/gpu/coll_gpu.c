@@ -157,6 +157,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
   g->p2pZeroCopy = comm->params.collP2pZeroCopy != 0;
+  g->p2pZeroCopyMin = comm->params.collP2pZeroCopyMin > 0 ? (uint64_t)comm->params.collP2pZeroCopyMin : 0;
   MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, NULL, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
@@ -595,7 +596,9 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
 /* A send's buffer as its receiver maps it (p2pKernel pulls from it), or
  * NULL: through the receiver's scratch. Sends of one chunk or less always
  * go through the scratch (one copy each side, and the sender need not wait
- * for the receiver). The mapping is learned without waiting: a first use
+ * for the receiver), and so do sends under MSCCLPP_COLL_P2P_ZERO_COPY_MIN:
+ * the scratch pipeline is faster there (the pull costs a fixed latency that
+ * only large sends hide). The mapping is learned without waiting: a first use
  * asks the peer's export service and goes through the scratch; a later
  * call finds the answer (mscclppCollGpuExportCollect). Only while the
  * stream is captured is the answer waited for (one round trip to the
@@ -604,7 +607,7 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
 static mscclppResult_t p2pSource(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollP2pOp* op,
                                  uint64_t chunk, int capturing, const uint8_t** src) {
   *src = NULL;
-  if (!op->isSend || !g->p2pZeroCopy || op->bytes <= chunk) return mscclppSuccess;
+  if (!op->isSend || !g->p2pZeroCopy || op->bytes <= chunk || op->bytes < g->p2pZeroCopyMin) return mscclppSuccess;
   if (op->peer == g->rank) {
     *src = (const uint8_t*)op->buf;
     return mscclppSuccess;
