@@ -27,6 +27,8 @@ static struct mscclppReportRecord pool[MSCCLPP_REPORT_RECORDS];
 static int reportAllErrors;    /* __atomic: some communicator was made with MSCCLPP_REPORT=1 */
 static int handlerState;       /* __atomic: 0 not tried, 1 installed, 2 refused (another handler) */
 static int writers;            /* __atomic: reports being written now */
+static int writerTid;          /* __atomic: the thread writing a report's lines now, 0 when none */
+static int signalDeferred;     /* __atomic: SIGUSR1 came while its thread wrote a report */
 
 /* ---- formatting into a line, by hand ---- */
 
@@ -139,7 +141,31 @@ void mscclppReportLineCall(struct mscclppReportLine* l, const char* key, const s
 
 void mscclppReportLineEmit(struct mscclppReportLine* l) { emit(l); }
 
-void mscclppReportWrite(const char* why, const char* detail) {
+/* One report's lines together: a second writer (a thread's error report
+ * and the SIGUSR1 handler, say) waits up to 200 ms for the first to finish,
+ * so that a reader can tell which report a line belongs to (mscclpp-run
+ * reads a call found in progress by an error report as failing). No lock:
+ * a handler that interrupted this thread's own report cannot wait for it
+ * (the SIGUSR1 report is then written after it, onReportSignal), and a
+ * stuck writer only delays the next. 1: this call has the turn; 0: it
+ * writes without; -1: this thread's own report is being written. */
+static int reportTurn(void) {
+  const int me = (int)gettid();
+  for (int i = 0; i < 400; i++) {
+    int none = 0;
+    if (__atomic_compare_exchange_n(&writerTid, &none, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+    if (none == me) return -1;
+    struct timespec ts = {0, 500000};
+    nanosleep(&ts, NULL);
+  }
+  return 0;
+}
+
+static void writeReport(const char* why, const char* detail, int turn);
+
+void mscclppReportWrite(const char* why, const char* detail) { writeReport(why, detail, reportTurn()); }
+
+static void writeReport(const char* why, const char* detail, int turn) {
   int saved = errno;
   __atomic_add_fetch(&writers, 1, __ATOMIC_SEQ_CST); /* before any source is read (mscclppReportSync) */
   const int64_t pid = (int64_t)getpid();
@@ -226,6 +252,10 @@ void mscclppReportWrite(const char* why, const char* detail) {
   put(&l, " end");
   emit(&l);
   __atomic_sub_fetch(&writers, 1, __ATOMIC_SEQ_CST);
+  if (turn == 1) {
+    __atomic_store_n(&writerTid, 0, __ATOMIC_RELEASE);
+    if (__atomic_exchange_n(&signalDeferred, 0, __ATOMIC_ACQ_REL)) writeReport("signal", NULL, reportTurn());
+  }
   errno = saved;
 }
 
@@ -258,7 +288,12 @@ void mscclppReportSync(void) {
 
 static void onReportSignal(int sig) {
   (void)sig;
-  mscclppReportWrite("signal", NULL);
+  const int turn = reportTurn();
+  if (turn == -1) { /* this thread was writing a report: the signal's comes right after it */
+    __atomic_store_n(&signalDeferred, 1, __ATOMIC_RELEASE);
+    return;
+  }
+  writeReport("signal", NULL, turn);
 }
 
 /* Install the SIGUSR1 handler unless the application has its own. */

@@ -57,12 +57,14 @@ struct commState {
   char proxyState[16];
   uint64_t proxyTail, proxyPending;
   struct trigger trig[MAX_TRIGGERS];
+  uint64_t erredCall; /* the call an error report (why=error) found in progress: it fails */
 };
 
 struct rankReports {
   int ncomms;
   struct commState comms[MAX_COMMS];
   int expected, answered;
+  int inError; /* the rank's report being read is of an error (why=error) */
 };
 
 struct runReports {
@@ -134,6 +136,7 @@ int runReportsLine(struct runReports* rr, int rank, const char* text, size_t len
   rr->fresh = 1;
   char why[16], t[32];
   if (field(line, "why", why, sizeof(why))) {
+    rk->inError = strcmp(why, "error") == 0;
     /* a new report updates the last; a wait stays known while the call it
      * was in is the rank's last (a report on SIGUSR1 after a wait timed out
      * has none) */
@@ -162,6 +165,7 @@ int runReportsLine(struct runReports* rr, int rank, const char* text, size_t len
     if (fieldU(line, "nranks", &v)) c->nranks = (int)v;
     if (fieldU(line, "completed", &v)) c->completed = v;
     field(line, "state", c->state, sizeof(c->state));
+    if (rk->inError && strcmp(c->state, "in-call") == 0) c->erredCall = c->issued;
   } else if (field(line, "wait", c->waitWhat, sizeof(c->waitWhat))) {
     c->hasWait = 1;
     c->waitSem = 0;
@@ -255,6 +259,14 @@ static void rankList(const unsigned char* sel, int n, char* out, size_t size) {
   }
 }
 
+/* Whether c's last call failed: its report says so, or an error report of
+ * the rank was made while that call was in progress (the call returns the
+ * error; a later report taken before it returned still says in-call). */
+static int lastCallFailed(const struct commState* c) {
+  return strcmp(c->state, "failed") == 0 ||
+         (c->erredCall != 0 && c->erredCall == c->issued && c->completed != c->issued);
+}
+
 /* "; rank 3's last call was broadcast #56 (completed)" about `peer` for a
  * rank waiting in `kind` #seq, into out. */
 static void peerCall(const struct commState* const* st, int peer, const char* kind, uint64_t seq, char* out,
@@ -262,7 +274,7 @@ static void peerCall(const struct commState* const* st, int peer, const char* ki
   out[0] = '\0';
   if (peer < 0) return;
   const struct commState* p = st[peer];
-  const int failed = p != NULL && strcmp(p->state, "failed") == 0;
+  const int failed = p != NULL && lastCallFailed(p);
   if (p == NULL) {
     snprintf(out, size, "; rank %d sent no report", peer);
   } else if (p->issued == 0) {
@@ -413,7 +425,7 @@ static void diagnoseComm(struct runReports* rr, uint64_t id, FILE* f, const char
               prefix, r, topKind, top);
     } else {
       const char* how = st[r]->completed == st[r]->issued ? "completed"
-                        : strcmp(st[r]->state, "failed") == 0 ? "failed"
+                        : lastCallFailed(st[r])             ? "failed"
                                                                : "not completed";
       fprintf(f, "%s  rank %d never entered %s #%" PRIu64 " (its last call was %s #%" PRIu64 ", %s)\n", prefix, r,
               topKind, top, st[r]->kind, st[r]->issued, how);
