@@ -58,6 +58,19 @@ static mscclppResult_t rendezvous(struct mscclppBootstrap* bs, const struct mscc
                      mscclppBootstrapAckText(status));
     goto fail_close_fd;
   }
+  /* The table comes once every rank has joined. A join that can be
+   * cancelled (a communicator aborted while it joins) waits for it in
+   * slices, so that it ends at once rather than at the deadline. */
+  while (job->cancel != NULL && !mscclppDeadlinePassed(deadline)) {
+    if (__atomic_load_n(job->cancel, __ATOMIC_ACQUIRE)) {
+      res = mscclppErr(mscclppAborted, MSCCLPP_LOG_BOOTSTRAP, "rank %d: joining through %s was cancelled", bs->rank,
+                       who);
+      goto fail_close_fd;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int rc = poll(&p, 1, 50);
+    if (rc > 0 || (rc < 0 && errno != EINTR)) break; /* what came (or the error) is read below */
+  }
   uint8_t hdr[MSCCLPP_BS_HEADER_BYTES];
   int eof = 0;
   res = mscclppSocketReadAll(fd, hdr, sizeof(hdr), deadline, &eof);

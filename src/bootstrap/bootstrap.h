@@ -65,6 +65,7 @@ struct mscclppBootstrapJob {
   char rootText[MSCCLPP_SOCKET_HOST_MAX + 16]; /* the address as given, for messages */
   int envLocalRank;                            /* the launcher's local rank, or -1 */
   const char* source;                          /* "unique id", "ip:port", "MSCCLPP_RANK/MSCCLPP_NRANKS", "Open MPI", ... */
+  const int* cancel; /* __atomic, may be NULL: nonzero ends a rendezvous still waiting for the others (mscclppAborted) */
 };
 
 /* ---- job descriptions (env.c) --------------------------------------------- */

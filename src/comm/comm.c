@@ -148,7 +148,8 @@ mscclppResult_t mscclppGetUniqueId(mscclppUniqueId* uniqueId) {
   return mscclppSuccess;
 }
 
-static mscclppResult_t initFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank, int prepare) {
+static mscclppResult_t initFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank, int prepare,
+                                  const int* cancel) {
   static const char fn[] = "mscclppCommInitRankFromId";
   if (comm == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "%s: comm is NULL", fn);
   MSCCLPP_RETURN_ON_ERROR(checkRanks(nranks, rank, fn));
@@ -156,15 +157,17 @@ static mscclppResult_t initFromId(mscclppComm_t* comm, int nranks, mscclppUnique
   MSCCLPP_RETURN_ON_ERROR(loadParams(&params));
   struct mscclppBootstrapJob job;
   MSCCLPP_RETURN_ON_ERROR(mscclppBootstrapJobFromId((const uint8_t*)id.internal, rank, nranks, &job));
+  job.cancel = cancel;
   return commCreate(&params, &job, prepare, comm);
 }
 
 mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
-  return initFromId(comm, nranks, id, rank, 1);
+  return initFromId(comm, nranks, id, rank, 1, NULL);
 }
 
-mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank) {
-  return initFromId(comm, nranks, id, rank, 0);
+mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank,
+                                                   const int* cancel) {
+  return initFromId(comm, nranks, id, rank, 0, cancel);
 }
 
 mscclppResult_t mscclppCommInitRank(mscclppComm_t* comm, int nranks, int rank, const char* ipPortPair) {

@@ -103,8 +103,10 @@ void mscclppCommSetPrepareHook(mscclppCommPrepareFn fn);
 /* mscclppCommInitRankFromId without the hook, for a communicator made from
  * some of another's ranks (a hierarchy's child, the NCCL layer's), whose
  * maker sets it up (deviceShare, a borrowed abort object) and then calls
- * mscclppCommPrepare. */
-mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank);
+ * mscclppCommPrepare. *cancel (may be NULL) nonzero ends the rendezvous
+ * while it waits for the other ranks (mscclppAborted). */
+mscclppResult_t mscclppCommInitRankFromIdUnprepared(mscclppComm_t* comm, int nranks, mscclppUniqueId id, int rank,
+                                                   const int* cancel);
 /* A communicator on bootstrap `bs` (made by the caller; owned by the
  * communicator from now on, destroyed on failure too), with parameters
  * `params`; `source` names how it was made in the INFO line; prepare: run

@@ -168,7 +168,7 @@ static ncclResult_t joinRun(struct ncclComm* comm, mscclppComm_t* mcOut) {
   } else {
     mscclppUniqueId id;
     memcpy(id.internal, comm->id.internal, sizeof(id.internal));
-    r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank);
+    r = mscclppCommInitRankFromIdUnprepared(&mc, comm->nranks, id, comm->rank, &comm->cancel);
   }
   if (r != mscclppSuccess) return fromM(r);
   /* a split's ranks may share their GPU with the parent's others, whose

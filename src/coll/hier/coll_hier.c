@@ -147,7 +147,7 @@ static mscclppResult_t makeChild(struct mscclppComm* comm, const int* members, i
   struct mscclppComm* child = NULL;
   /* prepared below, once it borrows the parent's abort object and knows
    * how many ranks share its GPU */
-  mscclppResult_t res = mscclppCommInitRankFromIdUnprepared(&child, m, id, me);
+  mscclppResult_t res = mscclppCommInitRankFromIdUnprepared(&child, m, id, me, NULL);
   mscclppLogSetRank(comm->rank); /* the child's creation set its own */
   if (res != mscclppSuccess) return res;
   /* the bootstrap copied what it reads from the parameters at creation: the
