@@ -245,18 +245,44 @@ static mscclppPlan_t loadFor(const char* path, mscclppPlanInfo* info) {
 
 /* Element counts per block for a plan: 1 element, odd counts, and counts
  * that divide into the plan's chunks, up to about maxBytes. */
+static int cmpSize(const void* a, const void* b) {
+  size_t x = *(const size_t*)a, y = *(const size_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Per-rank counts of ts-byte elements a call of at most maxBytes per rank
+ * may have that the plan takes (its message range), ascending: the
+ * smallest sizes, one chunk each, odd ones, the largest, and the bottom of
+ * the plan's range (its smallest message, and the next odd count, even
+ * above maxBytes up to RANGE_BOTTOM_MAX), so that a plan for a band of
+ * large sizes runs too. */
+#define RANGE_BOTTOM_MAX (4u << 20)
 static int countsFor(const mscclppPlanInfo* info, size_t ts, size_t maxBytes, size_t* out) {
   size_t exact = (size_t)info->chunksPerBlock * 16 / ts; /* one 16-byte-aligned chunk each */
-  size_t cand[] = {1, 3, exact, 7 * exact, 1000 + 3, 64 * exact, 4099, maxBytes / ts / 2 * 2 + 1, maxBytes / ts / exact * exact};
+  const uint64_t per = (uint64_t)ts * (strcmp(info->collective, "allreduce") == 0 ? 1 : (uint64_t)nranks);
+  size_t lo = (size_t)((info->minMessageBytes + per - 1) / per);
+  size_t cand[] = {1, 3, exact, 7 * exact, 1000 + 3, 64 * exact, 4099, maxBytes / ts / 2 * 2 + 1,
+                   maxBytes / ts / exact * exact, lo, lo | 1};
   int n = 0;
-  for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+  const size_t ncand = sizeof(cand) / sizeof(cand[0]);
+  for (size_t i = 0; i < ncand; i++) {
     size_t c = cand[i];
-    if (c == 0 || c * ts > maxBytes) continue;
-    uint64_t msg = (uint64_t)c * ts * (strcmp(info->collective, "allreduce") == 0 ? 1 : (uint64_t)nranks);
+    if (c == 0 || c * ts > (i + 2 >= ncand && maxBytes < RANGE_BOTTOM_MAX ? RANGE_BOTTOM_MAX : maxBytes)) continue;
+    uint64_t msg = (uint64_t)c * per;
     if (msg < info->minMessageBytes || msg > info->maxMessageBytes) continue;
-    out[n++] = c;
+    int seen = 0;
+    for (int j = 0; j < n; j++) seen |= out[j] == c;
+    if (!seen) out[n++] = c;
   }
+  qsort(out, (size_t)n, sizeof(*out), cmpSize);
   return n;
+}
+
+/* The first odd count of counts[0..n) (staged and padded), else the first. */
+static size_t oddOf(const size_t* counts, int n) {
+  for (int i = 0; i < n; i++)
+    if (counts[i] % 2 == 1) return counts[i];
+  return counts[0];
 }
 
 static void modeRun(const char* path, size_t maxBytes) {
@@ -272,7 +298,7 @@ static void modeRun(const char* path, size_t maxBytes) {
     const struct combo* combos = reduces ? reduceCombos : copyCombos;
     int ncombos = reduces ? (int)(sizeof(reduceCombos) / sizeof(reduceCombos[0]))
                           : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
-    long before = harnessFailures_;
+    long before = harnessFailures_, callsBefore = calls;
     for (int t = 0; t < ncombos; t++) {
       size_t ts = mscclppDataTypeSize((mscclppDataType_t)combos[t].type), counts[16];
       int nc = countsFor(&info, ts, maxBytes, counts);
@@ -284,6 +310,11 @@ static void modeRun(const char* path, size_t maxBytes) {
         calls++;
         freeCall(&k);
       }
+    }
+    if (calls == callsBefore) {
+      fprintf(stderr, "rank %d: FAIL %s: no size up to %zu bytes per rank is in its message range\n", rank, info.name,
+              maxBytes);
+      harnessFailures_++;
     }
     if (rank == 0)
       printf("%s %s (%s, %s, %s, %d thread blocks)\n", harnessFailures_ == before ? "PASS" : "FAIL", info.name,
@@ -306,8 +337,17 @@ static void modeCompare(const char* path) {
     if (plan == NULL) continue;
     enum oracleColl c = collOf(info.collective);
     int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppAvg : ORACLE_COPY;
-    size_t counts[] = {5, 4096 + 7};
-    for (int i = 0; i < 2; i++) {
+    /* two sizes the plan takes (its message range): an odd one (staged,
+     * padded) and the largest of a call of up to 1 MiB per rank */
+    size_t all[16], counts[2];
+    int na = countsFor(&info, 4, 1u << 20, all), nc = 0;
+    if (na > 0) counts[nc++] = oddOf(all, na);
+    if (na > 0 && all[na - 1] != counts[0]) counts[nc++] = all[na - 1];
+    if (nc == 0) {
+      fprintf(stderr, "rank %d: FAIL %s: no size up to 1 MiB per rank is in its message range\n", rank, info.name);
+      harnessFailures_++;
+    }
+    for (int i = 0; i < nc; i++) {
       struct pcall a = {c, mscclppFloat32, op, info.inplace, counts[i], 4, 0, 0, NULL, NULL, NULL, NULL};
       prepare(&a);
       uint64_t keep = serial;
@@ -352,9 +392,13 @@ static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t cou
   for (int i = 0; i < replays && res == mscclppSuccess; i++) {
     int check = i % 10 == 0 || i == replays - 1;
     if (check && i > 0) { /* fresh inputs, poisoned output: the same geometry, so the same offsets */
+      /* after the replays before it (the stream does not wait for the
+       * legacy stream's copies) */
+      CUDA_OK(cudaStreamSynchronize(stream_));
       freeCall(&k);
       prepare(&k);
-      CUDA_OK(cudaMemcpy(d, k.buf, k.bytes, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpyAsync(d, k.buf, k.bytes, cudaMemcpyHostToDevice, stream_));
+      CUDA_OK(cudaStreamSynchronize(stream_));
     }
     CUDA_OK(cudaGraphLaunch(ge, stream_));
     if (!check) continue;
@@ -388,7 +432,8 @@ static void modeGraph(const char* path, size_t maxBytes, int replays) {
     size_t counts[16];
     int nc = countsFor(&info, 4, maxBytes, counts);
     if (nc > 0) graphOne(plan, &info, counts[nc - 1], replays); /* the largest */
-    if (nc > 1) graphOne(plan, &info, counts[1], replays);      /* an odd one (staged, padded) */
+    if (nc > 1 && oddOf(counts, nc) != counts[nc - 1])
+      graphOne(plan, &info, oddOf(counts, nc), replays); /* an odd one (staged, padded) */
     ran++;
     CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
   }
