@@ -30,6 +30,10 @@ step() { # step NAME TIMEOUT cmd...
 
 have() { [ -x "$BIN/$1" ]; }
 
+# A stage cut by its time bound may leave its ranks running; under one MPS
+# server a fault of theirs reaches every later client (it did, 2026-12-06):
+# nothing of ours may run when a stage starts.
+pkill -9 -f "$BIN/" 2>/dev/null && sleep 1
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >>"$LOG" 2>&1
