@@ -328,7 +328,6 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
   L.type = (int)a->type;
   L.op = (int)(a->op == mscclppAvg ? mscclppSum : a->op);
   L.divide = a->op == mscclppAvg && (a->kind == MSCCLPP_COLL_ALLREDUCE || a->kind == MSCCLPP_COLL_REDUCESCATTER);
-  L.endBarrier = plan->protocol == MSCCLPP_PLAN_LL && !plan->doubleScratch;
   L.wait = x->wait;
   const char* why = NULL;
   mscclppResult_t res = mscclppPlanGpuEnqueue(&L, x->prog->nBlocks, plan->threadsPerBlock, (void*)a->stream, &why);

@@ -543,9 +543,9 @@ static __device__ void stageOut(const Launch& L, uint64_t gtid, uint64_t gnth) {
   }
 }
 
-/* Block 0's last step for LL plans without a double scratch: every linked
- * peer has finished this execution (read its packets from this rank) before
- * this rank's next execution writes its scratch again. */
+/* Block 0's last step, once every block's share of the output is out:
+ * every linked peer has finished this execution before any rank's next
+ * one touches a peer's region (plan_host.c's endBarrier says why). */
 static __device__ int endBarrier(const Launch& L) {
   int bad = 0;
   const int q = (int)threadIdx.x;
@@ -584,7 +584,8 @@ __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const
   if (runBlock(L, b, mscclppPlanProgramOps(prog), blk->firstOp, blk->nOps)) return;
   if (blocksBarrier(L, grid, gridDim.x)) return;
   stageOut(L, gtid, gnth);
-  if (L.endBarrier && blockIdx.x == 0) (void)endBarrier(L);
+  if (blocksBarrier(L, grid, gridDim.x)) return;
+  if (blockIdx.x == 0) (void)endBarrier(L);
 }
 
 /* ---- dispatch --------------------------------------------------------------------------- */

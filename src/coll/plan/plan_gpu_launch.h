@@ -55,7 +55,6 @@ struct mscclppPlanGpuLaunch {
   int divide;                                     /* avg: divide the output by nranks at the copy out */
   uint32_t doubleScratch;
   uint32_t linkedMask;                            /* bit q: the end barrier meets rank q */
-  uint32_t endBarrier;                            /* LL plans without a double scratch */
   mscclppWaitContext wait;                        /* the communicator's abort and MSCCLPP_TIMEOUT */
 };
 

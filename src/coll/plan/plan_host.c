@@ -143,11 +143,14 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
 
 /* ---- a call ------------------------------------------------------------------------ */
 
-/* The end of a call of an LL plan without a double scratch: every rank
- * this one writes packets to has finished the call too, before this rank's
- * next call writes that peer's scratch again. MSCCL++'s executor relies on
- * timing there; the host backend's ranks drift apart too far for that (a
- * rank preempted for a time slice while its peer starts the next call).
+/* The end of every call, once this rank's output is copied out: every
+ * linked peer has finished the call too before any rank's next call touches
+ * a peer's region. The region outlives the call (staging): without this a
+ * fast rank's next call puts into a peer's output area before that peer
+ * copied the last call's out, overwrites its own input area while a peer
+ * still reads it, or (LL plans without a double scratch) writes a peer's
+ * scratch before the peer read the last call's packets. MSCCL++'s executor,
+ * on the caller's own buffers, relies on the plan and on timing there.
  * Signal every linked peer, then wait for each one's signal (bounded,
  * abortable). */
 static mscclppResult_t endBarrier(struct mscclppComm* comm, struct mscclppPlanHostCtx* x) {
@@ -250,8 +253,8 @@ mscclppResult_t mscclppPlanHostRun(struct mscclppComm* comm, struct mscclppPlanH
     if (padded > B) memset(dst + B, 0, padded - B);
   }
   MSCCLPP_RETURN_ON_ERROR(mscclppPlanHostExecute(comm, &call));
-  if (plan->protocol == MSCCLPP_PLAN_LL && !plan->doubleScratch) MSCCLPP_RETURN_ON_ERROR(endBarrier(comm, x));
   for (uint32_t b = 0; b < sz.outBlocks; b++) memmove(recv + b * B, call.local[MSCCLPP_PLAN_OUTPUT] + b * padded, B);
+  MSCCLPP_RETURN_ON_ERROR(endBarrier(comm, x));
   if (a->op == mscclppAvg && (a->kind == MSCCLPP_COLL_ALLREDUCE || a->kind == MSCCLPP_COLL_REDUCESCATTER))
     mscclppHostDivideFnOf(a->type)(recv, sz.outBlocks * a->count, comm->nranks);
   return mscclppSuccess;
