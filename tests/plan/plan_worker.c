@@ -285,7 +285,10 @@ static size_t oddOf(const size_t* counts, int n) {
   return counts[0];
 }
 
-static void modeRun(const char* path, size_t maxBytes) {
+/* fn(plan, its info, arg) for each plan of path for this rank count (the
+ * others are skipped, saying so); none at all is a failure. */
+typedef void (*planFn)(mscclppPlan_t plan, const mscclppPlanInfo* info, void* arg);
+static void forEachPlan(const char* path, planFn fn, void* arg) {
   static char names[256][512];
   int np = listPlans(path, names, 256);
   int ran = 0;
@@ -293,32 +296,7 @@ static void modeRun(const char* path, size_t maxBytes) {
     mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
     mscclppPlan_t plan = loadFor(names[p], &info);
     if (plan == NULL) continue;
-    enum oracleColl c = collOf(info.collective);
-    const int reduces = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER;
-    const struct combo* combos = reduces ? reduceCombos : copyCombos;
-    int ncombos = reduces ? (int)(sizeof(reduceCombos) / sizeof(reduceCombos[0]))
-                          : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
-    long before = harnessFailures_, callsBefore = calls;
-    for (int t = 0; t < ncombos; t++) {
-      size_t ts = mscclppDataTypeSize((mscclppDataType_t)combos[t].type), counts[16];
-      int nc = countsFor(&info, ts, maxBytes, counts);
-      for (int i = 0; i < nc; i++) {
-        struct pcall k = {c, combos[t].type, combos[t].op, info.inplace, counts[i], ts, 0, 0, NULL, NULL, NULL, NULL};
-        prepare(&k);
-        CHECK_RES(callPlan(plan, &k), mscclppSuccess);
-        harnessFailures_ += verify(&k, info.name) != 0;
-        calls++;
-        freeCall(&k);
-      }
-    }
-    if (calls == callsBefore) {
-      fprintf(stderr, "rank %d: FAIL %s: no size up to %zu bytes per rank is in its message range\n", rank, info.name,
-              maxBytes);
-      harnessFailures_++;
-    }
-    if (rank == 0)
-      printf("%s %s (%s, %s, %s, %d thread blocks)\n", harnessFailures_ == before ? "PASS" : "FAIL", info.name,
-             info.collective, info.protocol, info.inplace ? "in-place" : "out-of-place", info.threadblocks);
+    fn(plan, &info, arg);
     ran++;
     CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
   }
@@ -328,48 +306,83 @@ static void modeRun(const char* path, size_t maxBytes) {
   }
 }
 
-static void modeCompare(const char* path) {
-  static char names[256][512];
-  int np = listPlans(path, names, 256);
-  for (int p = 0; p < np; p++) {
-    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
-    mscclppPlan_t plan = loadFor(names[p], &info);
-    if (plan == NULL) continue;
-    enum oracleColl c = collOf(info.collective);
-    int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppAvg : ORACLE_COPY;
-    /* two sizes the plan takes (its message range): an odd one (staged,
-     * padded) and the largest of a call of up to 1 MiB per rank */
-    size_t all[16], counts[2];
-    int na = countsFor(&info, 4, 1u << 20, all), nc = 0;
-    if (na > 0) counts[nc++] = oddOf(all, na);
-    if (na > 0 && all[na - 1] != counts[0]) counts[nc++] = all[na - 1];
-    if (nc == 0) {
-      fprintf(stderr, "rank %d: FAIL %s: no size up to 1 MiB per rank is in its message range\n", rank, info.name);
+/* Two float32 counts the plan takes up to maxBytes per rank: an odd one
+ * (staged, padded) and the largest (one when they are the same); none is a
+ * failure. */
+static int twoSizes(const mscclppPlanInfo* info, size_t maxBytes, size_t out[2]) {
+  size_t all[16];
+  int na = countsFor(info, 4, maxBytes, all), n = 0;
+  if (na > 0) out[n++] = oddOf(all, na);
+  if (na > 0 && all[na - 1] != out[0]) out[n++] = all[na - 1];
+  if (n == 0) {
+    fprintf(stderr, "rank %d: FAIL %s: no size up to %zu bytes per rank is in its message range\n", rank, info->name,
+            maxBytes);
+    harnessFailures_++;
+  }
+  return n;
+}
+
+static void runOne(mscclppPlan_t plan, const mscclppPlanInfo* info, void* arg) {
+  const size_t maxBytes = *(const size_t*)arg;
+  enum oracleColl c = collOf(info->collective);
+  const int reduces = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER;
+  const struct combo* combos = reduces ? reduceCombos : copyCombos;
+  int ncombos = reduces ? (int)(sizeof(reduceCombos) / sizeof(reduceCombos[0]))
+                        : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
+  long before = harnessFailures_, callsBefore = calls;
+  for (int t = 0; t < ncombos; t++) {
+    size_t ts = mscclppDataTypeSize((mscclppDataType_t)combos[t].type), counts[16];
+    int nc = countsFor(info, ts, maxBytes, counts);
+    for (int n = 0; n < nc; n++) {
+      struct pcall k = {c, combos[t].type, combos[t].op, info->inplace, counts[n], ts, 0, 0, NULL, NULL, NULL, NULL};
+      prepare(&k);
+      CHECK_RES(callPlan(plan, &k), mscclppSuccess);
+      harnessFailures_ += verify(&k, info->name) != 0;
+      calls++;
+      freeCall(&k);
+    }
+  }
+  if (calls == callsBefore) {
+    fprintf(stderr, "rank %d: FAIL %s: no size up to %zu bytes per rank is in its message range\n", rank, info->name,
+            maxBytes);
+    harnessFailures_++;
+  }
+  if (rank == 0)
+    printf("%s %s (%s, %s, %s, %d thread blocks)\n", harnessFailures_ == before ? "PASS" : "FAIL", info->name,
+           info->collective, info->protocol, info->inplace ? "in-place" : "out-of-place", info->threadblocks);
+}
+
+static void modeRun(const char* path, size_t maxBytes) { forEachPlan(path, runOne, &maxBytes); }
+
+static void compareOne(mscclppPlan_t plan, const mscclppPlanInfo* info, void* arg) {
+  (void)arg;
+  enum oracleColl c = collOf(info->collective);
+  int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppAvg : ORACLE_COPY;
+  size_t counts[2];
+  int nc = twoSizes(info, 1u << 20, counts);
+  for (int i = 0; i < nc; i++) {
+    struct pcall a = {c, mscclppFloat32, op, info->inplace, counts[i], 4, 0, 0, NULL, NULL, NULL, NULL};
+    prepare(&a);
+    uint64_t keep = serial;
+    struct pcall b = a;
+    serial = keep - 1; /* the same seed: the same inputs */
+    prepare(&b);
+    CHECK_RES(callPlan(plan, &a), mscclppSuccess);
+    CHECK_RES(callBuiltin(&b), mscclppSuccess);
+    if (memcmp(a.recv, b.recv, a.recvElems * a.ts) != 0) {
+      fprintf(stderr, "rank %d: FAIL %s count %zu: the plan's output differs from the built-in algorithm's\n", rank,
+              info->name, a.count);
       harnessFailures_++;
     }
-    for (int i = 0; i < nc; i++) {
-      struct pcall a = {c, mscclppFloat32, op, info.inplace, counts[i], 4, 0, 0, NULL, NULL, NULL, NULL};
-      prepare(&a);
-      uint64_t keep = serial;
-      struct pcall b = a;
-      serial = keep - 1; /* the same seed: the same inputs */
-      prepare(&b);
-      CHECK_RES(callPlan(plan, &a), mscclppSuccess);
-      CHECK_RES(callBuiltin(&b), mscclppSuccess);
-      if (memcmp(a.recv, b.recv, a.recvElems * a.ts) != 0) {
-        fprintf(stderr, "rank %d: FAIL %s count %zu: the plan's output differs from the built-in algorithm's\n", rank,
-                info.name, a.count);
-        harnessFailures_++;
-      }
-      harnessFailures_ += verify(&a, info.name) != 0;
-      freeCall(&a);
-      freeCall(&b);
-      calls += 2;
-    }
-    if (rank == 0) printf("compared %s with the built-in %s\n", info.name, info.collective);
-    CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
+    harnessFailures_ += verify(&a, info->name) != 0;
+    freeCall(&a);
+    freeCall(&b);
+    calls += 2;
   }
+  if (rank == 0) printf("compared %s with the built-in %s\n", info->name, info->collective);
 }
+
+static void modeCompare(const char* path) { forEachPlan(path, compareOne, NULL); }
 
 #ifdef MSCCLPP_HAVE_CUDA
 /* One plan call captured in a graph and replayed (see the top). */
@@ -418,29 +431,23 @@ static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t cou
   CUDA_OK(cudaFree(d));
   freeCall(&k);
 }
+
+struct graphArgs {
+  size_t maxBytes;
+  int replays;
+};
+static void graphPlan(mscclppPlan_t plan, const mscclppPlanInfo* info, void* arg) {
+  const struct graphArgs* g = (const struct graphArgs*)arg;
+  size_t counts[2];
+  int nc = twoSizes(info, g->maxBytes, counts); /* an odd one (staged, padded), the largest */
+  for (int i = 0; i < nc; i++) graphOne(plan, info, counts[i], g->replays);
+}
 #endif
 
 static void modeGraph(const char* path, size_t maxBytes, int replays) {
 #ifdef MSCCLPP_HAVE_CUDA
-  static char names[256][512];
-  int np = listPlans(path, names, 256);
-  int ran = 0;
-  for (int p = 0; p < np; p++) {
-    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
-    mscclppPlan_t plan = loadFor(names[p], &info);
-    if (plan == NULL) continue;
-    size_t counts[16];
-    int nc = countsFor(&info, 4, maxBytes, counts);
-    if (nc > 0) graphOne(plan, &info, counts[nc - 1], replays); /* the largest */
-    if (nc > 1 && oddOf(counts, nc) != counts[nc - 1])
-      graphOne(plan, &info, oddOf(counts, nc), replays); /* an odd one (staged, padded) */
-    ran++;
-    CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
-  }
-  if (ran == 0) {
-    fprintf(stderr, "rank %d: FAIL: no plan of %s is for %d ranks\n", rank, path, nranks);
-    harnessFailures_++;
-  }
+  struct graphArgs g = {maxBytes, replays};
+  forEachPlan(path, graphPlan, &g);
 #else
   (void)path;
   (void)maxBytes;
