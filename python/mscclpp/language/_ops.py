@@ -27,11 +27,23 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Set, TypeVar
 
 from .types import BufferType, ChannelType, Instruction, ReduceOperationType, SyncType
 
 _uids = itertools.count(1)
+
+
+_Ref = TypeVar("_Ref", "LocalRef", "RemoteRef")
+
+
+def _shifted(ref: _Ref, instance: int, instances: int, interleave: bool) -> _Ref:
+    """The chunks ``ref`` names in copy ``instance`` of ``instances`` of the
+    program: interleaved, each chunk becomes ``instances`` chunks, this
+    instance's ``size`` of them."""
+    if not interleave:
+        return ref
+    return replace(ref, index=ref.index * instances + instance * ref.size)
 
 
 @dataclass(frozen=True)
@@ -46,9 +58,7 @@ class LocalRef:
         return {"type": self.buffer.value, "index": self.index, "size": self.size}
 
     def shifted(self, instance: int, instances: int, interleave: bool) -> "LocalRef":
-        if not interleave:
-            return self
-        return replace(self, index=self.index * instances + instance * self.size)
+        return _shifted(self, instance, instances, interleave)
 
 
 @dataclass(frozen=True)
@@ -65,9 +75,7 @@ class RemoteRef:
         return {"buffer_id": self.buffer_id, "index": self.index, "size": self.size}
 
     def shifted(self, instance: int, instances: int, interleave: bool) -> "RemoteRef":
-        if not interleave:
-            return self
-        return replace(self, index=self.index * instances + instance * self.size)
+        return _shifted(self, instance, instances, interleave)
 
 
 @dataclass(frozen=True)
