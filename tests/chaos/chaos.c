@@ -863,9 +863,10 @@ static int create(const int* members, int m, int gen, int calls, struct deaths* 
  * is destroyed before the trial's baseline of device memory is read. What a
  * process keeps once its first communicator is gone is the process's, not a
  * leak of the trial's communicators: on the H200 each rank kept 10 MiB
- * whether it had held one, two or three communicators (the driver grows a
- * context's reservation for kernel stacks at a kernel's first launch and
- * keeps it). The trial's own communicators are all measured against it. */
+ * whether it had held one, two or three communicators (not yet traced to
+ * its owner; most likely the driver's per-context reservation made at a
+ * kernel's first launch). The trial's own communicators are all measured
+ * against it, so a leak per communicator still shows. */
 #define WARM_GEN 1000
 #define WARM_CALLS 8
 static int warmUp(int n, struct deaths* d, struct trialResult* tr) {
