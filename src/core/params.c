@@ -101,6 +101,10 @@ mscclppResult_t mscclppParamsLoad(struct mscclppParams* params) {
   if (tmp.proxyBackoffUs < 0)
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_ENV, "MSCCLPP_PROXY_BACKOFF_US=%lld must be >= 0",
                       (long long)tmp.proxyBackoffUs);
+  if (tmp.collP2pZeroCopyMin < 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_ENV,
+                      "MSCCLPP_COLL_P2P_ZERO_COPY_MIN=%lld must be >= 0 bytes (0: every size may go zero-copy)",
+                      (long long)tmp.collP2pZeroCopyMin);
   *params = tmp;
   return mscclppSuccess;
 }

@@ -54,6 +54,13 @@ static void testParams(void) {
   CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
   CHECK(strstr(mscclppGetLastError(), "power of two") != NULL);
   unsetenv("MSCCLPP_FIFO_SIZE");
+  setenv("MSCCLPP_COLL_P2P_ZERO_COPY_MIN", "-1", 1); /* once taken as 0 without a word */
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_COLL_P2P_ZERO_COPY_MIN") != NULL);
+  setenv("MSCCLPP_COLL_P2P_ZERO_COPY_MIN", "0", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  CHECK(p.collP2pZeroCopyMin == 0);
+  unsetenv("MSCCLPP_COLL_P2P_ZERO_COPY_MIN");
   char longStr[400];
   memset(longStr, 'x', sizeof(longStr) - 1);
   longStr[sizeof(longStr) - 1] = '\0';

@@ -157,7 +157,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   g->directBlocksMax = comm->params.collDirectBlocks > 0 ? (uint32_t)comm->params.collDirectBlocks : 0;
   g->pdl = comm->params.collPdl != 0 && dev.ccMajor >= 9;
   g->p2pZeroCopy = comm->params.collP2pZeroCopy != 0;
-  g->p2pZeroCopyMin = comm->params.collP2pZeroCopyMin > 0 ? (uint64_t)comm->params.collP2pZeroCopyMin : 0;
+  g->p2pZeroCopyMin = (uint64_t)comm->params.collP2pZeroCopyMin; /* >= 0: mscclppParamsLoad checks */
   MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, NULL, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
