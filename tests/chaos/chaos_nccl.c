@@ -5,7 +5,7 @@
  * job would use it): ncclGetUniqueId / ncclCommInitRank, ncclAllReduce,
  * ncclBroadcast, ncclAlltoAll, ncclSend/ncclRecv in a group, the failure
  * through ncclCommGetAsyncError, ncclCommShrink with NCCL_SHRINK_ABORT,
- * ncclCommDestroy.
+ * ncclCommFinalize and ncclCommDestroy (in PyTorch's order).
  *
  * On the host backend (no --gpu) buffers are host memory and each call
  * returns when it is done. On a GPU: device buffers and pinned host views,
@@ -138,8 +138,28 @@ static int shrink(void* comm, const int* exclude, int count, void** child, char*
   return 0;
 }
 
+/* PyTorch's order (ProcessGroupNCCL::shutdown, also when shrink_group drops
+ * the parent): ncclCommFinalize, ncclCommGetAsyncError polled until it is no
+ * longer ncclInProgress (a revoked parent is in progress until its calls
+ * have ended), then ncclCommDestroy. */
 static int destroy(void* comm, char* why, size_t len) {
-  ncclResult_t res = ncclCommDestroy((ncclComm_t)comm);
+  ncclComm_t c = (ncclComm_t)comm;
+  ncclResult_t res = ncclCommFinalize(c);
+  if (res != ncclSuccess) return ncclFail(res, "ncclCommFinalize", c, why, len);
+  double deadline = nowSec() + 30.0;
+  for (;;) {
+    ncclResult_t st = ncclSuccess;
+    res = ncclCommGetAsyncError(c, &st);
+    if (res != ncclSuccess) return ncclFail(res, "ncclCommGetAsyncError after ncclCommFinalize", c, why, len);
+    if (st != ncclInProgress) break; /* an error is what a failed parent reports: destroy it anyway */
+    if (nowSec() > deadline) {
+      snprintf(why, len, "ncclCommGetAsyncError still ncclInProgress 30 s after ncclCommFinalize");
+      return -1;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  res = ncclCommDestroy(c);
   return res == ncclSuccess ? 0 : ncclFail(res, "ncclCommDestroy", NULL, why, len);
 }
 
