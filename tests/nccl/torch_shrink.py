@@ -496,6 +496,17 @@ def drive(args, lib):
                 except OSError:
                     pass
         time.sleep(2)
+        # a client of the MPS server that faults takes the others down with it:
+        # the server's log says whether it did
+        mps_logs = os.environ.get("CUDA_MPS_LOG_DIRECTORY", "/tmp/mpslog")
+        for name in ("server.log", "control.log"):
+            try:
+                with open(os.path.join(mps_logs, name)) as f:
+                    tail = f.readlines()[-40:]
+            except OSError:
+                continue
+            print(f"---- {name} (last {len(tail)} lines)", flush=True)
+            print("".join(tail), end="", flush=True)
         for r in hung:
             procs[r].kill()
             procs[r].wait()
