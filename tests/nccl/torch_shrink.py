@@ -268,6 +268,9 @@ class Rank:
         torch, dist = self.torch, self.dist
         self.deaths_seen += 1
         k = self.deaths_seen
+        # said before the wait: a failure without a death (nothing published)
+        # shows here, not only as the wait's timeout a minute later
+        self.log(f"{why}; waiting for the driver to publish death {k}")
         self.store.wait([f"dead/{k}"], datetime.timedelta(seconds=60))
         dead = json.loads(self.store.get(f"dead/{k}").decode())
         exclude = [i for i, q in enumerate(self.members) if q in dead]
