@@ -33,10 +33,11 @@
  * operator is applied (sum, prod, max, min; avg as the sum divided by the
  * rank count at the end). Where the executor runs: the host backend (CPU
  * threads play the thread blocks; every message size: buffers whose size
- * does not divide into the plan's chunks are staged and padded) runs plans
- * today; on a GPU communicator a plan is not selected yet and
- * mscclppPlanExecute returns mscclppInvalidUsage until the GPU executor is
- * built.
+ * does not divide into the plan's chunks are staged and padded) runs plans;
+ * on a GPU communicator the GPU executor (one kernel per call) runs them
+ * only with MSCCLPP_PLAN_GPU=1, while it is experimental: otherwise no plan
+ * is selected there and mscclppPlanExecute returns mscclppInvalidUsage
+ * saying so.
  *
  * A build without jansson (the JSON parser) has the API, but loading
  * returns mscclppInvalidUsage saying so.
@@ -121,6 +122,15 @@ MSCCLPP_API mscclppResult_t mscclppPlanRegisterDir(mscclppComm_t comm, const cha
  * them (a borrowed handle, valid while it stays registered). */
 MSCCLPP_API mscclppResult_t mscclppPlanRegisteredCount(mscclppComm_t comm, int* count);
 MSCCLPP_API mscclppResult_t mscclppPlanRegisteredAt(mscclppComm_t comm, int i, mscclppPlan_t* plan);
+
+/* How many calls on comm `plan` has run, by selection or through
+ * mscclppPlanExecute, since comm first ran or registered it (0 for a plan
+ * it never saw; unregistering forgets the count): whether the selection
+ * picks a plan for the calls it was meant for. On a GPU communicator a
+ * run is counted when its kernel is enqueued. Read it from the thread
+ * that makes comm's calls, or between calls. mscclppInvalidArgument for
+ * NULL. */
+MSCCLPP_API mscclppResult_t mscclppPlanRunCount(mscclppComm_t comm, mscclppPlan_t plan, uint64_t* runs);
 
 /* Run `plan` for one call, whatever is registered: the collective the plan
  * implements, with that collective's arguments (count as mscclppAllReduce

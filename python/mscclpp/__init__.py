@@ -47,6 +47,7 @@ from ._errors import (
     UnhandledCudaError,
 )
 from ._lib import LibraryNotFoundError, ParamInfoStruct
+from ._plan import Plan, PlanInfo
 from ._locate import include_dir_candidates
 from ._types import DataType, DTypeLike, OpLike, ReduceOp
 from ._version import __version__
@@ -143,6 +144,8 @@ __all__ = [
     "OpLike",
     "PROD",
     "Param",
+    "Plan",
+    "PlanInfo",
     "ReduceOp",
     "RemoteError",
     "SUM",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from ctypes import byref, c_int, c_void_p
@@ -14,11 +15,16 @@ from . import _channels
 from ._buffer import Array, as_array, resolve
 from ._channels import Allocation, Connection, MemKind, RegisteredMemory, Transport
 from ._errors import InvalidUsageError, Status
+from ._plan import Plan, PlanInfo
+from ._plan import info_of as plan_info_of
 from ._lib import UNIQUE_ID_BYTES, UniqueIdStruct, call
 from ._types import DataType, DTypeLike, OpLike, ReduceOp, to_datatype, to_reduce_op
 
 _INT_MAX = 2**31 - 1
 _INT_MIN = -(2**31)
+
+# (send address, recv address, the C call's count, element type) of a collective call
+_CallArgs = Tuple[Optional[int], Optional[int], int, DataType]
 
 StreamLike = Any
 """``None`` or ``0`` (the legacy default stream), an ``int`` handle
@@ -578,14 +584,17 @@ class Communicator:
         ``recvbuf=None`` (or the same array) works in place on ``sendbuf``."""
         h = self._handle()
         rop = to_reduce_op(op)
+        send, recv, n, t = self._all_reduce_args("all_reduce", sendbuf, recvbuf, dtype)
+        call("mscclppAllReduce", send, recv, n, t, rop, h, _stream_handle(stream))
+
+    def _all_reduce_args(self, fn: str, sendbuf: Any, recvbuf: Any, dtype: Optional[DTypeLike]) -> _CallArgs:
         if recvbuf is None:
             t, (a,), (n,) = self._args([(sendbuf, "sendbuf", True)], dtype)
-            send = recv = a
-        else:
-            t, (send, recv), (n, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
-            if m != n:
-                raise self._size_error("all_reduce", recv, m, n, "sendbuf's size")
-        call("mscclppAllReduce", send.ptr, recv.ptr, n, t, rop, h, _stream_handle(stream))
+            return a.ptr, a.ptr, n, t
+        t, (send, recv), (n, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+        if m != n:
+            raise self._size_error(fn, recv, m, n, "sendbuf's size")
+        return send.ptr, recv.ptr, n, t
 
     def all_gather(
         self,
@@ -600,18 +609,20 @@ class Communicator:
         rank's slice of ``recvbuf`` (at ``rank * n``) is its input, as is a
         ``sendbuf`` that is that slice."""
         h = self._handle()
+        send, recv, n, t = self._all_gather_args("all_gather", sendbuf, recvbuf, dtype)
+        call("mscclppAllGather", send, recv, n, t, h, _stream_handle(stream))
+
+    def _all_gather_args(self, fn: str, sendbuf: Any, recvbuf: Any, dtype: Optional[DTypeLike]) -> _CallArgs:
         if sendbuf is None:
             t, (recv,), (total,) = self._args([(recvbuf, "recvbuf", True)], dtype)
             if total % self._size:
-                raise ValueError(f"all_gather: recvbuf has {total} elements, not a multiple of size {self._size}")
+                raise ValueError(f"{fn}: recvbuf has {total} elements, not a multiple of size {self._size}")
             n = total // self._size
-            send_ptr = recv.ptr + self._rank * n * t.itemsize
-        else:
-            t, (send, recv), (n, total) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
-            if total != n * self._size:
-                raise self._size_error("all_gather", recv, total, n * self._size, f"size {self._size} x sendbuf's")
-            send_ptr = send.ptr
-        call("mscclppAllGather", send_ptr, recv.ptr, n, t, h, _stream_handle(stream))
+            return recv.ptr + self._rank * n * t.itemsize, recv.ptr, n, t
+        t, (send, recv), (n, total) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+        if total != n * self._size:
+            raise self._size_error(fn, recv, total, n * self._size, f"size {self._size} x sendbuf's")
+        return send.ptr, recv.ptr, n, t
 
     def reduce_scatter(
         self,
@@ -628,18 +639,20 @@ class Communicator:
         ``rank * n``), as it is when ``recvbuf`` is that slice."""
         h = self._handle()
         rop = to_reduce_op(op)
+        send, recv, n, t = self._reduce_scatter_args("reduce_scatter", sendbuf, recvbuf, dtype)
+        call("mscclppReduceScatter", send, recv, n, t, rop, h, _stream_handle(stream))
+
+    def _reduce_scatter_args(self, fn: str, sendbuf: Any, recvbuf: Any, dtype: Optional[DTypeLike]) -> _CallArgs:
         if recvbuf is None:
             t, (send,), (total,) = self._args([(sendbuf, "sendbuf", True)], dtype)
             if total % self._size:
-                raise ValueError(f"reduce_scatter: sendbuf has {total} elements, not a multiple of size {self._size}")
+                raise ValueError(f"{fn}: sendbuf has {total} elements, not a multiple of size {self._size}")
             n = total // self._size
-            recv_ptr = send.ptr + self._rank * n * t.itemsize
-        else:
-            t, (send, recv), (total, n) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
-            if total != n * self._size:
-                raise self._size_error("reduce_scatter", send, total, n * self._size, f"size {self._size} x recvbuf's")
-            recv_ptr = recv.ptr
-        call("mscclppReduceScatter", send.ptr, recv_ptr, n, t, rop, h, _stream_handle(stream))
+            return send.ptr, send.ptr + self._rank * n * t.itemsize, n, t
+        t, (send, recv), (total, n) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
+        if total != n * self._size:
+            raise self._size_error(fn, send, total, n * self._size, f"size {self._size} x recvbuf's")
+        return send.ptr, recv.ptr, n, t
 
     def broadcast(
         self,
@@ -712,16 +725,20 @@ class Communicator:
         elements to and from each rank, both arrays ``size * n`` long.
         ``recvbuf=None`` (or the same array) works in place."""
         h = self._handle()
+        send, recv, n, t = self._all_to_all_args("all_to_all", sendbuf, recvbuf, dtype)
+        call("mscclppAllToAll", send, recv, n, t, h, _stream_handle(stream))
+
+    def _all_to_all_args(self, fn: str, sendbuf: Any, recvbuf: Any, dtype: Optional[DTypeLike]) -> _CallArgs:
         if recvbuf is None:
             t, (send,), (total,) = self._args([(sendbuf, "sendbuf", True)], dtype)
             recv = send
         else:
             t, (send, recv), (total, m) = self._args([(sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True)], dtype)
             if m != total:
-                raise self._size_error("all_to_all", recv, m, total, "sendbuf's size")
+                raise self._size_error(fn, recv, m, total, "sendbuf's size")
         if total % self._size:
-            raise ValueError(f"all_to_all: sendbuf has {total} elements, not a multiple of size {self._size}")
-        call("mscclppAllToAll", send.ptr, recv.ptr, total // self._size, t, h, _stream_handle(stream))
+            raise ValueError(f"{fn}: sendbuf has {total} elements, not a multiple of size {self._size}")
+        return send.ptr, recv.ptr, total // self._size, t
 
     def all_to_all_v(
         self,
@@ -781,6 +798,120 @@ class Communicator:
             h,
             _stream_handle(stream),
         )
+
+    # -- execution plans (mscclpp.Plan)
+
+    def register_plan(self, plan: Plan) -> None:
+        """``mscclppPlanRegister``: from now on this communicator's collective
+        calls that ``plan`` matches (its collective, rank count, in-place or
+        out-of-place form, message size range) run it instead of the built-in
+        algorithm; of several matching plans the first registered runs, and
+        ``MSCCLPP_ALGO`` forcing an algorithm for the collective keeps plans
+        out. Every rank must register the same plans in the same order. The
+        communicator keeps its own reference: ``plan`` may be closed after.
+        A plan for another rank count raises :class:`InvalidArgumentError`,
+        one registered already :class:`InvalidUsageError`."""
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan: expected an mscclpp.Plan, got {type(plan).__name__}")
+        call("mscclppPlanRegister", self._handle(), plan._handle())
+
+    def register_plan_dir(self, path: Union[str, "os.PathLike[str]"]) -> int:
+        """``mscclppPlanRegisterDir``: register every ``*.json`` plan of the
+        directory ``path`` in file name order, as ``MSCCLPP_CACHE_DIR`` does at
+        creation: plans for another rank count are skipped, a file that does
+        not load is skipped with a warning naming it. Returns how many were
+        registered."""
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            raise TypeError(f"path: expected a str or os.PathLike, got {type(path).__name__}")
+        n = c_int()
+        call("mscclppPlanRegisterDir", self._handle(), path.encode(), byref(n))
+        return n.value
+
+    def _registered(self) -> List[Tuple[c_void_p, PlanInfo]]:
+        h = self._handle()
+        n = c_int()
+        call("mscclppPlanRegisteredCount", h, byref(n))
+        out = []
+        for i in range(n.value):
+            ph = c_void_p()
+            call("mscclppPlanRegisteredAt", h, i, byref(ph))
+            out.append((ph, plan_info_of(ph)))
+        return out
+
+    @property
+    def plans(self) -> List[PlanInfo]:
+        """The plans registered on this communicator, in registration order
+        (``mscclppPlanRegisteredCount``/``At``): their :class:`PlanInfo`."""
+        return [info for _, info in self._registered()]
+
+    def _plan_handle(self, plan: Union[Plan, str], fn: str) -> c_void_p:
+        """A plan's handle: an open Plan's own, or the registered plan of that
+        name (a closed Plan, or a name)."""
+        if isinstance(plan, Plan) and not plan.closed:
+            return plan._handle()
+        if isinstance(plan, Plan):
+            name = plan.name
+        elif isinstance(plan, str):
+            name = plan
+        else:
+            raise TypeError(f"plan: expected an mscclpp.Plan or a plan's name, got {type(plan).__name__}")
+        for ph, info in self._registered():
+            if info.name == name:
+                return ph
+        raise ValueError(f"{fn}: no execution plan named {name!r} is registered on rank {self._rank}")
+
+    def unregister_plan(self, plan: Union[Plan, str]) -> None:
+        """``mscclppPlanUnregister``: ``plan`` (a Plan, or the name of a
+        registered plan) no longer runs this communicator's calls; its
+        resources here go."""
+        call("mscclppPlanUnregister", self._handle(), self._plan_handle(plan, "unregister_plan"))
+
+    def plan_runs(self, plan: Union[Plan, str]) -> int:
+        """``mscclppPlanRunCount``: how many calls of this communicator
+        ``plan`` (a Plan, or the name of a registered plan) has run, picked
+        by the selection or through :meth:`execute_plan`: whether the calls
+        meant for it take it. 0 for a plan it never ran; unregistering
+        forgets the count."""
+        runs = ctypes.c_uint64()
+        call("mscclppPlanRunCount", self._handle(), self._plan_handle(plan, "plan_runs"), byref(runs))
+        return runs.value
+
+    def execute_plan(
+        self,
+        plan: Plan,
+        sendbuf: Optional[ArrayLike],
+        recvbuf: Optional[ArrayLike] = None,
+        op: OpLike = ReduceOp.SUM,
+        *,
+        dtype: Optional[DTypeLike] = None,
+        stream: StreamLike = None,
+    ) -> None:
+        """``mscclppPlanExecute``: run ``plan`` for one call, registered or
+        not, with the arguments of the collective it implements, as that
+        collective's method takes them: :meth:`all_reduce`,
+        :meth:`all_gather`, :meth:`reduce_scatter` (``op`` for these two
+        reductions) or :meth:`all_to_all` (``None`` for the in-place forms).
+        Every rank calls it with the same plan and sizes. A call whose
+        in-place form, size or rank count the plan does not take raises
+        :class:`InvalidArgumentError` naming the values; a communicator with
+        no executor for plans, :class:`InvalidUsageError`."""
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan: expected an mscclpp.Plan, got {type(plan).__name__}")
+        h = self._handle()
+        ph = plan._handle()
+        rop = to_reduce_op(op)
+        parse = {
+            "allreduce": self._all_reduce_args,
+            "allgather": self._all_gather_args,
+            "reducescatter": self._reduce_scatter_args,
+            "alltoall": self._all_to_all_args,
+        }.get(plan.collective)
+        if parse is None:
+            raise ValueError(f"execute_plan: plan {plan.name} is a {plan.collective!r} plan, which this package "
+                             "cannot call")
+        send, recv, n, t = parse("execute_plan", sendbuf, recvbuf, dtype)
+        call("mscclppPlanExecute", h, ph, send, recv, n, t, rop, _stream_handle(stream))
 
     def send(
         self, buf: ArrayLike, peer: int, *, dtype: Optional[DTypeLike] = None, stream: StreamLike = None

@@ -35,6 +35,24 @@ class ParamInfoStruct(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("type", c_char_p), ("defaultValue", c_char_p), ("help", c_char_p)]
 
 
+class PlanInfoStruct(ctypes.Structure):
+    """``mscclppPlanInfo`` (plan.h): what a plan is."""
+
+    _fields_ = [
+        ("structSize", c_size_t),
+        ("name", c_char_p),
+        ("collective", c_char_p),
+        ("protocol", c_char_p),
+        ("nranks", c_int),
+        ("inplace", c_int),
+        ("minMessageBytes", c_uint64),
+        ("maxMessageBytes", c_uint64),
+        ("threadblocks", c_int),
+        ("threadsPerBlock", c_int),
+        ("chunksPerBlock", c_int),
+    ]
+
+
 # C types by role, so that the table reads like the prototypes.
 _result = c_int  # mscclppResult_t
 _enum = c_int  # mscclppDataType_t, mscclppRedOp_t
@@ -42,7 +60,7 @@ _comm = c_void_p  # mscclppComm_t (struct mscclppComm*)
 _stream = c_void_p  # mscclppStream_t (cudaStream_t)
 _ptr = c_void_p  # void* / const void*
 _int_out = POINTER(c_int)
-_handle = c_void_p  # mscclppRegisteredMemory_t, mscclppConnection_t, channels (opaque pointers)
+_handle = c_void_p  # mscclppRegisteredMemory_t, mscclppConnection_t, channels, mscclppPlan_t (opaque pointers)
 
 # name -> (restype, argtypes)
 SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
@@ -93,6 +111,18 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppGroupStart": (_result, []),
     "mscclppGroupEnd": (_result, []),
     "mscclppCollAlgoNames": (c_char_p, [c_char_p]),
+    # plan.h
+    "mscclppPlanLoadFile": (_result, [c_char_p, POINTER(_handle)]),
+    "mscclppPlanLoadString": (_result, [c_char_p, c_size_t, POINTER(_handle)]),
+    "mscclppPlanDestroy": (_result, [_handle]),
+    "mscclppPlanGetInfo": (_result, [_handle, POINTER(PlanInfoStruct)]),
+    "mscclppPlanRegister": (_result, [_comm, _handle]),
+    "mscclppPlanUnregister": (_result, [_comm, _handle]),
+    "mscclppPlanRegisterDir": (_result, [_comm, c_char_p, _int_out]),
+    "mscclppPlanRegisteredCount": (_result, [_comm, _int_out]),
+    "mscclppPlanRegisteredAt": (_result, [_comm, c_int, POINTER(_handle)]),
+    "mscclppPlanRunCount": (_result, [_comm, _handle, POINTER(c_uint64)]),
+    "mscclppPlanExecute": (_result, [_comm, _handle, _ptr, _ptr, c_size_t, _enum, _enum, _stream]),
     # memory.h
     "mscclppMemAlloc": (_result, [_comm, _enum, c_size_t, POINTER(c_void_p)]),
     "mscclppMemFree": (_result, [_comm, _ptr]),

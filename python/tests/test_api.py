@@ -63,6 +63,7 @@ VALUE_TYPES = {
     "mscclppConnection_t": ctypes.c_void_p,
     "mscclppMemoryChannel_t": ctypes.c_void_p,
     "mscclppPortChannel_t": ctypes.c_void_p,
+    "mscclppPlan_t": ctypes.c_void_p,
 }
 # opaque handles written through a pointer; structs the package passes as a
 # pointer to its own buffer
@@ -85,6 +86,9 @@ POINTER_TYPES = {
     "mscclppComm_t": ctypes.POINTER(ctypes.c_void_p),
     "mscclppUniqueId": ctypes.POINTER(_lib.UniqueIdStruct),
     "mscclppParamInfo": ctypes.POINTER(_lib.ParamInfoStruct),
+    "mscclppPlan_t": _HANDLE_OUT,
+    "mscclppPlanInfo": ctypes.POINTER(_lib.PlanInfoStruct),
+    "uint64_t": ctypes.POINTER(ctypes.c_uint64),
 }
 
 
@@ -123,6 +127,36 @@ def test_signatures():
     lib = _lib.lib()
     for name in _lib.SIGNATURES:
         checks.true(hasattr(lib, name), f"the library exports {name}")
+
+
+# ---- structs the package lays out itself ----------------------------------------------
+
+FIELD_TYPES = {
+    "size_t": ctypes.c_size_t,
+    "int": ctypes.c_int,
+    "uint64_t": ctypes.c_uint64,
+    "const char*": ctypes.c_char_p,
+}
+
+
+def test_structs():
+    """Each ctypes.Structure of _lib has the C struct's fields, in order, with
+    matching types: a field added to the header must be added here too."""
+    for typedef, ours in (("mscclppParamInfo", _lib.ParamInfoStruct), ("mscclppPlanInfo", _lib.PlanInfoStruct)):
+        m = re.search(r"typedef\s+struct\s*\{([^}]*)\}\s*" + typedef + r"\s*;", ALL)
+        checks.true(m is not None, f"{typedef}: no typedef struct in include/mscclpp/")
+        if m is None:
+            continue
+        fields = []
+        for decl in m.group(1).split(";"):
+            decl = " ".join(decl.replace("*", "* ").split())
+            if not decl:
+                continue
+            ctype, name = decl.rsplit(" ", 1)
+            fields.append((name, FIELD_TYPES.get(ctype.replace("* ", "*").strip())))
+        checks.equal([n for n, _ in ours._fields_], [n for n, _ in fields], f"{typedef}: field names")
+        for (n, have), (_, want) in zip(ours._fields_, fields):
+            checks.equal(have, want, f"{typedef}.{n}: type")
 
 
 # ---- enums and constants --------------------------------------------------------------
@@ -214,6 +248,7 @@ def test_loading():
 
 
 test_signatures()
+test_structs()
 test_enums()
 test_version()
 test_errors()

@@ -37,12 +37,13 @@ def block(path, heading):
     return m.group(1)
 
 
-def run(code, what):
+def run(code, what, cwd=None):
     with tempfile.TemporaryDirectory(prefix="mscclpp-py-readme-") as d:
         path = os.path.join(d, "example.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(code)
-        p = subprocess.run([launcher, "-n", "2", "--timeout", "60", sys.executable, path], capture_output=True, text=True, timeout=90)
+        p = subprocess.run([launcher, "-n", "2", "--timeout", "60", sys.executable, path], capture_output=True,
+                           text=True, timeout=90, cwd=cwd)
     checks.true(p.returncode == 0, f"{what}: exit status {p.returncode}\n{p.stdout}{p.stderr}")
     return p.stdout
 
@@ -53,6 +54,14 @@ if code is not None:
     for r in range(2):
         want = f"[{r}] rank {r}: [3. 3. 3. 3.] [ 0  0  1 10]"
         checks.true(want in out, f"README.md's example prints {want!r}; it printed:\n{out}")
+code = block(os.path.join(TOP, "README.md"), "### Execution plans: algorithms as data")
+if code is not None:
+    # (its block is indented under a list item)
+    code = "\n".join(line[2:] if line.startswith("  ") else line for line in code.splitlines()) + "\n"
+    out = run(code, "README.md's execution plan example", cwd=TOP)
+    for r in range(2):
+        want = f"[{r}] allreduce-oneshot-2ranks-LL 2 3.0"
+        checks.true(want in out, f"README.md's plan example prints {want!r}; it printed:\n{out}")
 code = block(os.path.join(TOP, "python", "README.md"), "## Use")
 if code is not None:
     run(code, "python/README.md's example")

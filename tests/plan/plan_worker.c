@@ -70,6 +70,13 @@ static int gpu_; /* calls run on the GPU backend, buffers in device memory */
 static int rank = -1, nranks = -1;
 static mscclppComm_t comm;
 static uint64_t serial;
+
+/* mscclppPlanRunCount's answer (a failed call is a failed check). */
+static uint64_t runsOf(mscclppComm_t c, mscclppPlan_t plan) {
+  uint64_t runs = UINT64_MAX;
+  CHECK_RES(mscclppPlanRunCount(c, plan, &runs), mscclppSuccess);
+  return runs;
+}
 static long calls, skippedPlans;
 
 static enum oracleColl collOf(const char* name) {
@@ -526,13 +533,13 @@ static void modeCache(const char* path) {
     enum oracleColl c = collOf(info.collective);
     int op = c == ORACLE_ALLREDUCE || c == ORACLE_REDUCESCATTER ? mscclppSum : ORACLE_COPY;
     /* a call the plan matches runs it: its counter moves */
-    uint64_t runs = mscclppCollPlanRuns(c2, plan);
+    uint64_t runs = runsOf(c2, plan);
     struct pcall k = {c, mscclppFloat32, op, info.inplace, 333, 4, 0, 0, NULL, NULL, NULL, NULL};
     prepare(&k);
     CHECK_RES(callBuiltin(&k), mscclppSuccess); /* the plain collective call: the selection table picks */
     harnessFailures_ += verify(&k, info.name) != 0;
     freeCall(&k);
-    uint64_t after = mscclppCollPlanRuns(c2, plan);
+    uint64_t after = runsOf(c2, plan);
     /* an earlier plan of the same collective and form may have taken it */
     int taken = after == runs + 1;
     for (int j = 0; j < i && !taken; j++) {
@@ -550,10 +557,10 @@ static void modeCache(const char* path) {
     /* the other in-place form runs the built-in algorithm */
     struct pcall o = {c, mscclppFloat32, op, !info.inplace, 333, 4, 0, 0, NULL, NULL, NULL, NULL};
     prepare(&o);
-    uint64_t before = mscclppCollPlanRuns(c2, plan);
+    uint64_t before = runsOf(c2, plan);
     CHECK_RES(callBuiltin(&o), mscclppSuccess);
     harnessFailures_ += verify(&o, info.name) != 0;
-    CHECK(mscclppCollPlanRuns(c2, plan) == before);
+    CHECK(runsOf(c2, plan) == before);
     freeCall(&o);
     calls += 2;
   }

@@ -32,6 +32,13 @@
 
 static const char* root; /* tests/plan */
 
+/* mscclppPlanRunCount's answer (a failed call is a failed check). */
+static uint64_t runsOf(mscclppComm_t c, mscclppPlan_t plan) {
+  uint64_t runs = UINT64_MAX;
+  CHECK_RES(mscclppPlanRunCount(c, plan, &runs), mscclppSuccess);
+  return runs;
+}
+
 #define CHECK_MSG(text)                                                                                      \
   do {                                                                                                       \
     if (strstr(mscclppGetLastError(), (text)) == NULL) {                                                      \
@@ -227,25 +234,28 @@ static void testOnCommunicator(void) {
   CHECK_RES(mscclppPlanRegisteredAt(comm, 1, &at), mscclppInvalidArgument);
   /* the communicator keeps its own reference */
   CHECK_RES(mscclppPlanDestroy(one), mscclppSuccess);
-  uint64_t runs = mscclppCollPlanRuns(comm, one);
+  uint64_t runs = runsOf(comm, one);
+  CHECK_RES(mscclppPlanRunCount(NULL, one, &runs), mscclppInvalidArgument);
+  CHECK_RES(mscclppPlanRunCount(comm, one, NULL), mscclppInvalidArgument);
+  CHECK_MSG("mscclppPlanRunCount: NULL runs");
   memset(out, 0, sizeof(out));
   CHECK_RES(mscclppAllReduce(in, out, 17, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess);
   CHECK(memcmp(in, out, 17 * 4) == 0);
-  CHECK(mscclppCollPlanRuns(comm, one) == runs + 1);
+  CHECK(runsOf(comm, one) == runs + 1);
   memcpy(out, in, sizeof(out));
   CHECK_RES(mscclppAllReduce(out, out, 17, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess); /* in place */
   CHECK_RES(mscclppAllReduce(in, out, 1, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess);   /* 4 bytes */
   CHECK_RES(mscclppAllReduce(in, out, 200, mscclppInt8, mscclppSum, comm, NULL), mscclppSuccess); /* fits */
-  CHECK(mscclppCollPlanRuns(comm, one) == runs + 2);
+  CHECK(runsOf(comm, one) == runs + 2);
   /* MSCCLPP_ALGO=allreduce=plan with nothing that matches: the rules pick */
   snprintf(comm->params.algo, sizeof(comm->params.algo), "allreduce=plan");
   CHECK_RES(mscclppAllReduce(in, out, 1, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess);
   CHECK_RES(mscclppAllReduce(in, out, 3, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess);
-  CHECK(mscclppCollPlanRuns(comm, one) == runs + 3);
+  CHECK(runsOf(comm, one) == runs + 3);
   /* MSCCLPP_ALGO naming another algorithm keeps plans out */
   snprintf(comm->params.algo, sizeof(comm->params.algo), "allreduce=rsag");
   CHECK_RES(mscclppAllReduce(in, out, 3, mscclppInt32, mscclppSum, comm, NULL), mscclppSuccess);
-  CHECK(mscclppCollPlanRuns(comm, one) == runs + 3);
+  CHECK(runsOf(comm, one) == runs + 3);
   comm->params.algo[0] = '\0';
   CHECK_RES(mscclppPlanUnregister(comm, one), mscclppSuccess); /* the last reference: freed */
   CHECK_RES(mscclppPlanRegisteredCount(comm, &n), mscclppSuccess);

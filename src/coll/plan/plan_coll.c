@@ -82,9 +82,13 @@ void mscclppCollPlanRelease(struct mscclppComm* comm, struct mscclppPlanRegistry
   free(reg);
 }
 
-uint64_t mscclppCollPlanRuns(struct mscclppComm* comm, const struct mscclppPlan* plan) {
+MSCCLPP_API mscclppResult_t mscclppPlanRunCount(mscclppComm_t comm, mscclppPlan_t plan, uint64_t* runs) {
+  if (comm == NULL || plan == NULL || runs == NULL)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_COLL, "mscclppPlanRunCount: NULL %s",
+                      comm == NULL ? "comm" : plan == NULL ? "plan" : "runs");
   struct mscclppPlanEntry* e = comm->coll != NULL ? entryOf(comm->coll->plans, plan) : NULL;
-  return e != NULL ? e->runs : 0;
+  *runs = e != NULL ? e->runs : 0;
+  return mscclppSuccess;
 }
 
 static mscclppResult_t registerPlan(struct mscclppComm* comm, struct mscclppPlan* plan, const char* fn) {

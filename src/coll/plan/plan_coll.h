@@ -18,7 +18,7 @@
 struct mscclppPlanEntry {
   struct mscclppPlan* plan; /* a reference of its own */
   int registered;
-  uint64_t runs;                   /* calls run with it on this communicator */
+  uint64_t runs;                   /* calls run with it on this communicator (mscclppPlanRunCount) */
   struct mscclppPlanHostCtx* host; /* the host executor's state, or NULL */
   struct mscclppPlanGpuCtx* gpu;   /* the GPU executor's state, or NULL */
 };
@@ -52,9 +52,6 @@ mscclppResult_t mscclppCollPlanRun(struct mscclppComm* comm, struct mscclppPlan*
 /* The collective a plan implements, as the collective layer numbers them. */
 mscclppCollKind mscclppCollPlanKind(const struct mscclppPlan* plan);
 const char* mscclppCollPlanName(const struct mscclppPlan* plan);
-
-/* Calls comm ran with `plan` (tests: proof that a plan was selected). */
-uint64_t mscclppCollPlanRuns(struct mscclppComm* comm, const struct mscclppPlan* plan);
 
 /* Free comm's plans and their executor states (comm destruction). */
 void mscclppCollPlanRelease(struct mscclppComm* comm, struct mscclppPlanRegistry* reg);
