@@ -49,8 +49,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/util.h"
-#include "gpu/gpu.h"
+#include "common/system.h"
+#include "mscclpp/core.h"
 #include "run/report.h"
 
 #define PROG "mscclpp-run"
@@ -258,7 +258,7 @@ static int pickFreePort(int* port) {
   const int first = 10000; /* above the well-known and most registered services */
   if (lo - first >= 1000) {
     uint8_t rnd[2 * 16];
-    if (mscclppRandomBytes(rnd, sizeof(rnd)) == mscclppSuccess) {
+    if (toolRandomBytes(rnd, sizeof(rnd)) == 0) {
       for (int i = 0; i < 16; i++) {
         int p = first + (int)(((unsigned)rnd[2 * i] << 8 | rnd[2 * i + 1]) % (unsigned)(lo - first));
         if (tryBind(p, port)) return 0;
@@ -270,17 +270,23 @@ static int pickFreePort(int* port) {
 
 /* Wait for pid for at most `seconds`; 1 and *status when it ended, 0 if not. */
 static int waitPidBounded(pid_t pid, double seconds, int* status) {
-  mscclppDeadline d = mscclppDeadlineIn(seconds);
+  toolDeadline d = toolDeadlineIn(seconds);
   while (1) {
     pid_t r = waitpid(pid, status, WNOHANG);
     if (r == pid) return 1;
     if (r < 0 && errno != EINTR) return 0;
-    if (mscclppDeadlinePassed(d)) return 0;
+    if (toolDeadlinePassed(d)) return 0;
     poll(NULL, 0, 10);
   }
 }
 
 /* ---- CUDA MPS ------------------------------------------------------------ */
+
+/* The GPUs here, as the library sees them (0 when it cannot say). */
+static int deviceCount(void) {
+  int n = 0;
+  return mscclppGetDeviceCount(&n) == mscclppSuccess ? n : 0;
+}
 
 
 /* The pipe directory in use: CUDA_MPS_PIPE_DIRECTORY, else the system
@@ -288,7 +294,7 @@ static int waitPidBounded(pid_t pid, double seconds, int* status) {
 static const char* mpsPipeDir(void) {
   const char* d = getenv("CUDA_MPS_PIPE_DIRECTORY");
   if (d != NULL && d[0] != '\0') return d;
-  if (mscclppGpuMpsRunning("/tmp/nvidia-mps")) return "/tmp/nvidia-mps";
+  if (toolMpsRunning("/tmp/nvidia-mps")) return "/tmp/nvidia-mps";
   return "/tmp/mps";
 }
 
@@ -336,7 +342,7 @@ static int mpsStart(char* controlPath, size_t size, int* started) {
   if (logDir == NULL || logDir[0] == '\0') logDir = strcmp(pipeDir, "/tmp/nvidia-mps") == 0 ? "/var/log/nvidia-mps" : "/tmp/mpslog";
   setenv("CUDA_MPS_PIPE_DIRECTORY", pipeDir, 1);
   setenv("CUDA_MPS_LOG_DIRECTORY", logDir, 1);
-  if (mscclppGpuMpsRunning(pipeDir)) {
+  if (toolMpsRunning(pipeDir)) {
     fprintf(stderr, PROG ": --mps: using the MPS daemon already running at %s\n", pipeDir);
     return 0;
   }
@@ -354,9 +360,9 @@ static int mpsStart(char* controlPath, size_t size, int* started) {
     fprintf(stderr, PROG ": --mps: '%s -d' failed (status %d); see %s/control.log\n", controlPath, rc, logDir);
     return 1;
   }
-  mscclppDeadline d = mscclppDeadlineIn(MPS_WAIT_SECONDS);
-  while (!mscclppGpuMpsRunning(pipeDir)) {
-    if (mscclppDeadlinePassed(d)) {
+  toolDeadline d = toolDeadlineIn(MPS_WAIT_SECONDS);
+  while (!toolMpsRunning(pipeDir)) {
+    if (toolDeadlinePassed(d)) {
       fprintf(stderr, PROG ": --mps: the MPS daemon did not answer on %s/control within %.0f s; see %s/control.log\n",
               pipeDir, MPS_WAIT_SECONDS, logDir);
       runMpsControl(controlPath, "quit\n", NULL);
@@ -378,9 +384,9 @@ static void mpsStop(const char* controlPath) {
     return;
   }
   const char* pipeDir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  mscclppDeadline d = mscclppDeadlineIn(MPS_WAIT_SECONDS);
-  while (pipeDir != NULL && mscclppGpuMpsRunning(pipeDir)) {
-    if (mscclppDeadlinePassed(d)) {
+  toolDeadline d = toolDeadlineIn(MPS_WAIT_SECONDS);
+  while (pipeDir != NULL && toolMpsRunning(pipeDir)) {
+    if (toolDeadlinePassed(d)) {
       fprintf(stderr, PROG ": --mps: the MPS daemon still answers %.0f s after 'quit'\n", MPS_WAIT_SECONDS);
       return;
     }
@@ -748,11 +754,11 @@ int main(int argc, char** argv) {
   }
   uint8_t secretBytes[16];
   char secret[33];
-  if (mscclppRandomBytes(secretBytes, sizeof(secretBytes)) != mscclppSuccess) {
+  if (toolRandomBytes(secretBytes, sizeof(secretBytes)) != 0) {
     fprintf(stderr, PROG ": cannot read random bytes for the job secret: %s\n", strerror(errno));
     return 1;
   }
-  mscclppHexEncode(secretBytes, sizeof(secretBytes), secret);
+  toolHexEncode(secretBytes, sizeof(secretBytes), secret);
 
   /* Signals arrive as bytes on a pipe that poll() watches. Installed before
    * MPS starts, so that an early SIGINT still ends in the loop below, which
@@ -782,15 +788,15 @@ int main(int argc, char** argv) {
   char mpsControl[PATH_MAX];
   int mpsStarted = 0;
   if (o.mps) {
-    if (mscclppGpuDeviceCount() == 0) {
+    if (deviceCount() == 0) {
       fprintf(stderr, PROG ": --mps: no GPU found; not starting MPS\n");
     } else {
       rc = mpsStart(mpsControl, sizeof(mpsControl), &mpsStarted);
       if (rc != 0) return rc;
     }
   } else if (o.nranks > 1) {
-    int gpus = mscclppGpuDeviceCount();
-    if (gpus > 0 && o.nranks > gpus && !mscclppGpuMpsRunning(mpsPipeDir()))
+    int gpus = deviceCount();
+    if (gpus > 0 && o.nranks > gpus && !toolMpsRunning(mpsPipeDir()))
       fprintf(stderr,
               PROG ": warning: %d ranks share %d GPU%s without CUDA MPS: their kernels time-slice and run slowly, "
               "and kernels that wait for each other can stall; use --mps\n",
@@ -815,14 +821,14 @@ int main(int argc, char** argv) {
   int stopSignal = 0;
   int exitCode = 0;
   int firstFailure = -1; /* rank */
-  mscclppDeadline timeoutAt = mscclppDeadlineIn(o.timeout > 0 ? o.timeout : 2e9);
-  mscclppDeadline killAt = {UINT64_MAX}; /* SIGKILL the remaining ranks then */
-  mscclppDeadline giveUpAt = {UINT64_MAX};
+  toolDeadline timeoutAt = toolDeadlineIn(o.timeout > 0 ? o.timeout : 2e9);
+  toolDeadline killAt = {UINT64_MAX}; /* SIGKILL the remaining ranks then */
+  toolDeadline giveUpAt = {UINT64_MAX};
   int killed = 0;
   int running = 0;
   /* --report: a round of reports asked for, and a stop that waits for it */
   int asking = 0;
-  mscclppDeadline askUntil = {UINT64_MAX};
+  toolDeadline askUntil = {UINT64_MAX};
   enum stopReason delayedStop = STOP_NONE;
 
   /* ---- start ---- */
@@ -859,7 +865,7 @@ int main(int argc, char** argv) {
   }
   if (stop != STOP_NONE) {
     for (int r = 0; r < o.nranks; r++) signalRank(&ranks[r], SIGTERM);
-    killAt = mscclppDeadlineIn(o.grace);
+    killAt = toolDeadlineIn(o.grace);
   }
 
   /* ---- watch ---- */
@@ -883,15 +889,15 @@ int main(int argc, char** argv) {
 
     int waitMs = 1000; /* also a safety net: reap even if a SIGCHLD byte was lost */
     if (stop == STOP_NONE && o.timeout > 0) {
-      int t = mscclppDeadlineRemainingMs(timeoutAt);
+      int t = toolDeadlineRemainingMs(timeoutAt);
       if (t < waitMs) waitMs = t;
     }
-    if (killAt.endNs != UINT64_MAX && !killed) {
-      int t = mscclppDeadlineRemainingMs(killAt);
+    if (killAt.ns != UINT64_MAX && !killed) {
+      int t = toolDeadlineRemainingMs(killAt);
       if (t < waitMs) waitMs = t;
     }
     if (asking) {
-      int t = mscclppDeadlineRemainingMs(askUntil);
+      int t = toolDeadlineRemainingMs(askUntil);
       if (t < waitMs) waitMs = t;
     }
     int n = poll(pfds, (nfds_t)np, waitMs);
@@ -916,10 +922,10 @@ int main(int argc, char** argv) {
           stop = STOP_SIGNAL;
           stopSignal = sig;
           for (int r = 0; r < o.nranks; r++) signalRank(&ranks[r], sig);
-          killAt = mscclppDeadlineIn(o.grace);
+          killAt = toolDeadlineIn(o.grace);
         } else if (!killed) {
           fprintf(stderr, PROG ": received %s again; killing the ranks\n", signalName(sig));
-          killAt = mscclppDeadlineIn(0);
+          killAt = toolDeadlineIn(0);
         }
       }
     }
@@ -961,7 +967,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, PROG ": rank %d %s; stopping the other ranks\n", r, what);
         stop = STOP_FAILURE;
         for (int q = 0; q < o.nranks; q++) signalRank(&ranks[q], SIGTERM);
-        killAt = mscclppDeadlineIn(o.grace);
+        killAt = toolDeadlineIn(o.grace);
       }
     }
 
@@ -971,9 +977,9 @@ int main(int argc, char** argv) {
       askReports(ranks, o.nranks);
       reportAsked = 1;
       asking = 1;
-      askUntil = mscclppDeadlineIn(REPORT_WAIT_SECONDS);
+      askUntil = toolDeadlineIn(REPORT_WAIT_SECONDS);
     }
-    if (asking && (runReportsAnswered(reports) || mscclppDeadlinePassed(askUntil))) {
+    if (asking && (runReportsAnswered(reports) || toolDeadlinePassed(askUntil))) {
       asking = 0;
       runReportsDiagnose(reports, stderr, PROG ": ");
     }
@@ -981,12 +987,12 @@ int main(int argc, char** argv) {
       stop = delayedStop;
       if (running > 0) fprintf(stderr, PROG ": stopping the other ranks\n");
       for (int q = 0; q < o.nranks; q++) signalRank(&ranks[q], SIGTERM);
-      killAt = mscclppDeadlineIn(o.grace);
+      killAt = toolDeadlineIn(o.grace);
     }
 
     /* Deadlines. */
     if (stop == STOP_NONE && delayedStop == STOP_NONE && o.timeout > 0 && running > 0 &&
-        mscclppDeadlinePassed(timeoutAt)) {
+        toolDeadlinePassed(timeoutAt)) {
       if (reports != NULL) {
         fprintf(stderr, PROG ": timeout: %d rank%s still running after %g s; asking for their reports, then "
                 "stopping them\n", running, running == 1 ? "" : "s", o.timeout);
@@ -998,9 +1004,9 @@ int main(int argc, char** argv) {
               running == 1 ? "" : "s", o.timeout);
       stop = STOP_TIMEOUT;
       for (int r = 0; r < o.nranks; r++) signalRank(&ranks[r], SIGTERM);
-      killAt = mscclppDeadlineIn(o.grace);
+      killAt = toolDeadlineIn(o.grace);
     }
-    if (!killed && running > 0 && mscclppDeadlinePassed(killAt)) {
+    if (!killed && running > 0 && toolDeadlinePassed(killAt)) {
       char list[256] = "";
       size_t used = 0;
       for (int r = 0; r < o.nranks; r++) {
@@ -1011,9 +1017,9 @@ int main(int argc, char** argv) {
       fprintf(stderr, PROG ": rank%s %s still running %g s after SIGTERM; sent SIGKILL\n", running == 1 ? "" : "s", list,
               o.grace);
       killed = 1;
-      giveUpAt = mscclppDeadlineIn(KILL_WAIT_SECONDS);
+      giveUpAt = toolDeadlineIn(KILL_WAIT_SECONDS);
     }
-    if (killed && running > 0 && mscclppDeadlinePassed(giveUpAt)) {
+    if (killed && running > 0 && toolDeadlinePassed(giveUpAt)) {
       fprintf(stderr, PROG ": %d rank%s did not exit %g s after SIGKILL (stuck in the kernel?); giving up on them\n",
               running, running == 1 ? "" : "s", KILL_WAIT_SECONDS);
       break;

@@ -58,6 +58,46 @@ MSCCLPP_API const char* mscclppGetLastError(void);
 /* Library version as MSCCLPP_VERSION computes it. version must not be NULL. */
 MSCCLPP_API mscclppResult_t mscclppGetVersion(int* version);
 
+/* 1 when the calling thread's last error was also printed on stderr by the
+ * library's log when it happened (MSCCLPP_DEBUG lets it through, and the log
+ * goes to stderr), so that a program printing errors for a person need not
+ * print it twice; 0 when it must print it itself. */
+MSCCLPP_API int mscclppLastErrorShown(void);
+
+/* ---- The machine ---------------------------------------------------------- */
+
+/* The GPUs this process can use: 0 without CUDA support in this build, a
+ * driver or a device (the host backend then runs everything). The driver is
+ * asked once per process. mscclppInvalidArgument for NULL. */
+MSCCLPP_API mscclppResult_t mscclppGetDeviceCount(int* count);
+
+/* One line about device `dev` (0 <= dev < the count): its name, compute
+ * capability, SMs, memory, PCI bus id and NUMA node, into buf (len bytes,
+ * cut to fit). mscclppInvalidArgument for a device that does not exist or
+ * an empty buffer. */
+MSCCLPP_API mscclppResult_t mscclppGetDeviceDescription(int dev, char* buf, size_t len);
+
+/* ---- Tracing --------------------------------------------------------------
+ * With MSCCLPP_TRACE set (README, "Tracing"), an application's own spans go
+ * into this process's trace beside the library's events, on the calling
+ * thread's track, for example a benchmark's measured phases:
+ *
+ *   uint64_t t0 = mscclppTraceStart();          // 0 when nothing is traced
+ *   ... the work ...
+ *   if (t0 != 0) mscclppTraceEnd(t0, "step", "forward", 1);
+ *
+ * Free when tracing is off (one load). */
+
+/* The trace's clock now, or 0 when no trace is being recorded. */
+MSCCLPP_API uint64_t mscclppTraceStart(void);
+
+/* Record the span from t0 (mscclppTraceStart's) to now, named `name`
+ * (category "user"), with the arguments `detail` (text; NULL: "") and
+ * `value`. The strings are copied; each distinct one is kept until the
+ * process ends, so give a few names and details, not a new one per call.
+ * Does nothing for t0 0 or a NULL name. */
+MSCCLPP_API void mscclppTraceEnd(uint64_t t0, const char* name, const char* detail, uint64_t value);
+
 /* ---- Parameters ----------------------------------------------------------
  * Every MSCCLPP_* environment variable the library reads is a row of one
  * table. Values are read when a communicator is created (and by the tools),

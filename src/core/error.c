@@ -35,7 +35,7 @@ mscclppResult_t mscclppGetVersion(int* version) {
   return mscclppSuccess;
 }
 
-int mscclppLastErrorShown(void) { return lastErrorShown; }
+MSCCLPP_API int mscclppLastErrorShown(void) { return lastErrorShown; }
 
 static int shownAt(int level, unsigned subsys) { return mscclppLogEnabled(level, subsys) && mscclppLogToStderr(); }
 

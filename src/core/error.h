@@ -41,11 +41,8 @@ mscclppResult_t mscclppErrWrapAt(const char* file, int line, mscclppResult_t res
 mscclppResult_t mscclppErrAgain(mscclppResult_t res, unsigned subsys, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* 1 when the thread's last error reached stderr when it was logged (as far
- * as the current log settings tell, for one logged on another thread), so
- * that a tool does not print it a second time; 0 when logging is off or
- * filtered, or goes to MSCCLPP_DEBUG_FILE, and the tool must print it. */
-int mscclppLastErrorShown(void);
+/* mscclppLastErrorShown (mscclpp/core.h) is public: tools print a failure
+ * the log has not shown already. */
 
 #define MSCCLPP_RETURN_ON_ERROR(expr)        \
   do {                                       \

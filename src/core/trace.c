@@ -308,6 +308,52 @@ void mscclppTraceEmit(uint32_t type, uint32_t track, uint64_t t0, uint64_t t1, i
   atomic_store_explicit(&th->count, i + 1, memory_order_release);
 }
 
+/* ---- an application's spans (mscclpp/core.h) ---- */
+
+/* Events hold string pointers until the file is written: an application's
+ * strings are copied once each and kept (reachable) until the process
+ * ends, at most USER_STRINGS of them. */
+#define USER_STRINGS 4096
+#define USER_BUCKETS 256
+struct userString {
+  struct userString* next;
+  char text[];
+};
+static pthread_mutex_t userLock = PTHREAD_MUTEX_INITIALIZER;
+static struct userString* userTable[USER_BUCKETS];
+static int userCount;
+
+static const char* userIntern(const char* s) {
+  if (s == NULL) s = "";
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (const unsigned char* c = (const unsigned char*)s; *c != '\0'; c++) h = (h ^ *c) * 16777619u;
+  pthread_mutex_lock(&userLock);
+  struct userString** head = &userTable[h % USER_BUCKETS];
+  struct userString* u = *head;
+  while (u != NULL && strcmp(u->text, s) != 0) u = u->next;
+  if (u == NULL && userCount < USER_STRINGS) {
+    size_t len = strlen(s);
+    u = (struct userString*)malloc(sizeof(*u) + len + 1);
+    if (u != NULL) {
+      memcpy(u->text, s, len + 1);
+      u->next = *head;
+      *head = u;
+      userCount++;
+    }
+  }
+  pthread_mutex_unlock(&userLock);
+  return u != NULL ? u->text : "(more distinct names than the trace keeps)";
+}
+
+MSCCLPP_API uint64_t mscclppTraceStart(void) { return mscclppTraceBegin(); }
+
+MSCCLPP_API void mscclppTraceEnd(uint64_t t0, const char* name, const char* detail, uint64_t value) {
+  if (t0 == 0 || name == NULL || !mscclppTraceOn()) return;
+  const uint64_t t1 = mscclppTraceNow();
+  MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_USER, t0, t1, MSCCLPP_TRACE_S(userIntern(name)), MSCCLPP_TRACE_S(userIntern(detail)),
+                     value);
+}
+
 void mscclppTraceDrop(uint64_t n) {
   struct traceThread* th = self;
   if (th == NULL && (th = threadRegister()) == NULL) return;

@@ -60,7 +60,7 @@
   X(NET_REMOTE,     "net.remote_data",      "net",       "peer:i tag:u") \
   X(GPU_BLOCK,      "",                     "gpu",       "kernel:s block:u sm:u seq:u comm:x") \
   X(GPU_CLOCK,      "gpu.clock_sync",       "gpu",       "device:i offset_ns:i rtt_ns:i synced:u") \
-  X(TOOL_STEP,      "perf.measure",         "tools",     "coll:s size:u type:s op:s in_place:u")
+  X(USER,           "",                     "user",      "name:s detail:s value:u")
 /* clang-format on */
 
 #define MSCCLPP_TRACE_ID(id, name, cat, args) MSCCLPP_TRACE_##id,

@@ -7,9 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -127,7 +124,7 @@ mscclppResult_t mscclppGpuNumaNode(int dev, int* node) {
 
 mscclppResult_t mscclppGpuDescribe(int dev, char* buf, size_t len) {
   if (buf == NULL || len == 0)
-    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGpuDescribe: empty buffer");
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGetDeviceDescription: empty buffer");
   MSCCLPP_RETURN_ON_ERROR(checkDev(dev));
 #ifdef MSCCLPP_HAVE_CUDA
   struct cudaDeviceProp prop;
@@ -141,6 +138,18 @@ mscclppResult_t mscclppGpuDescribe(int dev, char* buf, size_t len) {
 #else
   return mscclppInternalError;
 #endif
+}
+
+/* ---- the public face (mscclpp/core.h) ---- */
+
+MSCCLPP_API mscclppResult_t mscclppGetDeviceCount(int* count) {
+  if (count == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_GPU, "mscclppGetDeviceCount: count is NULL");
+  *count = mscclppGpuDeviceCount();
+  return mscclppSuccess;
+}
+
+MSCCLPP_API mscclppResult_t mscclppGetDeviceDescription(int dev, char* buf, size_t len) {
+  return mscclppGpuDescribe(dev, buf, len);
 }
 
 /* Parse a sysfs cpulist ("0-3,8,10-11") into a CPU set. */
@@ -189,17 +198,3 @@ mscclppResult_t mscclppCpuBindNumaNode(int node) {
   return mscclppSuccess;
 }
 
-int mscclppGpuMpsRunning(const char* pipeDir) {
-  if (pipeDir == NULL || pipeDir[0] == '\0') pipeDir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  if (pipeDir == NULL || pipeDir[0] == '\0') pipeDir = "/tmp/nvidia-mps";
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof(a));
-  a.sun_family = AF_UNIX;
-  int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/control", pipeDir);
-  if (n < 0 || (size_t)n >= sizeof(a.sun_path)) return 0;
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  int ok = connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}

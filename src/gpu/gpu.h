@@ -148,10 +148,5 @@ mscclppResult_t mscclppGpuStreamSynchronize(mscclppGpuStream_t stream, double ti
 }
 #endif
 
-/* 1 when a CUDA MPS control daemon answers on <pipeDir>/control (a
- * SOCK_SEQPACKET socket; the daemon logs the short visit, nothing more);
- * pipeDir NULL or empty: CUDA_MPS_PIPE_DIRECTORY, else the system default
- * /tmp/nvidia-mps. Used by the tools (mscclpp-run, mscclpp-perf). */
-int mscclppGpuMpsRunning(const char* pipeDir);
 
 #endif /* MSCCLPP_SRC_GPU_GPU_H_ */

@@ -27,8 +27,14 @@ if grep -q "SKIP:" "$dir/out"; then exit 77; fi
 files=$(ls "$dir"/rank*.json 2>/dev/null | wc -l)
 [ "$files" -eq "$n" ] || { echo "FAIL: $files trace files for $n ranks: $(ls "$dir")"; exit 1; }
 "$tool" merge "$dir"/rank*.json -o "$dir/job.json" || { echo "FAIL: mscclpp-trace merge exited $?"; exit 1; }
-python3 "$check" --expect "comm_init,$once,$once,comm_destroy" --require "$require" --merged "$dir/job.json" \
-  "$dir"/rank*.json || exit 1
+python3 "$check" --expect "comm_init,$once,$once,comm_destroy" --require "worker.step${require:+,$require}" \
+  --merged "$dir/job.json" "$dir"/rank*.json || exit 1
+# the worker's own span (mscclppTraceStart/End): the strings as they were, copied; none for t0 0
+for f in "$dir"/rank*.json; do
+  grep -q '"name":"worker.step","cat":"user",.*"args":{"name":"worker.step","detail":"1 KiB and 64 KiB","value":14}' "$f" ||
+    { echo "FAIL: $f has no worker.step span with its detail and value"; exit 1; }
+  ! grep -q 'worker.never' "$f" || { echo "FAIL: $f has a span recorded with t0 = 0"; exit 1; }
+done
 "$tool" summary "$dir/job.json" >"$dir/summary" || { echo "FAIL: mscclpp-trace summary exited $?"; exit 1; }
 cat "$dir/summary"
 for coll in ${once//,/ }; do

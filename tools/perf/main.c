@@ -62,8 +62,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/trace.h"
-#include "gpu/gpu.h"
+#include "common/system.h"
 #include "perf.h"
 
 /* Static: everything stays reachable when a failure exits early. */
@@ -159,12 +158,14 @@ static int runAll(struct ctx* c) {
             uint64_t msg = (uint64_t)(o->coll == C_ALLGATHER ? k.recvElems : k.sendElems) * k.ts;
             if (k.count == 0 || msg < o->planInfo.minMessageBytes || msg > o->planInfo.maxMessageBytes) continue;
           }
-          uint64_t t0 = mscclppTraceBegin();
+          uint64_t t0 = mscclppTraceStart();
           if (measure(c, &k, &r.m[p]) != 0) return -1;
-          if (t0 != 0)
-            MSCCLPP_TRACE_EMIT(MSCCLPP_TRACE_TOOL_STEP, t0, mscclppTraceNow(), MSCCLPP_TRACE_S(colls[o->coll].name),
-                               (uint64_t)k.bytes, MSCCLPP_TRACE_S(typeName(type)),
-                               MSCCLPP_TRACE_S(colls[o->coll].reduces ? opNames[op] : "-"), (uint64_t)p);
+          if (t0 != 0) { /* the measured size in the trace (the public API: detail text, value = bytes) */
+            char detail[128];
+            snprintf(detail, sizeof(detail), "%s %s %s %s", colls[o->coll].name, typeName(type),
+                     colls[o->coll].reduces ? opNames[op] : "-", p ? "in-place" : "out-of-place");
+            mscclppTraceEnd(t0, "perf.measure", detail, (uint64_t)k.bytes);
+          }
         }
         if (r.m[0].valid) {
           if (c->rank == 0) printRow(c, &r);
@@ -229,13 +230,15 @@ int main(int argc, char** argv) {
     return EXIT_USAGE;
   }
   if (c->gpu) {
-    int count = mscclppGpuDeviceCount();
+    int count = 1;
+    (void)mscclppGetDeviceCount(&count); /* selectDevice found count > 0 */
+    if (count < 1) count = 1;
     if (c->localRank % count != c->device)
       fprintf(stderr,
               PROG ": rank %d: warning: the launcher's environment gave no local rank matching this host's "
                    "(%d); using device %d\n",
               c->rank, c->localRank, c->device);
-    if (c->localNranks > count && !mscclppGpuMpsRunning(NULL) && c->localRank == 0)
+    if (c->localNranks > count && !toolMpsRunning(NULL) && c->localRank == 0)
       fprintf(stderr,
               PROG ": warning: %d ranks share %d GPU%s on this host and no CUDA MPS daemon answers (%s/control): "
                    "without MPS the GPU time-slices between the ranks' processes, so a collective's kernels do "

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "../common/gnuplot.h"
-#include "gpu/gpu.h"
 
 #include "perf.h"
 
@@ -241,7 +240,7 @@ int printHeader(struct ctx* c, struct rankInfo** infoOut) {
   if (gethostname(me->host, sizeof(me->host)) != 0) snprintf(me->host, sizeof(me->host), "?");
   me->host[sizeof(me->host) - 1] = '\0';
   if (c->gpu) {
-    if (mscclppGpuDescribe(c->device, me->desc, sizeof(me->desc)) != mscclppSuccess)
+    if (mscclppGetDeviceDescription(c->device, me->desc, sizeof(me->desc)) != mscclppSuccess)
       snprintf(me->desc, sizeof(me->desc), "device %d", c->device);
   } else {
     snprintf(me->desc, sizeof(me->desc), "host backend (no GPU)");

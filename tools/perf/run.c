@@ -7,8 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/error.h"
-#include "gpu/gpu.h"
 
 #include "perf.h"
 
@@ -564,11 +562,11 @@ void freeBuf(struct ctx* c, void* p) {
 }
 
 int selectDevice(struct ctx* c) {
-  c->device = MSCCLPP_HOST_BACKEND_DEVICE;
+  c->device = -1; /* the host backend */
   c->gpu = 0;
 #ifdef MSCCLPP_HAVE_CUDA
-  int count = mscclppGpuDeviceCount();
-  if (count <= 0) return 0;
+  int count = 0;
+  if (mscclppGetDeviceCount(&count) != mscclppSuccess || count <= 0) return 0;
   int envRank, envLocal;
   envRanks(&envRank, &envLocal);
   int local = envLocal >= 0 ? envLocal : (envRank >= 0 ? envRank : 0);

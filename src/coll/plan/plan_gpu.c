@@ -88,7 +88,7 @@ const char* mscclppPlanGpuRefusal(struct mscclppComm* comm, const struct mscclpp
   why[0] = '\0';
   if (comm->params.planGpu != 1)
     snprintf(why, len,
-             "the GPU executor of execution plans is experimental (it gave wrong results at 4 ranks on the H200); "
+             "the GPU executor of execution plans is experimental (it gave wrong results at 4 ranks in its first GPU runs); "
              "MSCCLPP_PLAN_GPU=1 runs it");
   else if (plan->nranks > MAXR)
     snprintf(why, len, "execution plan %s is for %d ranks; the GPU executor takes up to %d", plan->name, plan->nranks,
