@@ -1,12 +1,19 @@
 # SPDX-License-Identifier: MIT
 """Arrays handed to the collectives: their address, size and element type.
 
-Two kinds of objects are accepted:
+Three kinds of objects are accepted, looked for in this order:
 
 - objects with ``__cuda_array_interface__`` (CuPy, PyTorch, Numba, ...):
   device memory, for communicators on a GPU;
 - objects that export the buffer protocol (NumPy arrays, ``bytearray``,
-  ``memoryview``, ``array.array``): host memory, for the host backend.
+  ``memoryview``, ``array.array``): host memory, for the host backend;
+- objects with ``__dlpack__`` (JAX, TensorFlow, ... and the above): host
+  memory (DLPack's CPU and CUDA-pinned devices) or device memory (CUDA and
+  CUDA-managed), taken as the legacy unversioned capsule the protocol's
+  consumers may ask for; the tensor is held (its deleter called when the
+  call no longer needs it). A CUDA producer is asked for it without a
+  stream, which makes it order the export after its work on the legacy
+  default stream.
 
 Either must be C-contiguous; an output must be writable. Every check raises
 TypeError or ValueError naming the argument, before the library is called.
@@ -118,13 +125,21 @@ def _from_cuda_array_interface(obj: Any, name: str, cai: Any) -> Array:
     return Array(name, int(ptr or 0), n * itemsize, itemsize, kind, what, bool(readonly), True, obj)
 
 
+def _has_buffer(obj: Any) -> bool:
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False
+
+
 def _from_buffer_protocol(obj: Any, name: str) -> Array:
     try:
         view = memoryview(obj)
     except TypeError:
         raise TypeError(
             f"{name}: expected an array (an object with the buffer protocol, such as a NumPy array, or with "
-            f"__cuda_array_interface__), got {type(obj).__name__}"
+            f"__cuda_array_interface__ or __dlpack__), got {type(obj).__name__}"
         ) from None
     if not view.c_contiguous:
         raise ValueError(f"{name} is not contiguous (C order): pass a contiguous copy (numpy.ascontiguousarray)")
@@ -133,12 +148,123 @@ def _from_buffer_protocol(obj: Any, name: str) -> Array:
     return Array(name, ptr, view.nbytes, view.itemsize, kind, what, view.readonly, False, view)
 
 
+# ---- DLPack (dlpack.h, v0.8 ABI: the legacy unversioned capsule) ----
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", c_int), ("device_id", c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", c_void_p),
+        ("device", _DLDevice),
+        ("ndim", c_int),
+        ("dtype", _DLDataType),
+        ("shape", POINTER(ctypes.c_int64)),
+        ("strides", POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+_DLDeleter = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", c_void_p), ("deleter", _DLDeleter)]
+
+
+_DL_HOST = {1: "CPU", 3: "CUDA host (pinned)"}  # kDLCPU, kDLCUDAHost
+_DL_DEVICE = {2: "CUDA", 13: "CUDA managed"}  # kDLCUDA, kDLCUDAManaged
+# (type code, bits) -> NumPy-style kind; 'B' stands for bfloat16, which NumPy lacks
+_DL_KINDS = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat
+_DL_BFLOAT = 4
+_DL_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bfloat", 5: "complex", 6: "bool"}
+
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.argtypes = [ctypes.py_object, c_char_p]
+_capsule_valid.restype = c_int
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes = [ctypes.py_object, c_char_p]
+_capsule_pointer.restype = c_void_p
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.argtypes = [ctypes.py_object, c_char_p]
+_capsule_rename.restype = c_int
+
+
+class _DLPackHold:
+    """A consumed DLPack tensor, kept while a call uses its memory; its
+    deleter runs when this goes (the protocol: the consumer calls it once)."""
+
+    __slots__ = ("_ptr", "_deleter", "_source")
+
+    def __init__(self, ptr: int, deleter: Any, source: Any) -> None:
+        self._ptr = ptr
+        self._deleter = deleter
+        self._source = source  # the exporter, alive as long as its tensor
+
+    def __del__(self) -> None:
+        ptr, self._ptr = self._ptr, 0
+        if ptr and self._deleter:
+            self._deleter(ptr)
+
+
+def _from_dlpack(obj: Any, name: str) -> Array:
+    try:
+        capsule = obj.__dlpack__()
+    except Exception as e:  # noqa: BLE001 - the exporter's refusal (BufferError, TypeError, ...) is the reason
+        raise TypeError(f"{name}: its __dlpack__() failed: {type(e).__name__}: {e}") from None
+    if not _capsule_valid(capsule, b"dltensor"):
+        raise TypeError(f"{name}: __dlpack__() did not return a DLPack tensor capsule (named 'dltensor')")
+    ptr = _capsule_pointer(capsule, b"dltensor")
+    managed = _DLManagedTensor.from_address(ptr)
+    # ours now: renamed, the capsule's destructor leaves the tensor to us
+    _capsule_rename(capsule, b"used_dltensor")
+    hold = _DLPackHold(ptr, managed.deleter, obj)
+    t = managed.dl_tensor
+    dev = t.device.device_type
+    if dev not in _DL_HOST and dev not in _DL_DEVICE:
+        raise TypeError(f"{name}: a DLPack tensor on device type {dev}; host (CPU, CUDA host) or CUDA memory only")
+    code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+    what = f"DLPack {_DL_NAMES.get(code, f'type code {code}')}{bits}" + (f"x{lanes}" if lanes != 1 else "")
+    if lanes != 1 or bits % 8 != 0 or bits == 0:
+        raise TypeError(f"{name}: {what} elements are not supported")
+    itemsize = bits // 8
+    kind = _DL_KINDS.get(code)
+    if code == _DL_BFLOAT and itemsize == 2:
+        kind = "B"
+    shape = [int(t.shape[i]) for i in range(t.ndim)]
+    n = 1
+    for extent in shape:
+        n *= extent
+    if t.strides and n > 1:
+        strides = [int(t.strides[i]) for i in range(t.ndim)]  # in elements
+        want = [w // itemsize for w in _c_contiguous_strides(shape, itemsize)]
+        if any(st != w and e != 1 for st, w, e in zip(strides, want, shape)):
+            raise ValueError(
+                f"{name} is not contiguous (DLPack shape {tuple(shape)}, strides {tuple(strides)} elements): pass a "
+                "contiguous copy"
+            )
+    data = (t.data or 0) + int(t.byte_offset)
+    # the legacy capsule says nothing of read-only memory (exporters refuse to export it)
+    return Array(name, data if n else 0, n * itemsize, itemsize, kind, what, False, dev in _DL_DEVICE, hold)
+
+
 def as_array(obj: Any, name: str, writable: bool) -> Array:
     """Describe ``obj`` (see the module's text); ``writable`` for an output."""
     if obj is None:
         raise TypeError(f"{name} is required")
     cai = getattr(obj, "__cuda_array_interface__", None)
-    arr = _from_cuda_array_interface(obj, name, cai) if cai is not None else _from_buffer_protocol(obj, name)
+    if cai is not None:
+        arr = _from_cuda_array_interface(obj, name, cai)
+    elif callable(getattr(obj, "__dlpack__", None)) and not _has_buffer(obj):
+        arr = _from_dlpack(obj, name)
+    else:
+        arr = _from_buffer_protocol(obj, name)
     if writable and arr.readonly:
         raise ValueError(f"{name} is read-only, and it is written")
     return arr

@@ -143,6 +143,7 @@ _BY_KIND: Dict[Tuple[str, int], DataType] = {
     ("f", 2): DataType.FLOAT16,
     ("f", 4): DataType.FLOAT32,
     ("f", 8): DataType.FLOAT64,
+    ("B", 2): DataType.BFLOAT16,  # a DLPack bfloat16 tensor (NumPy has no such kind)
 }
 
 _STRUCT_KINDS = {
