@@ -100,6 +100,12 @@ MSCCLPP_API mscclppResult_t mscclppCommSize(mscclppComm_t comm, int* nranks);
 MSCCLPP_API mscclppResult_t mscclppCommLocalRank(mscclppComm_t comm, int* localRank);
 MSCCLPP_API mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localNranks);
 
+/* Where comm's collectives run: the CUDA device (0 and up; the one current
+ * when comm was created), whose memory their buffers must be in and whose
+ * streams they take, or -1 for the host backend (no GPU: buffers in host
+ * memory, each call complete when it returns). */
+MSCCLPP_API mscclppResult_t mscclppCommGetDevice(mscclppComm_t comm, int* device);
+
 /* The first asynchronous error (a failed proxy operation, a lost peer, a
  * timeout in a device wait) or mscclppSuccess; the text is in
  * mscclppGetLastError() of the caller after this returns a failure code in

@@ -265,10 +265,16 @@ class Communicator:
         self._lock = threading.Lock()
         out = c_int()
         values = []
-        for fn in ("mscclppCommRank", "mscclppCommSize", "mscclppCommLocalRank", "mscclppCommLocalSize"):
+        for fn in (
+            "mscclppCommRank",
+            "mscclppCommSize",
+            "mscclppCommLocalRank",
+            "mscclppCommLocalSize",
+            "mscclppCommGetDevice",
+        ):
             call(fn, handle, byref(out))
             values.append(out.value)
-        self._rank, self._size, self._local_rank, self._local_size = values
+        self._rank, self._size, self._local_rank, self._local_size, self._device = values
 
     # -- state
 
@@ -297,6 +303,13 @@ class Communicator:
     def local_size(self) -> int:
         """The number of ranks on this host."""
         return self._local_size
+
+    @property
+    def device(self) -> int:
+        """Where the collectives run: the CUDA device (0 and up) whose
+        arrays they take, or -1 for the host backend, which takes host
+        arrays (``mscclppCommGetDevice``)."""
+        return self._device
 
     @property
     def closed(self) -> bool:
@@ -564,9 +577,27 @@ class Communicator:
         """Describe (object, argument name, written?) triples and resolve
         their element type and counts (see :func:`mscclpp._buffer.resolve`)."""
         arrays = [as_array(obj, name, writable) for obj, name, writable in specs]
+        self._check_memory(arrays)
         t = to_datatype(dtype) if dtype is not None else None
         t, counts = resolve(arrays, t)
         return t, arrays, counts
+
+    def _check_memory(self, arrays: List[Array]) -> None:
+        """Host arrays on the host backend, device arrays on a GPU: the other
+        way round a kernel would read a host address, or the CPU a device one
+        (a crash, not an error), so it is refused here."""
+        for a in arrays:
+            if a.nbytes == 0 or a.device == (self._device >= 0):
+                continue
+            if a.device:
+                raise TypeError(
+                    f"{a.name} is in device memory, but this communicator runs on the host backend (no GPU; "
+                    "CUDA_VISIBLE_DEVICES may hide them): pass host arrays (NumPy)"
+                )
+            raise TypeError(
+                f"{a.name} is in host memory, but this communicator runs on GPU {self._device}: pass device arrays "
+                "(CuPy, PyTorch, or anything with __cuda_array_interface__ or DLPack on the device)"
+            )
 
     def _size_error(self, fn: str, a: Array, have: int, want: int, why: str) -> ValueError:
         return ValueError(f"{fn}: {a.name} has {have} elements, {why} needs {want}")

@@ -80,6 +80,7 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppCommSize": (_result, [_comm, _int_out]),
     "mscclppCommLocalRank": (_result, [_comm, _int_out]),
     "mscclppCommLocalSize": (_result, [_comm, _int_out]),
+    "mscclppCommGetDevice": (_result, [_comm, _int_out]),
     "mscclppCommGetAsyncError": (_result, [_comm, _int_out]),
     "mscclppCommRevoke": (_result, [_comm, c_int]),
     "mscclppCommShrink": (_result, [_comm, POINTER(c_int), c_int, POINTER(_comm), c_int]),

@@ -8,7 +8,8 @@ ranks stay in step; a good collective between the groups of checks proves
 it. Covered: wrong and mismatched element types, non-contiguous and
 read-only arrays, wrong sizes, bad op/root/peer/stream/dtype arguments, a
 misaligned buffer (the library's check, raised as InvalidArgumentError with
-its message), a group that mixes streams, bad communicator arguments, and
+its message), device arrays on the host backend (refused by the package:
+the library would read a device address), a group that mixes streams, bad communicator arguments, and
 every call on a destroyed communicator.
 """
 
@@ -107,6 +108,26 @@ def test_arguments():
     in_step("argument errors")
 
 
+class FakeDeviceArray:
+    """Claims device memory (__cuda_array_interface__) at an address no CPU may read."""
+
+    __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0x1000, False), "version": 3}
+
+
+def test_memory_kinds():
+    # the host backend here (CUDA_VISIBLE_DEVICES=""): device arrays are refused before the library
+    # touches them (the CPU would read a device address: a crash)
+    checks.equal(comm.device, -1, "comm.device on the host backend")
+    for fn, args in (
+        ("all_reduce", (FakeDeviceArray(),)),
+        ("all_reduce", (f32(4), FakeDeviceArray())),
+        ("send", (FakeDeviceArray(), (R + 1) % N)),
+    ):
+        checks.raises(TypeError, getattr(comm, fn), *args, contains=("device memory", "host backend"),
+                      what=f"{fn} with a device array on the host backend")
+    in_step("device arrays on the host backend")
+
+
 def test_library_checks():
     # a buffer not aligned to its elements: the library's own check
     raw = bytearray(4 * 5)
@@ -175,6 +196,7 @@ test_types()
 test_layout()
 test_sizes()
 test_arguments()
+test_memory_kinds()
 test_library_checks()
 test_destroyed()
 comm.destroy()

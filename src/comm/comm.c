@@ -250,6 +250,15 @@ mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localNranks) {
   return mscclppSuccess;
 }
 
+mscclppResult_t mscclppCommGetDevice(mscclppComm_t comm, int* device) {
+  MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommGetDevice"));
+  if (device == NULL) return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_INIT, "mscclppCommGetDevice: device is NULL");
+  struct mscclppAbort* abort = NULL; /* made on first use, with the device (comm_abort.c) */
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &abort));
+  *device = comm->device;
+  return mscclppSuccess;
+}
+
 mscclppResult_t mscclppCommGetAsyncError(mscclppComm_t comm, mscclppResult_t* asyncError) {
   MSCCLPP_RETURN_ON_ERROR(checkComm(comm, "mscclppCommGetAsyncError"));
   if (asyncError == NULL)

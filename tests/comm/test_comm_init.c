@@ -201,6 +201,10 @@ static void testBadInput(void) {
   CHECK_RES(mscclppCommLocalRank(NULL, &x), mscclppInvalidArgument);
   CHECK_RES(mscclppCommLocalSize(NULL, &x), mscclppInvalidArgument);
   CHECK_RES(mscclppCommGetAsyncError(NULL, &r), mscclppInvalidArgument);
+  CHECK_RES(mscclppCommGetDevice(NULL, &x), mscclppInvalidArgument);
+  CHECK_RES(mscclppGetDeviceCount(NULL), mscclppInvalidArgument);
+  char desc[16];
+  CHECK_RES(mscclppGetDeviceDescription(-1, desc, sizeof(desc)), mscclppInvalidArgument);
   CHECK_RES(mscclppBootstrapAllGather(NULL, &x, 4), mscclppInvalidArgument);
   CHECK_RES(mscclppBootStrapAllGather(NULL, &x, 4), mscclppInvalidArgument);
   CHECK_RES(mscclppBootstrapBarrier(NULL), mscclppInvalidArgument);
@@ -221,6 +225,12 @@ static void testSingleRank(void) {
   CHECK(lr == 0 && ls == 1);
   CHECK_RES(mscclppCommRank(comm, NULL), mscclppInvalidArgument);
   CHECK_RES(mscclppCommGetAsyncError(comm, NULL), mscclppInvalidArgument);
+  /* where its collectives run: the host backend without a GPU, else a device of this process */
+  int dev = -2, ndev = -1;
+  CHECK_RES(mscclppCommGetDevice(comm, &dev), mscclppSuccess);
+  CHECK_RES(mscclppGetDeviceCount(&ndev), mscclppSuccess);
+  CHECK(ndev == 0 ? dev == -1 : (dev >= 0 && dev < ndev));
+  CHECK_RES(mscclppCommGetDevice(comm, NULL), mscclppInvalidArgument);
   uint8_t b[3] = {1, 2, 3};
   CHECK_RES(mscclppBootstrapAllGather(comm, b, 3), mscclppSuccess);
   CHECK(b[0] == 1 && b[2] == 3);
