@@ -280,6 +280,9 @@ if [ "$what" = all ] || [ "$what" = chaos ]; then
     "$BIN/chaos_nccl" --gpu --trials 20 --seed 1
   [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_shrink_4 95 python3 tests/nccl/torch_shrink.py \
     --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 85
+  # the other way a PyTorch user recovers: abort the group, init_process_group anew (any PyTorch)
+  [ -e "$BIN/lib/libmscclpp_nccl.so" ] && step torch_reinit_4 95 python3 tests/nccl/torch_shrink.py \
+    --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 85 --how reinit
 fi
 if [ "$what" = plan ]; then
   export MSCCLPP_PLAN_GPU=1 # the GPU executor is opt-in while it is experimental
