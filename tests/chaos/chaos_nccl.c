@@ -46,13 +46,13 @@ static int32_t* dev(int slot, enum chaosBuf which) {
   return onGpu ? devBufs + chaosBufOffset(slot, which, maxCount) : host(slot, which);
 }
 
-#ifdef MSCCLPP_HAVE_CUDA
 static double nowSec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#ifdef MSCCLPP_HAVE_CUDA
 static int cudaFail(cudaError_t e, const char* what, char* why, size_t len) {
   snprintf(why, len, "%s: %s", what, cudaGetErrorString(e));
   return -1;
