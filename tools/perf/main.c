@@ -217,15 +217,21 @@ int main(int argc, char** argv) {
   (void)mscclppCommSize(c->comm, &c->nranks);
   (void)mscclppCommLocalRank(c->comm, &c->localRank);
   (void)mscclppCommLocalSize(c->comm, &c->localNranks);
+  /* Usage errors every rank finds alike: rank 0 says why, and the others
+   * wait for it in a barrier before they exit (a launcher stops the job at
+   * the first rank that fails, which could otherwise be before rank 0 had
+   * printed). */
   if (o->plan != NULL && o->planInfo.nranks != c->nranks) {
     if (c->rank == 0)
       fprintf(stderr, PROG ": --plan %s is for %d ranks; this run has %d\n", o->planPath, o->planInfo.nranks,
               c->nranks);
+    (void)mscclppBootstrapBarrier(c->comm);
     (void)mscclppCommDestroy(c->comm);
     return EXIT_USAGE;
   }
   if (o->root >= c->nranks) {
     if (c->rank == 0) fprintf(stderr, PROG ": -r %d is not a rank of 0..%d\n", o->root, c->nranks - 1);
+    (void)mscclppBootstrapBarrier(c->comm);
     (void)mscclppCommDestroy(c->comm);
     return EXIT_USAGE;
   }
