@@ -101,7 +101,8 @@ MSCCLPP_API mscclppResult_t mscclppCommLocalRank(mscclppComm_t comm, int* localR
 MSCCLPP_API mscclppResult_t mscclppCommLocalSize(mscclppComm_t comm, int* localNranks);
 
 /* Where comm's collectives run: the CUDA device (0 and up; the one current
- * when comm was created), whose memory their buffers must be in and whose
+ * when comm was created, or when it was first used with
+ * MSCCLPP_COLL_PREPARE=0), whose memory their buffers must be in and whose
  * streams they take, or -1 for the host backend (no GPU: buffers in host
  * memory, each call complete when it returns). */
 MSCCLPP_API mscclppResult_t mscclppCommGetDevice(mscclppComm_t comm, int* device);
