@@ -775,6 +775,35 @@ static void onLine(int i, char* line, struct deaths* d, struct trialResult* tr) 
 
 /* Read reports until no rank is busy (each waits for orders, is done or
  * is dead); 0, or -1 on a hang. */
+/* A member whose own shrink had succeeded may die (the shrink scenario's
+ * second victim) before a peer's shrink ends, which then fails for that
+ * death; its pipe's end can reach the driver after every report. Before a
+ * failed shrink is called spurious, the members' pipes are watched for
+ * that end (POLLHUP: nothing is read, the live ones wait for orders) for
+ * up to ms milliseconds. 1 when a member died. */
+#define LATE_DEATH_MS 2000
+static int lateDeath(const int* members, int nm, int ms) {
+  double deadline = nowSec() + ms / 1000.0;
+  for (;;) {
+    struct pollfd pf[MAX_RANKS];
+    int idx[MAX_RANKS], np = 0;
+    for (int i = 0; i < nm; i++) {
+      if (kids[members[i]].state == ST_DEAD) return 1;
+      pf[np].fd = kids[members[i]].rep;
+      pf[np].events = 0; /* POLLHUP and POLLERR are reported anyway */
+      idx[np++] = members[i];
+    }
+    int left = (int)((deadline - nowSec()) * 1000);
+    if (left <= 0) return 0;
+    if (poll(pf, (nfds_t)np, left) < 0 && errno != EINTR) return 0;
+    for (int j = 0; j < np; j++)
+      if (pf[j].revents & (POLLHUP | POLLERR)) {
+        kids[idx[j]].state = ST_DEAD;
+        kids[idx[j]].hasComm = 0;
+      }
+  }
+}
+
 static int settle(int n, struct deaths* d, struct trialResult* tr) {
   double deadline = nowSec() + HANG_SECONDS;
   for (;;) {
@@ -1059,6 +1088,7 @@ static void runTrial(const struct plan* p, int calls, struct trialResult* tr) {
       else if (!kids[next[i]].shrinkOk)
         allOk = 0;
     }
+    if (!allOk && !newDeath) newDeath = lateDeath(next, nn, LATE_DEATH_MS);
     if (!allOk || newDeath) {
       /* not every member has the new communicator: drop it everywhere and
        * shrink the same parent again without whoever died */
