@@ -125,22 +125,13 @@ def _from_cuda_array_interface(obj: Any, name: str, cai: Any) -> Array:
     return Array(name, int(ptr or 0), n * itemsize, itemsize, kind, what, bool(readonly), True, obj)
 
 
-def _has_buffer(obj: Any) -> bool:
-    try:
-        memoryview(obj).release()
-        return True
-    except TypeError:
-        return False
-
-
-def _from_buffer_protocol(obj: Any, name: str) -> Array:
-    try:
-        view = memoryview(obj)
-    except TypeError:
+def _from_buffer_protocol(obj: Any, name: str, view: Optional[memoryview]) -> Array:
+    """``view``: memoryview(obj), or None when obj has no buffer protocol."""
+    if view is None:
         raise TypeError(
             f"{name}: expected an array (an object with the buffer protocol, such as a NumPy array, or with "
             f"__cuda_array_interface__ or __dlpack__), got {type(obj).__name__}"
-        ) from None
+        )
     if not view.c_contiguous:
         raise ValueError(f"{name} is not contiguous (C order): pass a contiguous copy (numpy.ascontiguousarray)")
     kind, what = parse_struct_format(view.format, view.itemsize)
@@ -261,10 +252,15 @@ def as_array(obj: Any, name: str, writable: bool) -> Array:
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         arr = _from_cuda_array_interface(obj, name, cai)
-    elif callable(getattr(obj, "__dlpack__", None)) and not _has_buffer(obj):
-        arr = _from_dlpack(obj, name)
     else:
-        arr = _from_buffer_protocol(obj, name)
+        try:
+            view: Optional[memoryview] = memoryview(obj)
+        except TypeError:
+            view = None
+        if view is None and callable(getattr(obj, "__dlpack__", None)):
+            arr = _from_dlpack(obj, name)
+        else:
+            arr = _from_buffer_protocol(obj, name, view)
     if writable and arr.readonly:
         raise ValueError(f"{name} is read-only, and it is written")
     return arr

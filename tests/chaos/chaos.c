@@ -773,8 +773,6 @@ static void onLine(int i, char* line, struct deaths* d, struct trialResult* tr) 
   }
 }
 
-/* Read reports until no rank is busy (each waits for orders, is done or
- * is dead); 0, or -1 on a hang. */
 /* A member whose own shrink had succeeded may die (the shrink scenario's
  * second victim) before a peer's shrink ends, which then fails for that
  * death; its pipe's end can reach the driver after every report. Before a
@@ -804,6 +802,8 @@ static int lateDeath(const int* members, int nm, int ms) {
   }
 }
 
+/* Read reports until no rank is busy (each waits for orders, is done or
+ * is dead); 0, or -1 on a hang. */
 static int settle(int n, struct deaths* d, struct trialResult* tr) {
   double deadline = nowSec() + HANG_SECONDS;
   for (;;) {

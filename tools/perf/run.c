@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-
 #include "perf.h"
 
 /* The library logged the reason where it decided it; printing it again here
