@@ -265,7 +265,9 @@ if [ "$what" = all ] || [ "$what" = torch ]; then
 fi
 if [ "$what" = py ]; then
   # The Python package on the GPU (issue 26), 2 and 4 ranks sharing the GPU
-  # under MPS; ~3-4 min, every step bounded (9.5 min at most in all):
+  # under MPS; ~4-5 min, every step bounded (17 min at most in all):
+  # every Python call on CuPy arrays and PyTorch tensors (test_coll.py), the
+  # CuPy kernel example;
   # mscclpp.torch through torch_test.py's checks (every collective, the list
   # forms, groups, destroy_process_group; its DDP check is gpu_ddp's here),
   # DDP against one process on the full batch through mscclpp.torch and
@@ -275,6 +277,20 @@ if [ "$what" = py ]; then
   MLIB=$BIN/lib/libmscclpp.so NLIB=$BIN/lib/libmscclpp_nccl.so
   step py_torch_backend 180 python3 tests/nccl/torch_test.py --no-preload --mscclpp-lib "$MLIB" \
     --modes python-backend --nprocs 2,4 --skip-ddp --timeout 80
+  # every collective, type and operator (and send/recv, all-to-all-v with
+  # its counts on the GPU) on CuPy arrays and PyTorch tensors, checked
+  # exactly, each call on the framework's own stream (python/tests/test_coll.py)
+  for a in cupy torch; do
+    for n in 2 4; do
+      step "py_coll_${a}_$n" 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n $n --timeout 110 -- \
+        python3 python/tests/test_coll.py $a
+    done
+  done
+  # kernels of one's own over memory channels, from CuPy (the example)
+  for n in 2 4; do
+    step "py_cupy_channels_$n" 120 env MSCCLPP_LIBRARY="$MLIB" PYTHONPATH="$PWD/python" mscclpp-run -n $n --timeout 110 -- \
+      python3 python/examples/cupy_channels.py
+  done
   step py_ddp_mscclpp 90 python3 python/tests/gpu_ddp.py --nprocs 2,4 --mscclpp-lib "$MLIB" --timeout 40
   step py_ddp_shim 90 python3 python/tests/gpu_ddp.py --nprocs 2,4 --backend nccl --nccl-lib "$NLIB" --timeout 40
   for n in 2 4; do
