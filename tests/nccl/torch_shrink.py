@@ -499,6 +499,29 @@ def drive(args, lib):
                 except OSError:
                     pass
         time.sleep(2)
+        # the native threads' stacks (where the host waits: a CUDA call, a
+        # lock, PyTorch's watchdog), where gdb is installed
+        for r in hung:  # without gdb: each thread's name, state and kernel wait channel
+            rows = []
+            for tid in sorted(os.listdir(f"/proc/{procs[r].pid}/task")) if os.path.isdir(f"/proc/{procs[r].pid}") else ():
+                def rd(what, tid=tid):
+                    try:
+                        with open(f"/proc/{procs[r].pid}/task/{tid}/{what}") as f:
+                            return f.read().strip()
+                    except OSError:
+                        return "?"
+                state = next((l.split(":", 1)[1].strip() for l in rd("status").splitlines() if l.startswith("State:")), "?")
+                rows.append(f"  {tid} {rd('comm'):<16} {state:<14} wchan={rd('wchan')}")
+            print(f"---- rank {r}: threads\n" + "\n".join(rows), flush=True)
+        gdb = shutil.which("gdb")
+        for r in hung if gdb else ():
+            try:
+                out = subprocess.run([gdb, "-batch", "-nx", "-p", str(procs[r].pid), "-ex", "thread apply all bt 25"],
+                                     capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.SubprocessError) as e:
+                out = f"gdb: {e}"
+            print(f"---- rank {r}: native stacks (gdb)", flush=True)
+            print("\n".join(l for l in out.splitlines() if l.startswith(("#", "Thread"))), flush=True)
         # a client of the MPS server that faults takes the others down with it:
         # the server's log says whether it did
         mps_logs = os.environ.get("CUDA_MPS_LOG_DIRECTORY", "/tmp/mpslog")
