@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs, graph replay, a memcheck run and mscclpp-perf --plan, about 5 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
+#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] [GPU_RUN_ONLY=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs, graph replay, a memcheck run and mscclpp-perf --plan, about 5 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -20,14 +20,16 @@ summary=()
 # time bound is cut to what is left of it (a step cut short ends with rc=124),
 # and once under 20 s are left the remaining steps are NOT RUN; GPU_RUN_SKIP (an extended
 # regular expression): steps whose names match are NOT RUN, e.g. those an
-# earlier call of the same stage already ran. Both exist because one device
+# earlier call of the same stage already ran; GPU_RUN_ONLY (the same): only
+# the steps whose names match run. They exist because one device
 # call is bounded (10 minutes) and a stage like `tests` is longer.
 T_END=$(($(date +%s) + ${GPU_RUN_BUDGET:-1000000000}))
 step() { # step NAME TIMEOUT cmd...
   local name=$1 t=$2
   shift 2
   local left=$((T_END - $(date +%s)))
-  if { [ -n "${GPU_RUN_SKIP:-}" ] && [[ $name =~ $GPU_RUN_SKIP ]]; } || [ "$left" -lt 20 ]; then
+  if { [ -n "${GPU_RUN_SKIP:-}" ] && [[ $name =~ $GPU_RUN_SKIP ]]; } ||
+    { [ -n "${GPU_RUN_ONLY:-}" ] && ! [[ $name =~ $GPU_RUN_ONLY ]]; } || [ "$left" -lt 20 ]; then
     echo "=== $name NOT RUN" >>"$LOG"
     summary+=("$(printf '%-40s NOT RUN' "$name")")
     return
