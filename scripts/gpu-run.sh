@@ -62,10 +62,15 @@ done
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # Single-process GPU tests, then under the sanitizers (quick mode).
+  # test_teardown_gpu calls CUDA after cudaDeviceReset on purpose (the
+  # library must then free without a fault); the errors CUDA returns it are
+  # the test, so the sanitizer reports memory errors there, not API errors.
   for t in test_fifo_gpu test_memory test_transport test_teardown_gpu; do
     have $t || continue
+    api=()
+    [ $t = test_teardown_gpu ] && api=(--report-api-errors no)
     step "$t" 300 "$BIN/$t"
-    step "$t memcheck" 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/$t" quick
+    step "$t memcheck" 300 compute-sanitizer --tool memcheck "${api[@]}" --error-exitcode 9 "$BIN/$t" quick
     step "$t racecheck" 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/$t" quick
   done
 fi
