@@ -11,6 +11,10 @@
  *             the GPU, plain stores, no fence
  *   mapped+release  ... its last word stored with release order at system
  *             scope, as the first version of the GPU events did
+ *   numbered  device's record in device memory, numbered by the launch
+ *             (no atomic): what the counter costs
+ *   atomic    device's counter alone, no record stored: what the record's
+ *             stores cost at the kernel's end
  *
  * One block of 256 threads per kernel; the kernel's thread 0 spins for
  * `work` ns first (0, or the length of a small collective), the others
@@ -35,11 +39,11 @@
 #define GRAPH_REPLAYS 100
 #define ROUNDS 5
 
-enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, MODES };
-static const char* const modeNames[MODES] = {"none", "device", "mapped", "mapped+release"};
+enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, MODES };
+static const char* const modeNames[MODES] = {"none", "device", "mapped", "mapped+release", "numbered", "atomic"};
 
 struct Params {
-  struct mscclppCollTraceArgs trace;        /* DEVICE */
+  struct mscclppCollTraceArgs trace;        /* DEVICE, NUMBERED, ATOMIC */
   struct mscclppCollTraceRecord* mapped;    /* MAPPED, MAPPED_RELEASE */
   uint64_t work;                            /* ns thread 0 spins */
 };
@@ -58,6 +62,29 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
   if (MODE == DEVICE) {
     mscclppCollTraceBlock traceBlock(P.trace);
     body(P.work);
+    return;
+  }
+  if (MODE == NUMBERED || MODE == ATOMIC) {
+    /* mscclppCollTraceBlock's record without its counter, or its counter
+     * without the record (the answer kept live by a store that never runs) */
+    uint64_t start = 0;
+    unsigned long long n = 0;
+    if (threadIdx.x == 0) {
+      start = mscclppClockNs();
+      if (MODE == ATOMIC)
+        n = atomicAdd(reinterpret_cast<unsigned long long*>(P.trace.ring + MSCCLPP_COLL_TRACE_SLOTS), 1ull);
+    }
+    body(P.work);
+    if (threadIdx.x != 0) return;
+    const uint64_t ns = mscclppClockNs() - start;
+    if (MODE == ATOMIC) {
+      if (ns == 0xffffffffffffffffull) P.mapped[0].stamp = n;
+      return;
+    }
+    struct mscclppCollTraceRecord* r = &P.trace.ring[P.work & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+    const uint64_t check = 1ull << 32 | ns, info = 1ull << 32, stamp = 1;
+    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
+    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
     return;
   }
   uint64_t start = 0;
@@ -88,8 +115,14 @@ static void launch(int mode, const Params& p, cudaStream_t s) {
     case MAPPED:
       recordKernel<MAPPED><<<1, THREADS, 0, s>>>(p);
       break;
-    default:
+    case MAPPED_RELEASE:
       recordKernel<MAPPED_RELEASE><<<1, THREADS, 0, s>>>(p);
+      break;
+    case NUMBERED:
+      recordKernel<NUMBERED><<<1, THREADS, 0, s>>>(p);
+      break;
+    default:
+      recordKernel<ATOMIC><<<1, THREADS, 0, s>>>(p);
       break;
   }
 }
@@ -147,6 +180,9 @@ int main(void) {
   void* ring = NULL;
   CK(cudaMalloc(&ring, MSCCLPP_COLL_TRACE_RING_BYTES));
   CK(cudaMemset(ring, 0, MSCCLPP_COLL_TRACE_RING_BYTES));
+  void* ring2 = NULL;
+  CK(cudaMalloc(&ring2, MSCCLPP_COLL_TRACE_RING_BYTES));
+  CK(cudaMemset(ring2, 0, MSCCLPP_COLL_TRACE_RING_BYTES));
   void* mappedHost = NULL;
   void* mappedDev = NULL;
   CK(cudaHostAlloc(&mappedHost, 4096, cudaHostAllocMapped));
@@ -160,8 +196,10 @@ int main(void) {
       Params p;
       memset(&p, 0, sizeof(p));
       p.work = works[w];
-      if (mode == DEVICE) {
-        p.trace.ring = (struct mscclppCollTraceRecord*)ring;
+      /* the device ring: DEVICE's alone counts on it (the check below);
+       * NUMBERED and ATOMIC use a second one */
+      if (mode == DEVICE || mode == NUMBERED || mode == ATOMIC) {
+        p.trace.ring = (struct mscclppCollTraceRecord*)(mode == DEVICE ? ring : ring2);
         p.trace.seq = 1;
       }
       p.mapped = (struct mscclppCollTraceRecord*)mappedDev;
@@ -194,5 +232,6 @@ int main(void) {
          (unsigned long long)expected, whole ? "whole" : "NOT WHOLE");
   CK(cudaFreeHost(mappedHost));
   CK(cudaFree(ring));
+  CK(cudaFree(ring2));
   return counted == expected && whole ? 0 : 1;
 }
