@@ -11,8 +11,8 @@
  *             the GPU, plain stores, no fence
  *   mapped+release  ... its last word stored with release order at system
  *             scope, as the first version of the GPU events did
- *   numbered  device's record in device memory, numbered by the launch
- *             (no atomic): what the counter costs
+ *   numbered  device's record (mscclppCollTraceWrite), numbered by the
+ *             launch instead of the counter: what the counter costs
  *   atomic    device's counter alone, no record stored: what the record's
  *             stores cost at the kernel's end
  *
@@ -65,26 +65,21 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
     return;
   }
   if (MODE == NUMBERED || MODE == ATOMIC) {
-    /* mscclppCollTraceBlock's record without its counter, or its counter
-     * without the record (the answer kept live by a store that never runs) */
+    /* mscclppCollTraceBlock's record without its counter (every launch
+     * number 0), or its counter without the record (the answer kept live by
+     * a store that never runs) */
     uint64_t start = 0;
     unsigned long long n = 0;
     if (threadIdx.x == 0) {
       start = mscclppClockNs();
-      if (MODE == ATOMIC)
-        n = atomicAdd(reinterpret_cast<unsigned long long*>(P.trace.ring + MSCCLPP_COLL_TRACE_SLOTS), 1ull);
+      if (MODE == ATOMIC) n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring), 1ull);
     }
     body(P.work);
     if (threadIdx.x != 0) return;
-    const uint64_t ns = mscclppClockNs() - start;
-    if (MODE == ATOMIC) {
-      if (ns == 0xffffffffffffffffull) P.mapped[0].stamp = n;
-      return;
-    }
-    struct mscclppCollTraceRecord* r = &P.trace.ring[P.work & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
-    const uint64_t check = 1ull << 32 | ns, info = 1ull << 32, stamp = 1;
-    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
-    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
+    if (MODE == NUMBERED)
+      mscclppCollTraceWrite(P.trace, 0, start);
+    else if (start == 0xffffffffffffffffull)
+      P.mapped[0].stamp = n;
     return;
   }
   uint64_t start = 0;
@@ -221,8 +216,8 @@ int main(void) {
    * newest record is whole */
   const uint64_t expected = 2ull * ROUNDS * (200 + EAGER + GRAPH_LEN * (1 + GRAPH_REPLAYS));
   uint64_t counted = 0;
-  CK(cudaMemcpy(&counted, (char*)ring + MSCCLPP_COLL_TRACE_SLOTS * sizeof(struct mscclppCollTraceRecord),
-                sizeof(counted), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&counted, MSCCLPP_COLL_TRACE_COUNTER((struct mscclppCollTraceRecord*)ring), sizeof(counted),
+                cudaMemcpyDeviceToHost));
   struct mscclppCollTraceRecord last;
   CK(cudaMemcpy(&last, (struct mscclppCollTraceRecord*)ring + ((counted - 1) & (MSCCLPP_COLL_TRACE_SLOTS - 1)),
                 sizeof(last), cudaMemcpyDeviceToHost));

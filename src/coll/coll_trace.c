@@ -194,7 +194,7 @@ static void copyOut(struct mscclppCollTrace* t, int final) {
     return;
   }
   t->launched = 0;
-  const uint64_t counted = *(const uint64_t*)(t->stage + MSCCLPP_COLL_TRACE_SLOTS);
+  const uint64_t counted = *MSCCLPP_COLL_TRACE_COUNTER(t->stage);
   if (counted > t->next + MSCCLPP_COLL_TRACE_SLOTS) { /* overwritten before they were copied */
     t->dropped += counted - MSCCLPP_COLL_TRACE_SLOTS - t->next;
     t->next = counted - MSCCLPP_COLL_TRACE_SLOTS;

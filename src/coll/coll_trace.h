@@ -49,6 +49,8 @@ MSCCLPP_STATIC_ASSERT((MSCCLPP_COLL_TRACE_SLOTS & (MSCCLPP_COLL_TRACE_SLOTS - 1)
 /* The ring's device allocation: the slots, then the record counter. */
 #define MSCCLPP_COLL_TRACE_RING_BYTES \
   ((uint64_t)MSCCLPP_COLL_TRACE_SLOTS * sizeof(struct mscclppCollTraceRecord) + sizeof(uint64_t))
+/* The ring's record counter (after the slots). */
+#define MSCCLPP_COLL_TRACE_COUNTER(ring) ((unsigned long long*)((ring) + MSCCLPP_COLL_TRACE_SLOTS))
 
 /* A launch's part of the kernel parameters. */
 struct mscclppCollTraceArgs {
@@ -94,6 +96,23 @@ mscclppResult_t mscclppCollTraceClockEnqueue(uint64_t* cells, uint32_t rounds, v
 #endif
 
 #if defined(__CUDACC__)
+/* Block blockIdx.x's record number n of launch `a`, started at `start`
+ * (%globaltimer), written now (by the block's thread 0). */
+static __device__ __forceinline__ void mscclppCollTraceWrite(const struct mscclppCollTraceArgs& a,
+                                                             unsigned long long n, uint64_t start) {
+  const uint64_t ns = mscclppClockNs() - start;
+  uint32_t sm;
+  __asm__ __volatile__("mov.u32 %0, %%smid;" : "=r"(sm));
+  const uint64_t stamp = (uint64_t)n + 1;
+  const uint64_t check = stamp << 32 | (ns < 0xffffffffull ? ns : 0xffffffffull);
+  const uint64_t info = (uint64_t)a.seq << 32 | (uint64_t)(a.kernel & 0xffu) << 24 | (uint64_t)(sm & 0xffu) << 16 |
+                        (uint64_t)(blockIdx.x & 0xffffu);
+  struct mscclppCollTraceRecord* r = &a.ring[n & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+  /* plain stores, cached in L2 only: the host's copy reads them there */
+  __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
+  __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
+}
+
 /* Declared first in a kernel (after its stream-order wait): takes the
  * block's start and record number and, when the kernel returns by any path,
  * writes its record. */
@@ -105,21 +124,11 @@ struct mscclppCollTraceBlock {
       : args(&a), start(0), n(0) {
     if (a.ring == nullptr || threadIdx.x != 0) return;
     start = mscclppClockNs();
-    n = atomicAdd(reinterpret_cast<unsigned long long*>(a.ring + MSCCLPP_COLL_TRACE_SLOTS), 1ull);
+    n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(a.ring), 1ull);
   }
   __device__ __forceinline__ ~mscclppCollTraceBlock() {
     if (args->ring == nullptr || threadIdx.x != 0) return;
-    const uint64_t ns = mscclppClockNs() - start;
-    uint32_t sm;
-    __asm__ __volatile__("mov.u32 %0, %%smid;" : "=r"(sm));
-    const uint64_t stamp = (uint64_t)n + 1;
-    const uint64_t check = stamp << 32 | (ns < 0xffffffffull ? ns : 0xffffffffull);
-    const uint64_t info = (uint64_t)args->seq << 32 | (uint64_t)(args->kernel & 0xffu) << 24 |
-                          (uint64_t)(sm & 0xffu) << 16 | (uint64_t)(blockIdx.x & 0xffffu);
-    struct mscclppCollTraceRecord* r = &args->ring[n & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
-    /* plain stores, cached in L2 only: the host's copy reads them there */
-    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
-    __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
+    mscclppCollTraceWrite(*args, n, start);
   }
 };
 #elif defined(__cplusplus)
