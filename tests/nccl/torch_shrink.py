@@ -22,6 +22,9 @@ survivors' are in flight, then publishes who died in the store.
 The survivors (PyTorch 2.11's way, through our library):
   - TORCH_NCCL_ASYNC_ERROR_HANDLING=0: PyTorch's watchdog must not tear the
     process down when a communicator fails (its default does);
+  - TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC short: otherwise PyTorch's watchdog
+    sleeps a minute for each unretired work of the failed group, and
+    shrink_group (or an abort) waits for it (see main());
   - a failed step is seen as an exception from a collective or wait, or,
     after torch.cuda.synchronize() (our kernels return once the peer is
     known dead), as ncclCommGetAsyncError on the group's communicator
@@ -591,6 +594,14 @@ def main():
         env[REEXEC_FLAG] = "1"
         # PyTorch's watchdog must report a failed communicator, not end the process
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+        # For every work it finds failed, PyTorch's watchdog sleeps 4 x this
+        # (default 15 s, a wait for flight-recorder dumps), and destroying or
+        # aborting the failed group waits for the watchdog. It lags the GPU by
+        # tens of works (it queries their events between the main thread's
+        # synchronizations), and each unretired work of the failed
+        # communicator counts as failed: a minute each, an hour in all, by
+        # default. A job that means to go on after a death sets it short.
+        env.setdefault("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "1")
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
     import torch
     if not args.cpu and not torch.cuda.is_available():
