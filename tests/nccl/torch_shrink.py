@@ -24,7 +24,9 @@ The survivors (PyTorch 2.11's way, through our library):
     process down when a communicator fails (its default does);
   - TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC short: otherwise PyTorch's watchdog
     sleeps a minute for each unretired work of the failed group, and
-    shrink_group (or an abort) waits for it (see main());
+    shrink_group (or an abort) waits for it; TORCH_NCCL_DUMP_ON_TIMEOUT=0:
+    otherwise another rank's "dump" signal makes a survivor's heartbeat
+    monitor sleep 8 minutes and end the process (see main());
   - a failed step is seen as an exception from a collective or wait, or,
     after torch.cuda.synchronize() (our kernels return once the peer is
     known dead), as ncclCommGetAsyncError on the group's communicator
@@ -602,6 +604,13 @@ def main():
         # communicator counts as failed: a minute each, an hour in all, by
         # default. A job that means to go on after a death sets it short.
         env.setdefault("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "1")
+        # A rank whose watchdog finds a failed work posts a "dump" signal in the
+        # store; every other rank's heartbeat monitor that sees it dumps, then
+        # sleeps TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (8 minutes) and ends the
+        # process, and destroying the old group joins that monitor: a survivor
+        # that saw it hangs in shrink_group (seen on the H100). Off for a job
+        # that goes on.
+        env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "0")
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
     import torch
     if not args.cpu and not torch.cuda.is_available():
