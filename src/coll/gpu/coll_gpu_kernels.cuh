@@ -232,6 +232,7 @@ static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint6
 
 typedef void (*KernelFn)(const Launch);
 typedef void (*P2pKernelFn)(const Launch, const struct mscclppCollGpuP2pList);
+typedef void (*P2pLlKernelFn)(const Launch, const struct mscclppCollGpuP2pLlList);
 typedef void (*AllToAllvKernelFn)(const Launch, const struct mscclppCollGpuCounts);
 
 /* One kernel per element type, in mscclppDataType_t's order. */
@@ -244,6 +245,7 @@ KernelFn mscclppCollGpuDirectKernel(int type);          /* coll_gpu_direct.cu */
 KernelFn mscclppCollGpuPacketKernel(int type);          /* coll_gpu_packet.cu */
 KernelFn mscclppCollGpuPacket2Kernel(int type);         /* coll_gpu_packet.cu */
 P2pKernelFn mscclppCollGpuP2pKernel(void);              /* coll_gpu_p2p.cu */
+P2pLlKernelFn mscclppCollGpuP2pLlKernel(void);          /* coll_gpu_p2p.cu */
 AllToAllvKernelFn mscclppCollGpuAllToAllvKernel(void);  /* coll_gpu_alltoallv.cu */
 
 #endif /* MSCCLPP_SRC_COLL_GPU_COLL_GPU_KERNELS_CUH_ */
