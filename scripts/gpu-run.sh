@@ -130,16 +130,24 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
   done
   # send/recv patterns in groups (ring, pairs, gather, scatter, all-to-all):
   # first calls through the scratch, later ones zero-copy, graph replays
-  # (also after the matrix of coll_gpu_N); 3 ranks: a rank sends to itself;
-  # then every send through the scratch (MSCCLPP_COLL_P2P_ZERO_COPY=0).
-  # Zero-copy from the first size of more than one chunk (by default only
-  # sends of 64 MiB and more take it), so that every pattern and size takes it.
-  for n in 3 8; do
+  # with new sends (also after the matrix of coll_gpu_N); 3 ranks: a rank
+  # sends to itself; small sizes (0, 1 byte, primes, around 4 KiB, 32 KiB
+  # and 64 KiB) several per pair in one group, as LL packets up to
+  # MSCCLPP_COLL_P2P_LL_MAX (64 KiB) mixed with larger ones, and receives
+  # posted larger than their sends; then every send through the scratch
+  # (MSCCLPP_COLL_P2P_ZERO_COPY=0, the packet path off:
+  # MSCCLPP_COLL_P2P_LL_MAX=0), and the small sizes with the packet limit
+  # at 4 KiB (in the middle of them). Zero-copy from the first size of
+  # more than one chunk (by default only sends of 64 MiB and more take it),
+  # so that every pattern and size takes it.
+  for n in 2 3 8; do
     have coll_gpu_worker && step "coll_gpu_p2p_$n" 200 env MSCCLPP_COLL_P2P_ZERO_COPY_MIN=0 mscclpp-run -n $n --timeout 190 -- \
       "$BIN/coll_gpu_worker" $((64 << 20)) p2p
   done
-  have coll_gpu_worker && step "coll_gpu_p2p_4_scratch" 200 env MSCCLPP_COLL_P2P_ZERO_COPY=0 mscclpp-run -n 4 --timeout 190 -- \
-    "$BIN/coll_gpu_worker" $((64 << 20)) p2p
+  have coll_gpu_worker && step "coll_gpu_p2p_4_scratch" 200 env MSCCLPP_COLL_P2P_ZERO_COPY=0 MSCCLPP_COLL_P2P_LL_MAX=0 \
+    mscclpp-run -n 4 --timeout 190 -- "$BIN/coll_gpu_worker" $((64 << 20)) p2p
+  have coll_gpu_worker && step "coll_gpu_p2p_4_ll4k" 200 env MSCCLPP_COLL_P2P_LL_MAX=4096 mscclpp-run -n 4 --timeout 190 -- \
+    "$BIN/coll_gpu_worker" $((64 << 20)) p2psmall
   # plain stream order: programmatic dependent launch off (on by default on Hopper)
   have coll_gpu_worker && step "coll_gpu_2_nopdl" 200 env MSCCLPP_COLL_PDL=0 mscclpp-run -n 2 --timeout 190 -- \
     "$BIN/coll_gpu_worker" $((4 << 20)) graph=100
@@ -188,6 +196,16 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
       step "perf_check_${c}_2" 200 mscclpp-run -n 2 --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1 -e 4M -f 8 -d all -o all -c 1 -n 2 -w 1
     done
     step "perf_check_allreduce_4_graph" 200 mscclpp-run -n 4 --timeout 190 -- "$BIN/mscclpp-perf" allreduce -b 1K -e 64M -f 4 -d float,bfloat16 -o sum -c 1 -G 2
+    # issue 23: small send/recv as LL packets against the packet path off
+    # and the one-shot allreduce of the same sizes, eager and in a graph
+    for g in 0 5; do
+      step "perf_sendrecv_small_2_G$g" 100 mscclpp-run -n 2 --timeout 90 -- "$BIN/mscclpp-perf" sendrecv -b 8 -e 128K -f 2 \
+        -c 1 -w 20 -n 200 -G $g -J "$OUT/perf_sendrecv_small_2_G$g.json"
+      step "perf_sendrecv_small_noll_2_G$g" 100 env MSCCLPP_COLL_P2P_LL_MAX=0 mscclpp-run -n 2 --timeout 90 -- \
+        "$BIN/mscclpp-perf" sendrecv -b 8 -e 128K -f 2 -c 1 -w 20 -n 200 -G $g -J "$OUT/perf_sendrecv_small_noll_2_G$g.json"
+      step "perf_allreduce_small_2_G$g" 100 mscclpp-run -n 2 --timeout 90 -- "$BIN/mscclpp-perf" allreduce -b 8 -e 128K -f 2 \
+        -c 1 -w 20 -n 200 -G $g -J "$OUT/perf_allreduce_small_2_G$g.json"
+    done
     for n in 2 4; do
       for c in allreduce allgather alltoallv; do
         step "perf_${c}_${n}" 200 mscclpp-run -n $n --timeout 190 -- "$BIN/mscclpp-perf" $c -b 1K -e 256M -f 8 -c 0 -w 5 -n 20 -G 5 -J "$OUT/perf_${c}_${n}.json"

@@ -105,6 +105,10 @@ mscclppResult_t mscclppParamsLoad(struct mscclppParams* params) {
     return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_ENV,
                       "MSCCLPP_COLL_P2P_ZERO_COPY_MIN=%lld must be >= 0 bytes (0: every size may go zero-copy)",
                       (long long)tmp.collP2pZeroCopyMin);
+  if (tmp.collP2pLlMax < 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_ENV,
+                      "MSCCLPP_COLL_P2P_LL_MAX=%lld must be >= 0 bytes (0: no send/recv as LL packets)",
+                      (long long)tmp.collP2pLlMax);
   *params = tmp;
   return mscclppSuccess;
 }

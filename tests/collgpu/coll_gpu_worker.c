@@ -7,6 +7,7 @@
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv[=REPLAYS]
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv_errors
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2p[=REPLAYS]
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2psmall[=REPLAYS]
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs and expected
@@ -50,8 +51,9 @@
  * names a block outside its sendbuff in one call: each gets its error from
  * mscclppCommGetAsyncError, nothing is written past rank 0's capacity, and
  * every other rank's call succeeds.
- * Send/recv patterns in groups (after the matrix, or alone with "p2p"):
- * see p2pPattern.
+ * Send/recv patterns in groups (after the matrix, or alone with "p2p",
+ * which adds receives posted larger than their sends; "p2psmall": only the
+ * small sizes, several ops per pair, p2pSmall): see p2pPattern.
  * Exit 77 without a GPU.
  */
 #include <cuda_runtime_api.h>
@@ -612,24 +614,60 @@ static int a2avErrors(mscclppComm_t comm, cudaStream_t s) {
  * calls, checked exactly: ring, pairs (rank r with r ^ 1; a rank without a
  * partner sends to itself), gather (every rank to the last, which posts
  * its receives first), scatter (rank 0 to every rank) and all-to-all, every
- * rank itself included. Each (sender, receiver) has its own size (odd, at
+ * rank itself included. Each (sender, receiver) has its own sizes (odd, at
  * odd offsets in the allocations) and its own bytes, new every call. Four
  * eager calls: a first call on buffers the peers have not mapped goes
  * through their scratch, later ones zero-copy once the mappings are
  * learned (MSCCLPP_COLL_P2P_ZERO_COPY); results must be identical. Each
  * call's sends are overwritten on the stream right after it (a send must
  * not complete before its receiver has pulled it). Then the call captured
- * in a CUDA graph with the poisoning of the outputs, replayed, checked. With
- * `small`, allocations under 2 MiB (never shared: always the scratch). */
+ * in a CUDA graph with the poisoning of the outputs, replayed; the first
+ * P2P_FRESH replays and the last get new sends first and are checked (a
+ * replay that found a slot's packets or message numbers of the replay
+ * before would deliver that replay's bytes). With `small`, allocations
+ * under 2 MiB (never shared: always the scratch).
+ * The shape says the sizes: one op per (sender, receiver) of about `base`
+ * bytes, or, base 0, P2P_PER_PAIR ops per pair in one group, more than the
+ * packet ring's depth, sizes from p2pSizes (0, one byte, primes, both sides
+ * of the packet path's default limit and of a 4 KiB one, a scratch chunk
+ * and more), small and large mixed on a pair. `more`: each receive is
+ * posted that many bytes larger than its send, where both stay on one side
+ * of the packet limit and within one scratch chunk (a count mismatch that
+ * completed before the packet path: the receive gets the send's bytes;
+ * as packets the rest of the last word is zeros, the rest untouched). */
 enum { P2P_RING, P2P_PAIRS, P2P_GATHER, P2P_SCATTER, P2P_ALLTOALL, P2P_PATTERNS };
 static const char* p2pName[] = {"ring", "pairs", "gather", "scatter", "alltoall"};
-#define P2P_MAX_OPS (2 * A2AV_MAX_RANKS)
+#define P2P_MAX_OPS 64 /* the GPU backend's most per group */
+#define P2P_PER_PAIR 8
+#define P2P_FRESH 4
 static int p2pReplays_ = 10; /* with "graph" or "p2p": replays_, at most 100 */
+static const size_t p2pSizes[] = {0,     1,     2,     3,     7,     13,    31,    127,   1021,  4093,  4096,
+                                  4099,  8191,  32749, 32768, 32771, 65521, 65536, 65537, 98317, 131101};
+#define P2P_NSIZES (sizeof(p2pSizes) / sizeof(p2pSizes[0]))
+#define P2P_NSMALL 17 /* p2pSizes up to 65521: packets at the default limit */
+#define P2P_CHUNK ((size_t)64 << 10) /* a scratch chunk with the default MSCCLPP_COLL_SCRATCH_BYTES */
+
+struct p2pShape {
+  size_t base;    /* one op per pair of about this many bytes; 0: P2P_PER_PAIR from p2pSizes */
+  int rot;        /* where each pair starts in p2pSizes */
+  int smallSizes; /* sizes from the first P2P_NSMALL only */
+  size_t more;    /* receives posted this much larger than their sends */
+};
 
 struct p2pOp {
-  int isSend, peer;
-  size_t bytes, off; /* in this rank's send or receive allocation */
+  int isSend, peer, j; /* j: the op's place among this rank's ops with `peer` in that direction */
+  size_t bytes;        /* posted */
+  size_t sent;         /* a receive's: its send's bytes */
+  size_t off;          /* in this rank's send or receive allocation */
 };
+
+/* MSCCLPP_COLL_P2P_LL_MAX as the library takes it (every rank has the
+ * same environment). */
+static size_t p2pLlMax(void) {
+  const char* v = getenv("MSCCLPP_COLL_P2P_LL_MAX");
+  size_t m = v != NULL ? (size_t)strtoull(v, NULL, 0) : (size_t)65536;
+  return m < 65536 ? m : 65536;
+}
 
 /* Whether rank s sends to rank d in the pattern. */
 static int p2pEdge(int pattern, int s, int d) {
@@ -645,25 +683,54 @@ static int p2pEdge(int pattern, int s, int d) {
 
 static size_t p2pBytes(size_t base, int s, int d) { return base + (size_t)16 * (size_t)d + (size_t)(2 * s + 1); }
 
+/* Ops per pair: as many as keep every rank's group within P2P_MAX_OPS. */
+static int p2pPerPair(int pattern, const struct p2pShape* sh) {
+  if (sh->base != 0) return 1;
+  const int n = nranks_;
+  const int pairs = pattern == P2P_ALLTOALL ? 2 * n : pattern == P2P_GATHER || pattern == P2P_SCATTER ? n + 1 : 2;
+  const int per = P2P_MAX_OPS / pairs;
+  return per < P2P_PER_PAIR ? per : P2P_PER_PAIR;
+}
+
+/* The bytes op j from rank s to rank d sends. */
+static size_t p2pSent(const struct p2pShape* sh, int s, int d, int j) {
+  if (sh->base != 0) return p2pBytes(sh->base, s, d);
+  const size_t n = sh->smallSizes ? P2P_NSMALL : P2P_NSIZES;
+  return p2pSizes[((size_t)sh->rot + 3 * (size_t)s + 7 * (size_t)d + 5 * (size_t)j) % n];
+}
+
+/* What the receive of a send of `sent` bytes posts. */
+static size_t p2pPosted(const struct p2pShape* sh, size_t sent) {
+  const size_t r = sent + sh->more, ll = p2pLlMax();
+  if (sent == 0 || r > P2P_CHUNK || (sent <= ll) != (r <= ll)) return sent;
+  return r;
+}
+
+/* The tag of op j's bytes in call `call` of the pattern (the oracle's k). */
+static int p2pTag(int pattern, int call, int j) { return 1000 * pattern + call + 100000 * j; }
+
 /* This rank's ops, in the order it posts them; *sendEnd, *recvEnd: bytes of
  * the allocations they use. */
-static int p2pOps(int pattern, size_t base, struct p2pOp* ops, size_t* sendEnd, size_t* recvEnd) {
-  const int n = nranks_, me = rank_;
+static int p2pOps(int pattern, const struct p2pShape* sh, struct p2pOp* ops, size_t* sendEnd, size_t* recvEnd) {
+  const int n = nranks_, me = rank_, per = p2pPerPair(pattern, sh);
   int nops = 0;
   size_t so = 1, ro = 3;
   const int recvFirst = pattern == P2P_GATHER;
   for (int pass = 0; pass < 2; pass++) {
     const int sends = recvFirst ? pass == 1 : pass == 0;
-    for (int q = 0; q < n; q++) {
-      if (sends ? !p2pEdge(pattern, me, q) : !p2pEdge(pattern, q, me)) continue;
-      struct p2pOp* o = &ops[nops++];
-      o->isSend = sends;
-      o->peer = q;
-      o->bytes = sends ? p2pBytes(base, me, q) : p2pBytes(base, q, me);
-      size_t* at = sends ? &so : &ro;
-      o->off = *at;
-      *at += o->bytes + (size_t)(q % 3) + 5;
-    }
+    for (int j = 0; j < per; j++)
+      for (int q = 0; q < n; q++) {
+        if (sends ? !p2pEdge(pattern, me, q) : !p2pEdge(pattern, q, me)) continue;
+        struct p2pOp* o = &ops[nops++];
+        o->isSend = sends;
+        o->peer = q;
+        o->j = j;
+        o->sent = sends ? p2pSent(sh, me, q, j) : p2pSent(sh, q, me, j);
+        o->bytes = sends ? o->sent : p2pPosted(sh, o->sent);
+        size_t* at = sends ? &so : &ro;
+        o->off = *at;
+        *at += o->bytes + (size_t)(q % 3) + 5;
+      }
   }
   *sendEnd = so;
   *recvEnd = ro;
@@ -682,21 +749,40 @@ static mscclppResult_t p2pCall(mscclppComm_t comm, cudaStream_t s, const struct 
   return mscclppGroupEnd();
 }
 
-/* The receive allocation after call `call`: each receive's bytes, 0xA5 around. */
+/* The receive allocation after call `call`: each receive's bytes, 0xA5
+ * around. A receive posted larger than its send: as packets, zeros to the
+ * end of the send's last 8-byte word, then untouched; through the scratch
+ * the bytes past the send are not defined (not compared). */
 static int p2pCheck(const struct p2pOp* ops, int nops, const uint8_t* hout, uint8_t* hexp, size_t recvEnd, int pattern,
                     int call, const char* how) {
   memset(hexp, 0xA5, recvEnd);
-  for (int i = 0; i < nops; i++)
-    if (!ops[i].isSend) oracleA2avBlock(seed_, 1000 * pattern + call, ops[i].peer, rank_, ops[i].bytes, hexp + ops[i].off);
+  for (int i = 0; i < nops; i++) {
+    const struct p2pOp* o = &ops[i];
+    if (o->isSend) continue;
+    oracleA2avBlock(seed_, p2pTag(pattern, call, o->j), o->peer, rank_, o->sent, hexp + o->off);
+    if (o->bytes == o->sent) continue;
+    if (o->bytes <= p2pLlMax()) {
+      const size_t end = (o->sent + 7) / 8 * 8 < o->bytes ? (o->sent + 7) / 8 * 8 : o->bytes;
+      memset(hexp + o->off + o->sent, 0, end - o->sent);
+    } else {
+      memcpy(hexp + o->off + o->sent, hout + o->off + o->sent, o->bytes - o->sent);
+    }
+  }
   if (memcmp(hout, hexp, recvEnd) == 0) return 0;
   for (size_t b = 0; b < recvEnd; b++)
     if (hout[b] != hexp[b]) {
-      int from = -1;
+      int from = -1, j = -1;
+      size_t bytes = 0;
       for (int i = 0; i < nops; i++)
-        if (!ops[i].isSend && b >= ops[i].off && b < ops[i].off + ops[i].bytes) from = ops[i].peer;
-      fprintf(stderr, "rank %d: send/recv %s %s call %d: byte %zu is 0x%02x, expected 0x%02x (%s %d)\n", rank_,
-              p2pName[pattern], how, call, b, hout[b], hexp[b], from >= 0 ? "from rank" : "outside the receives:",
-              from);
+        if (!ops[i].isSend && b >= ops[i].off && b < ops[i].off + ops[i].bytes) {
+          from = ops[i].peer;
+          j = ops[i].j;
+          bytes = ops[i].sent;
+        }
+      fprintf(stderr,
+              "rank %d: send/recv %s %s call %d: byte %zu is 0x%02x, expected 0x%02x (%s %d, its op %d of %zu bytes)\n",
+              rank_, p2pName[pattern], how, call, b, hout[b], hexp[b],
+              from >= 0 ? "from rank" : "outside the receives:", from, j, bytes);
       break;
     }
   return 1;
@@ -704,7 +790,8 @@ static int p2pCheck(const struct p2pOp* ops, int nops, const uint8_t* hout, uint
 
 static void p2pFillSends(const struct p2pOp* ops, int nops, uint8_t* hin, int pattern, int call) {
   for (int i = 0; i < nops; i++)
-    if (ops[i].isSend) oracleA2avBlock(seed_, 1000 * pattern + call, rank_, ops[i].peer, ops[i].bytes, hin + ops[i].off);
+    if (ops[i].isSend)
+      oracleA2avBlock(seed_, p2pTag(pattern, call, ops[i].j), rank_, ops[i].peer, ops[i].bytes, hin + ops[i].off);
 }
 
 static int p2pStatus(mscclppComm_t comm, cudaStream_t s, mscclppResult_t res, int pattern, const char* how) {
@@ -717,10 +804,11 @@ static int p2pStatus(mscclppComm_t comm, cudaStream_t s, mscclppResult_t res, in
   return 1;
 }
 
-static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t base, int small, int* calls) {
+static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, const struct p2pShape* sh, int small,
+                      int* calls) {
   struct p2pOp ops[P2P_MAX_OPS];
   size_t sendEnd = 0, recvEnd = 0;
-  const int nops = p2pOps(pattern, base, ops, &sendEnd, &recvEnd);
+  const int nops = p2pOps(pattern, sh, ops, &sendEnd, &recvEnd);
   const size_t minAlloc = (size_t)4 << 20;
   const size_t sendAlloc = small || sendEnd >= minAlloc ? sendEnd : minAlloc;
   const size_t recvAlloc = small || recvEnd >= minAlloc ? recvEnd : minAlloc;
@@ -731,7 +819,9 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t ba
   uint8_t* hin[2] = {calloc(sendEnd, 1), calloc(sendEnd, 1)};
   uint8_t* hout = malloc(recvEnd);
   uint8_t* hexp = malloc(recvEnd);
-  const char* how = small ? "small allocations" : "eager";
+  char how[96];
+  snprintf(how, sizeof(how), "%s%s%s", sh->base != 0 ? "" : sh->smallSizes ? "small sizes, " : "sizes, ",
+           sh->more != 0 ? "larger receives, " : "", small ? "small allocations" : "eager");
   int bad = 0;
   const int eager = 4;
   p2pFillSends(ops, nops, hin[0], pattern, 0);
@@ -750,6 +840,8 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t ba
     (*calls)++;
   }
   if (!bad) { /* captured: the outputs poisoned, then the call; the sends hold call `eager`'s bytes */
+    snprintf(how, sizeof(how), "%s%s%s", sh->base != 0 ? "" : sh->smallSizes ? "small sizes, " : "sizes, ",
+             sh->more != 0 ? "larger receives, " : "", small ? "graph, small allocations" : "graph");
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -757,18 +849,24 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t ba
     mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv);
     CUDA_OK(cudaStreamEndCapture(s, &g));
     const int replays = p2pReplays_;
-    if (res == mscclppSuccess) {
-      CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-      for (int i = 0; i < replays; i++) CUDA_OK(cudaGraphLaunch(ge, s));
-    }
-    bad += p2pStatus(comm, s, res, pattern, "graph");
-    if (!bad) {
-      CUDA_OK(cudaMemcpy(hout, drecv, recvEnd, cudaMemcpyDeviceToHost));
-      bad += p2pCheck(ops, nops, hout, hexp, recvEnd, pattern, eager, small ? "graph, small allocations" : "graph");
+    if (res == mscclppSuccess) CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    bad += p2pStatus(comm, s, res, pattern, how);
+    for (int i = 0; i < replays && !bad; i++) {
+      const int fresh = i < P2P_FRESH || i == replays - 1, call = eager + i;
+      if (fresh && i > 0) { /* new sends, right behind the replay before on the stream */
+        uint8_t* next = hin[call % 2];
+        p2pFillSends(ops, nops, next, pattern, call);
+        CUDA_OK(cudaMemcpyAsync(dsend, next, sendEnd, cudaMemcpyHostToDevice, s));
+      }
+      CUDA_OK(cudaGraphLaunch(ge, s));
+      if (!fresh) continue;
+      CUDA_OK(cudaMemcpyAsync(hout, drecv, recvEnd, cudaMemcpyDeviceToHost, s));
+      bad += p2pStatus(comm, s, mscclppSuccess, pattern, how);
+      if (!bad) bad += p2pCheck(ops, nops, hout, hexp, recvEnd, pattern, call, how);
+      (*calls)++;
     }
     if (ge != NULL) cudaGraphExecDestroy(ge);
     if (g != NULL) cudaGraphDestroy(g);
-    (*calls)++;
   }
   mscclppBootstrapBarrier(comm); /* peers may still map these */
   CUDA_OK(cudaFree(dsend));
@@ -780,17 +878,43 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, size_t ba
   return bad;
 }
 
+/* Small sizes, the packet path's (MSCCLPP_COLL_P2P_LL_MAX) and around its
+ * limit: several ops per pair in one group, mixed with larger ones, in
+ * allocations the peers map and in ones under 2 MiB (where they fit), the
+ * second time with the sizes turned (each pair's sizes change from group
+ * to group); small ones only (with few ranks a group of packets only,
+ * p2pLlKernel, more of them per pair than the ring has slots); with
+ * `larger`, then receives posted larger than their sends (the GPU
+ * backend's own send/recv only: the port family refuses a send to this
+ * rank that does not match its receive). */
+static int p2pSmall(mscclppComm_t comm, cudaStream_t s, int pattern, int larger, int* calls) {
+  const struct p2pShape sizes = {0, pattern, 0, 0}, turned = {0, pattern + 11, 0, 0}, small = {0, pattern + 3, 1, 0},
+                        more = {0, pattern + 5, 0, 5};
+  int bad = p2pPattern(comm, s, pattern, &sizes, 0, calls);
+  bad += p2pPattern(comm, s, pattern, &turned, 1, calls);
+  bad += p2pPattern(comm, s, pattern, &small, 0, calls);
+  if (larger) bad += p2pPattern(comm, s, pattern, &more, 0, calls);
+  return bad;
+}
+
 /* Every pattern at a size of many chunks (each pair's block about
  * maxBytes / 2 / nranks, at most 4 MiB: zero-copy once mapped), at one of a
- * few KiB (the scratch), and in allocations under 2 MiB (the scratch). */
-static int p2pTests(mscclppComm_t comm, cudaStream_t s, size_t maxBytes, int* calls) {
+ * few KiB (as packets, unless MSCCLPP_COLL_P2P_LL_MAX is lower), in
+ * allocations under 2 MiB (the scratch), and the small sizes (p2pSmall,
+ * with `larger`); with `smallOnly`, only those. */
+static int p2pTests(mscclppComm_t comm, cudaStream_t s, size_t maxBytes, int smallOnly, int larger, int* calls) {
   size_t big = maxBytes / 2 / (size_t)nranks_;
   if (big > ((size_t)4 << 20)) big = (size_t)4 << 20;
+  const struct p2pShape bigShape = {big, 0, 0, 0}, few = {3000, 0, 0, 0}, mid = {(size_t)96 << 10, 0, 0, 0};
   int bad = 0;
   for (int pattern = 0; pattern < P2P_PATTERNS; pattern++) {
-    int b = p2pPattern(comm, s, pattern, big, 0, calls);
-    b += p2pPattern(comm, s, pattern, 3000, 0, calls);
-    b += p2pPattern(comm, s, pattern, (size_t)96 << 10, 1, calls);
+    int b = 0;
+    if (!smallOnly) {
+      b += p2pPattern(comm, s, pattern, &bigShape, 0, calls);
+      b += p2pPattern(comm, s, pattern, &few, 0, calls);
+      b += p2pPattern(comm, s, pattern, &mid, 1, calls);
+    }
+    b += p2pSmall(comm, s, pattern, larger, calls);
     if (rank_ == 0) printf("send/recv %s: %s\n", p2pName[pattern], b ? "WRONG" : "ok");
     bad += b;
   }
@@ -819,7 +943,8 @@ int main(int argc, char** argv) {
   const int a2avOnly = argc > 2 && strncmp(argv[2], "alltoallv", 9) == 0 && strcmp(argv[2], "alltoallv_errors") != 0;
   const int a2avErr = argc > 2 && strcmp(argv[2], "alltoallv_errors") == 0;
   const int p2pOnly = argc > 2 && strncmp(argv[2], "p2p", 3) == 0;
-  if (p2pOnly && argv[2][3] == '=') replays_ = atoi(argv[2] + 4);
+  const int p2pSmallOnly = p2pOnly && strncmp(argv[2], "p2psmall", 8) == 0;
+  if (p2pOnly && argv[2][p2pSmallOnly ? 8 : 3] == '=') replays_ = atoi(argv[2] + (p2pSmallOnly ? 9 : 4));
   if (a2avOnly && argv[2][9] == '=') replays_ = atoi(argv[2] + 10);
   if (graph || a2avOnly) a2avReplays_ = replays_;
   if (graph || p2pOnly) p2pReplays_ = replays_ < 100 ? replays_ : 100;
@@ -847,7 +972,7 @@ int main(int argc, char** argv) {
     calls++;
     matrixKinds = 0;
   } else if (p2pOnly) {
-    failures += p2pTests(comm, s, maxBytes, &calls);
+    failures += p2pTests(comm, s, maxBytes, p2pSmallOnly, 1, &calls);
     matrixKinds = 0;
   } else if (a2avOnly) {
     failures += a2avTests(comm, s, &calls);
@@ -899,7 +1024,7 @@ int main(int argc, char** argv) {
     calls++;
   }
   if (matrixKinds > 0 && !order_) failures += a2avTests(comm, s, &calls);
-  if (matrixKinds > 0 && !order_) failures += p2pTests(comm, s, maxBytes, &calls);
+  if (matrixKinds > 0 && !order_) failures += p2pTests(comm, s, maxBytes, 0, 0, &calls);
   int localN = 0;
   mscclppCommLocalSize(comm, &localN);
   printf("rank %d (%d of %d ranks on its host): %d checked calls, %d wrong\n", rank_, localN, nranks_, calls,

@@ -61,6 +61,15 @@ static void testParams(void) {
   CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
   CHECK(p.collP2pZeroCopyMin == 0);
   unsetenv("MSCCLPP_COLL_P2P_ZERO_COPY_MIN");
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  CHECK(p.collP2pLlMax == 65536);
+  setenv("MSCCLPP_COLL_P2P_LL_MAX", "-1", 1);
+  CHECK_RES(mscclppParamsLoad(&p), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_COLL_P2P_LL_MAX") != NULL);
+  setenv("MSCCLPP_COLL_P2P_LL_MAX", "0", 1); /* the packet path off */
+  CHECK_RES(mscclppParamsLoad(&p), mscclppSuccess);
+  CHECK(p.collP2pLlMax == 0);
+  unsetenv("MSCCLPP_COLL_P2P_LL_MAX");
   char longStr[400];
   memset(longStr, 'x', sizeof(longStr) - 1);
   longStr[sizeof(longStr) - 1] = '\0';

@@ -102,6 +102,31 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   free(g);
 }
 
+/* The largest send/recv that travels as packets: MSCCLPP_COLL_P2P_LL_MAX,
+ * at most what the slots hold, and the smallest of every rank's choice: a
+ * receiver polls the packet ring only for an op its sender put there, and
+ * each side decides from its own count and this value. */
+static mscclppResult_t agreeP2pLlMax(struct mscclppComm* comm, uint64_t* out) {
+  uint64_t mine = (uint64_t)comm->params.collP2pLlMax; /* >= 0: mscclppParamsLoad checks */
+  if (mine > MSCCLPP_COLL_GPU_P2PLL_CAP) mine = MSCCLPP_COLL_GPU_P2PLL_CAP;
+  uint64_t* all = (uint64_t*)calloc((size_t)comm->nranks, sizeof(uint64_t));
+  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  all[comm->rank] = mine;
+  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(uint64_t));
+  uint64_t agreed = mine;
+  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
+    if (all[r] < agreed) agreed = all[r];
+  free(all);
+  MSCCLPP_RETURN_ON_ERROR(res);
+  if (agreed != mine)
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+                 "rank %d: send/recv as packets up to %llu bytes, the smallest of the ranks' MSCCLPP_COLL_P2P_LL_MAX "
+                 "(here %llu)",
+                 comm->rank, (unsigned long long)agreed, (unsigned long long)mine);
+  *out = agreed;
+  return mscclppSuccess;
+}
+
 /* The state's setup on g (zeroed; every rank reaches the same call). On
  * failure what was made stays in g for mscclppCollGpuRelease. */
 static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu* g) {
@@ -114,7 +139,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &g->abort));
   mscclppAbortWaitContext(g->abort, comm->params.timeout, 1, &g->wait);
 
-  /* scratch: flags | small LL slots | LL 2 x nranks slots | p2p nranks slots (coll_gpu.h) */
+  /* scratch: flags | small, mid LL slots | p2pll slots | LL 2 x nranks slots | p2p nranks slots | ... (coll_gpu.h) */
   uint64_t per = comm->params.collScratchBytes > 65536 ? (uint64_t)comm->params.collScratchBytes : 65536;
   per = per / 64 * 64;
   g->p2pSlotBytes = per;
@@ -144,6 +169,7 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   /* The ranks on this GPU: this communicator's, or more where a parent
    * (a hierarchy's child, an ncclCommSplit) said so. */
   MSCCLPP_RETURN_ON_ERROR(mscclppCommGpuShare(comm, &g->sharing));
+  MSCCLPP_RETURN_ON_ERROR(agreeP2pLlMax(comm, &g->p2pLlMax));
   /* The packet grid: an SM's worth per block, as many as stay resident with
    * every rank's blocks (more blocks than 16 made the mid sizes much faster
    * and left 8-64 KiB where they were: bench/HISTORY.md, "Collectives:
@@ -161,8 +187,9 @@ static mscclppResult_t gpuSetup(struct mscclppComm* comm, struct mscclppCollGpu*
   MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuServiceStart(comm, g->device, NULL, &g->service));
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d of %d: GPU collectives on device %d (%d SMs), which %d ranks share (grids sized for that), "
-               "%s scope, scratch %zu bytes",
-               g->rank, g->nranks, g->device, g->nsm, g->sharing, g->scopeGpu ? "gpu" : "system", g->scratchBytes);
+               "%s scope, scratch %zu bytes, send/recv as packets up to %llu bytes",
+               g->rank, g->nranks, g->device, g->nsm, g->sharing, g->scopeGpu ? "gpu" : "system", g->scratchBytes,
+               (unsigned long long)g->p2pLlMax);
   return mscclppSuccess;
 }
 
@@ -415,13 +442,16 @@ static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
   if (mscclppGpuMarkRecord(g->reapMark, stream, &recorded) == mscclppSuccess && recorded) g->reapArmed = 1;
 }
 
-/* Enqueue L; `what` names the kernel in the error and the trace. */
+/* Enqueue L (with the op list of a send/recv launch: p2p for p2pKernel,
+ * ll for p2pLlKernel); `what` names the kernel in the error and the trace. */
 static mscclppResult_t launch(struct mscclppComm* comm, struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
-                              const struct mscclppCollGpuP2pList* p2p, mscclppStream_t stream, const char* what) {
+                              const struct mscclppCollGpuP2pList* p2p, const struct mscclppCollGpuP2pLlList* ll,
+                              mscclppStream_t stream, const char* what) {
   if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
   reapBefore(g, stream);
-  mscclppResult_t res = mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
+  mscclppResult_t res = ll != NULL ? mscclppCollGpuEnqueueP2pLl(L, ll, (void*)stream, g->pdl, &why)
+                                   : mscclppCollGpuEnqueue(L, p2p, (void*)stream, g->pdl, &why);
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
   reapAfter(g, stream);
   return mscclppSuccess;
@@ -434,7 +464,7 @@ static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu
   L->recv[g->rank] = (uint8_t*)a->recv;
   L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
   packetGrid(g, c->inBytes, L);
-  return launch(comm, g, L, NULL, a->stream, "allreduce");
+  return launch(comm, g, L, NULL, NULL, a->stream, "allreduce");
 }
 
 /* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
@@ -482,7 +512,7 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
     L->count = a->count * a->typeSize;
   }
   directGrid(g, a, c, L);
-  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, stream, mscclppCollKindName(a->kind)));
+  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
@@ -594,7 +624,8 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
 }
 
 /* A send's buffer as its receiver maps it (p2pKernel pulls from it), or
- * NULL: through the receiver's scratch. Sends of one chunk or less always
+ * NULL: through the receiver's scratch. Sends as packets never pull (their
+ * receiver polls its packet slots). Sends of one chunk or less always
  * go through the scratch (one copy each side, and the sender need not wait
  * for the receiver), and so do sends under MSCCLPP_COLL_P2P_ZERO_COPY_MIN:
  * the scratch pipeline is faster there (the pull costs a fixed latency that
@@ -603,11 +634,14 @@ mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclpp
  * call finds the answer (mscclppCollGpuExportCollect). Only while the
  * stream is captured is the answer waited for (one round trip to the
  * peer's service, as the direct collectives do): a graph keeps the path it
- * was captured with. */
+ * was captured with. *capturing: -1 until a send needs to know (asking
+ * costs a CUDA call, which a group of small sends does without). */
 static mscclppResult_t p2pSource(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollP2pOp* op,
-                                 uint64_t chunk, int capturing, const uint8_t** src) {
+                                 uint64_t chunk, mscclppStream_t stream, int* capturing, const uint8_t** src) {
   *src = NULL;
-  if (!op->isSend || !g->p2pZeroCopy || op->bytes <= chunk || op->bytes < g->p2pZeroCopyMin) return mscclppSuccess;
+  if (!op->isSend || !g->p2pZeroCopy || op->bytes <= g->p2pLlMax || op->bytes <= chunk ||
+      op->bytes < g->p2pZeroCopyMin)
+    return mscclppSuccess;
   if (op->peer == g->rank) {
     *src = (const uint8_t*)op->buf;
     return mscclppSuccess;
@@ -619,7 +653,8 @@ static mscclppResult_t p2pSource(struct mscclppComm* comm, struct mscclppCollGpu
   if (!ok) return mscclppSuccess; /* cannot be shared: the scratch */
   uint64_t mapped = 0;
   if (!mscclppCollGpuExportKnown(g, op->peer, b.id, &mapped)) {
-    if (!capturing) return mscclppCollGpuExportAsk(comm, g, &b, op->peer);
+    if (*capturing < 0) *capturing = mscclppGpuStreamCapturing(stream);
+    if (!*capturing) return mscclppCollGpuExportAsk(comm, g, &b, op->peer);
     uint64_t all[MAXR] = {0};
     MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuExport(comm, g, &b, all));
     mapped = all[op->peer];
@@ -631,10 +666,12 @@ static mscclppResult_t p2pSource(struct mscclppComm* comm, struct mscclppCollGpu
 /* The grid of a send/recv launch: a lane per distinct (direction, peer),
  * in the order of the ops. A lane whose sends all go zero-copy only posts
  * messages: one block. The others (every receive: its sender decides how
- * the data comes) share this rank's part of the device (one 1024-thread
- * block per SM among the ranks sharing it, one per chunk of the group's
- * bytes), each at most one block per channel it uses. */
-static void p2pGrid(const struct mscclppCollGpu* g, struct mscclppCollGpuP2pList* P, uint64_t totalBytes,
+ * the data comes) share this rank's part of the device (one block per SM
+ * among the ranks sharing it, one per chunk of the group's bytes, or per
+ * packet part where every op is packets), each at most one block per
+ * channel or part it uses. A group of packet ops only runs p2pLlKernel
+ * (smaller blocks); any other, p2pKernel. */
+static void p2pGrid(const struct mscclppCollGpu* g, struct mscclppCollGpuP2pList* P, uint64_t totalBytes, int allLl,
                     struct mscclppCollGpuLaunch* L) {
   uint64_t want[2 * MAXR];
   int work[2 * MAXR];
@@ -650,12 +687,13 @@ static void p2pGrid(const struct mscclppCollGpu* g, struct mscclppCollGpuP2pList
       work[l] = 0;
       P->nlanes++;
     }
-    uint64_t ch = (op->bytes + P->chunkBytes - 1) / P->chunkBytes;
+    uint64_t ch = op->ll ? (op->bytes + MSCCLPP_COLL_GPU_P2PLL_PART - 1) / MSCCLPP_COLL_GPU_P2PLL_PART
+                         : (op->bytes + P->chunkBytes - 1) / P->chunkBytes;
     if (ch > MSCCLPP_COLL_GPU_P2P_CHANNELS) ch = MSCCLPP_COLL_GPU_P2P_CHANNELS;
     if (ch > want[l]) want[l] = ch;
     if (!op->isSend || op->src == NULL) work[l] = 1;
   }
-  uint32_t budget = blocksFor(g, totalBytes, P->chunkBytes, 1);
+  uint32_t budget = blocksFor(g, totalBytes, allLl ? MSCCLPP_COLL_GPU_P2PLL_PART : P->chunkBytes, 1);
   if (g->directBlocksMax > 0 && budget > g->directBlocksMax) budget = g->directBlocksMax;
   uint32_t nwork = 0, idle = 0;
   for (uint32_t l = 0; l < P->nlanes; l++) *(work[l] ? &nwork : &idle) += 1;
@@ -668,7 +706,22 @@ static void p2pGrid(const struct mscclppCollGpu* g, struct mscclppCollGpuP2pList
     first += (uint32_t)n;
   }
   L->nblocks = first;
-  L->nthreads = 1024;
+  L->nthreads = allLl ? MSCCLPP_COLL_GPU_P2PLL_THREADS : 1024;
+}
+
+/* The op list of p2pLlKernel, from p2pGrid's (every op is packets). */
+static void p2pLlList(const struct mscclppCollGpuP2pList* P, struct mscclppCollGpuP2pLlList* Q) {
+  Q->nops = P->nops;
+  Q->nlanes = P->nlanes;
+  memcpy(Q->lanes, P->lanes, sizeof(Q->lanes));
+  for (uint32_t i = 0; i < P->nops; i++) {
+    struct mscclppCollGpuP2pLlOp* q = &Q->ops[i];
+    q->buf = P->ops[i].buf;
+    q->bytes = (uint32_t)P->ops[i].bytes;
+    q->isSend = P->ops[i].isSend;
+    q->peer = P->ops[i].peer;
+    q->pad = 0;
+  }
 }
 
 mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclppCollP2pOp* ops, int nops,
@@ -689,22 +742,33 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
     P.nops = 0;
     P.chunkBytes = g->p2pSlotBytes / (MSCCLPP_COLL_GPU_P2P_CHANNELS * MSCCLPP_COLL_GPU_P2P_DEPTH) / 16 * 16;
     mscclppCollGpuExportCollect(g);
-    const int capturing = mscclppGpuStreamCapturing(stream);
+    int capturing = -1;
     uint64_t total = 0;
+    uint32_t nll = 0;
     for (int i = 0; i < nops && res == mscclppSuccess; i++) {
       if (ops[i].bytes == 0) continue;
       struct mscclppCollGpuP2p* op = &P.ops[P.nops];
-      op->isSend = ops[i].isSend;
-      op->peer = ops[i].peer;
+      memset(op, 0, sizeof(*op));
+      op->isSend = (int8_t)ops[i].isSend;
+      op->peer = (int8_t)ops[i].peer;
+      op->ll = ops[i].bytes <= g->p2pLlMax; /* the peer decides the same from the same count */
       op->buf = (uint8_t*)ops[i].buf;
       op->bytes = ops[i].bytes;
-      res = p2pSource(comm, g, &ops[i], P.chunkBytes, capturing, &op->src);
+      res = p2pSource(comm, g, &ops[i], P.chunkBytes, stream, &capturing, &op->src);
       total += ops[i].bytes;
+      nll += op->ll;
       P.nops++;
     }
     if (res == mscclppSuccess && P.nops > 0) {
-      p2pGrid(g, &P, total, &L);
-      res = launch(comm, g, &L, &P, stream, "sendrecv");
+      const int allLl = nll == P.nops && P.nops <= MSCCLPP_COLL_GPU_P2PLL_MAX_OPS;
+      p2pGrid(g, &P, total, allLl, &L);
+      if (allLl) {
+        static _Thread_local struct mscclppCollGpuP2pLlList Q;
+        p2pLlList(&P, &Q);
+        res = launch(comm, g, &L, NULL, &Q, stream, "sendrecv");
+      } else {
+        res = launch(comm, g, &L, &P, NULL, stream, "sendrecv");
+      }
     }
   }
   mscclppGpuIpcCaptureRestore(mode);

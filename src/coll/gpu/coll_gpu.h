@@ -8,10 +8,13 @@
  * rank maps (a memory channel per peer); it holds
  *   flags   barrier flags   bar[block][rank]   (written by rank `rank`'s block)
  *           (two words per rank unused: the old send/recv counters)
+ *           p2pll acks: ack[rank][part] (written by rank `rank`)
  *           pointers ptr[rank]  (direct kernels: rank `rank`'s buffers)
  *           counts   a2av[rank] (alltoallv: rank `rank`'s input, as the
  *                    owner maps it, and its count and displacement for
  *                    the owner)
+ *   p2pll   send/recv as LL16 packets: MAX_RANKS x P2PLL_DEPTH slots (slot
+ *           (q, j): message j of rank q's ring to the owner)
  *   ll      LL16 packets, two parities x MAX_RANKS slots (slot q: from rank q)
  *   p2p     nranks slots (slot q: data from rank q), P2P_CHANNELS x
  *           P2P_DEPTH chunks each
@@ -56,7 +59,14 @@
  *                      straight from the sender's buffer (zero-copy). The
  *                      sender chooses per send, the receiver follows what
  *                      each message says; the lanes (direction, peer) of a
- *                      group share the grid (see p2pKernel)
+ *                      group share the grid (see p2pKernel). Sends and
+ *                      receives of at most MSCCLPP_COLL_P2P_LL_MAX bytes
+ *                      (the smallest of the ranks' values, at most
+ *                      P2PLL_CAP) travel as LL16 packets instead, a ring of
+ *                      P2PLL_DEPTH messages per (sender, receiver) in the
+ *                      receiver's p2pll slots (see p2pLlOp): no ready flag,
+ *                      no fence, so a small send/recv costs what a one-shot
+ *                      packet allreduce does
  * A direct kernel is: barrier with every peer (their inputs are ready),
  * work, barrier (every peer is done with this rank's buffers).
  */
@@ -99,8 +109,32 @@ extern "C" {
 #define MSCCLPP_COLL_GPU_LLMID_OFF \
   (MSCCLPP_COLL_GPU_LLSMALL_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLSMALL_SLOT)
 #define MSCCLPP_COLL_GPU_LLMID_SLOT 131072
-#define MSCCLPP_COLL_GPU_LL_OFF \
+/* Send/recv as LL16 packets (p2pLlOp, coll_gpu_p2p.cu). An op of B bytes
+ * is one message of its pair's ring, cut into parts of P2PLL_PART bytes
+ * (part p: block p % nblocks of the lane, on either side, so the two sides
+ * need not have the same grid). A slot holds the largest message as
+ * packets (twice its bytes), then a header packet (the sender's byte count)
+ * on its own 128-byte line. The region follows the mid LL slots so that a
+ * small call touches the first pages of the scratch, as the allreduce does;
+ * it is sized for MAX_RANKS so that the later offsets stay constants. */
+#define MSCCLPP_COLL_GPU_P2PLL_CAP 65536u /* the largest op; MSCCLPP_COLL_P2P_LL_MAX is clamped to it */
+#define MSCCLPP_COLL_GPU_P2PLL_PART 4096u /* 512 packets: one per thread of a P2PLL_THREADS block */
+#define MSCCLPP_COLL_GPU_P2PLL_PARTS (MSCCLPP_COLL_GPU_P2PLL_CAP / MSCCLPP_COLL_GPU_P2PLL_PART)
+#define MSCCLPP_COLL_GPU_P2PLL_PART_PKTS (MSCCLPP_COLL_GPU_P2PLL_PART / 8u)
+#define MSCCLPP_COLL_GPU_P2PLL_DEPTH 4u
+#define MSCCLPP_COLL_GPU_P2PLL_HEADER_OFF ((uint64_t)2 * MSCCLPP_COLL_GPU_P2PLL_CAP)
+#define MSCCLPP_COLL_GPU_P2PLL_SLOT (MSCCLPP_COLL_GPU_P2PLL_HEADER_OFF + 128u)
+#define MSCCLPP_COLL_GPU_P2PLL_OFF \
   (MSCCLPP_COLL_GPU_LLMID_OFF + 2 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_LLMID_SLOT)
+#define MSCCLPP_COLL_GPU_LL_OFF                                                                         \
+  (MSCCLPP_COLL_GPU_P2PLL_OFF +                                                                         \
+   (uint64_t)MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_P2PLL_DEPTH * MSCCLPP_COLL_GPU_P2PLL_SLOT)
+/* Threads per block of the send/recv kernel when every op of the group
+ * travels as packets (p2pLlKernel), and the most ops it takes: a send and
+ * a receive with every rank (larger groups run p2pKernel, which takes
+ * packet ops too). */
+#define MSCCLPP_COLL_GPU_P2PLL_THREADS 512u
+#define MSCCLPP_COLL_GPU_P2PLL_MAX_OPS (2 * MSCCLPP_COLL_GPU_MAX_RANKS)
 /* The regions after the big grid's LL slots, for k ranks and the slot sizes
  * of mscclppCollGpuLaunch: p2p (k slots), then ll2 (4k slots), then the end
  * of the scratch. */
@@ -126,8 +160,23 @@ MSCCLPP_STATIC_ASSERT(16 + 16 * MSCCLPP_COLL_GPU_P2P_DEPTH <= MSCCLPP_COLL_GPU_P
 /* count slots: a2av[rank] = {input, count, displacement, unused} */
 #define MSCCLPP_COLL_GPU_A2AV_OFF (MSCCLPP_COLL_GPU_PTR_OFF + 16 * MSCCLPP_COLL_GPU_MAX_RANKS)
 
-MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_A2AV_OFF + 32 * MSCCLPP_COLL_GPU_MAX_RANKS <= MSCCLPP_COLL_GPU_FLAGS_BYTES,
-                      "the flags region holds the pointer and count slots");
+/* p2pll acks: ack[rank][part] = the messages of the owner's ring to `rank`
+ * whose part `part` rank `rank` has read (a 128-byte line per rank) */
+#define MSCCLPP_COLL_GPU_P2PLL_ACK_OFF (MSCCLPP_COLL_GPU_A2AV_OFF + 32 * MSCCLPP_COLL_GPU_MAX_RANKS)
+
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_P2PLL_ACK_OFF + 8 * MSCCLPP_COLL_GPU_MAX_RANKS * MSCCLPP_COLL_GPU_P2PLL_PARTS <=
+                          MSCCLPP_COLL_GPU_FLAGS_BYTES,
+                      "the flags region holds the pointer and count slots and the p2pll acks");
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_P2PLL_ACK_OFF % 128 == 0 && MSCCLPP_COLL_GPU_P2PLL_PARTS * 8 == 128,
+                      "a rank's p2pll acks fill one 128-byte line (one load reads them all)");
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_P2PLL_PARTS * MSCCLPP_COLL_GPU_P2PLL_PART == MSCCLPP_COLL_GPU_P2PLL_CAP &&
+                          MSCCLPP_COLL_GPU_P2PLL_PART_PKTS == MSCCLPP_COLL_GPU_P2PLL_THREADS &&
+                          MSCCLPP_COLL_GPU_P2PLL_PARTS <= 32,
+                      "parts cover the largest op, a packet per thread; the acks fit half a warp");
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_P2PLL_OFF % 128 == 0 && MSCCLPP_COLL_GPU_P2PLL_SLOT % 128 == 0,
+                      "p2pll slots start on 128-byte lines");
+MSCCLPP_STATIC_ASSERT((MSCCLPP_COLL_GPU_P2PLL_DEPTH & (MSCCLPP_COLL_GPU_P2PLL_DEPTH - 1)) == 0,
+                      "the ring depth divides 2^32: a slot is reused by messages whose flags differ");
 MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_GPU_MAX_RANKS <= 16,
                       "a rank and a destination share the 8-bit detail of MSCCLPP_DEVICE_ERROR_SEND_RANGE");
 
@@ -144,6 +193,11 @@ struct mscclppCollGpuDevState {
    * channel is served by one block of a launch: no atomics) */
   uint64_t p2pSent[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2P_CHANNELS];
   uint64_t p2pRecv[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2P_CHANNELS];
+  /* packet messages sent to / taken from each rank, one copy per part (each
+   * written by the one block that serves the part; every message counts in
+   * every copy, so the copies stay equal) */
+  uint64_t p2pLlSent[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2PLL_PARTS];
+  uint64_t p2pLlRecv[MSCCLPP_COLL_GPU_MAX_RANKS][MSCCLPP_COLL_GPU_P2PLL_PARTS];
   uint64_t a2avBlocksDone; /* blocks of all-to-all-v calls past their final barrier (atomic; every call has the
                               same grid, so a multiple of it ends a call) */
 };
@@ -155,8 +209,10 @@ enum { MSCCLPP_COLL_GPU_ALGO_PACKET = 0, MSCCLPP_COLL_GPU_ALGO_DIRECT = 1, MSCCL
 enum { MSCCLPP_COLL_GPU_LL_SMALL = 0, MSCCLPP_COLL_GPU_LL_MID = 1, MSCCLPP_COLL_GPU_LL_BIG = 2 };
 
 struct mscclppCollGpuP2p {
-  int isSend;
-  int peer;
+  int8_t isSend;
+  int8_t peer;
+  uint8_t ll; /* 1: as packets (p2pLlOp); the peer's matching op says the same */
+  uint8_t pad[5];
   uint8_t* buf;
   uint64_t bytes;
   /* a send the receiver pulls: buf as the peer maps it; NULL: through the
@@ -215,6 +271,25 @@ struct mscclppCollGpuP2pList {
   struct mscclppCollGpuP2p ops[MSCCLPP_COLL_GPU_MAX_P2P];
 };
 
+/* The operations of a send/recv launch whose ops all travel as packets
+ * (p2pLlKernel): the lanes as p2pGrid made them, and a smaller op than
+ * mscclppCollGpuP2p (the launch is on the critical path of a small call,
+ * and its cost grows with the parameters). */
+struct mscclppCollGpuP2pLlOp {
+  uint8_t* buf;
+  uint32_t bytes; /* <= MSCCLPP_COLL_GPU_P2PLL_CAP */
+  int8_t isSend;
+  int8_t peer;
+  uint16_t pad;
+};
+struct mscclppCollGpuP2pLlList {
+  uint32_t nops;
+  uint32_t nlanes;
+  struct mscclppCollGpuP2pLane lanes[2 * MSCCLPP_COLL_GPU_MAX_RANKS];
+  struct mscclppCollGpuP2pLlOp ops[MSCCLPP_COLL_GPU_P2PLL_MAX_OPS];
+};
+MSCCLPP_STATIC_ASSERT(sizeof(struct mscclppCollGpuP2pLlOp) == 16, "a packet op is 16 bytes of kernel parameters");
+
 /* The counts of an all-to-all-v launch (coll.h, mscclppAllToAllv; a second
  * kernel parameter, as the p2p list): this rank's arrays in device memory,
  * nranks elements each, and the capacities in elements. */
@@ -242,6 +317,12 @@ int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads);
 mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                       const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
                                       const char** why);
+
+/* coll_gpu_launch.cu: enqueue the send/recv kernel of a group whose ops
+ * all travel as packets, as mscclppCollGpuEnqueue does. */
+mscclppResult_t mscclppCollGpuEnqueueP2pLl(const struct mscclppCollGpuLaunch* launch,
+                                           const struct mscclppCollGpuP2pLlList* list, void* stream, int pdl,
+                                           const char** why);
 
 /* coll_gpu_launch.cu: enqueue the all-to-all-v kernel (`launch` holds this
  * rank's input as each peer maps it, and its output), as

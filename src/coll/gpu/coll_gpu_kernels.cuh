@@ -206,10 +206,33 @@ static __device__ void copyAnyAlign(uint8_t* dst, const uint8_t* src, uint64_t b
   for (uint64_t i = nv * 16 + tid; i < bytes; i += nth) dst[i] = src[i];
 }
 
+/* ---- words of LL packets ------------------------------------------------------- */
+
+/* The 8 bytes of a buffer of `bytes` bytes at `off` (fewer at its end, the
+ * rest 0): one load where p is 8-byte aligned (`aligned`), bytes otherwise.
+ * The packet kernels (an allreduce's input, a send's buffer) put a word in
+ * each LL16 packet. */
+static __device__ __forceinline__ uint64_t loadWord(const uint8_t* p, uint64_t off, uint64_t bytes, int aligned) {
+  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
+  if (aligned && m == 8) return *(const uint64_t*)(p + off);
+  return mscclppPacketGather(p + off, m);
+}
+
+/* loadWord's converse: v's bytes into the buffer, none past its end. */
+static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint64_t bytes, uint64_t v, int aligned) {
+  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
+  if (aligned && m == 8) {
+    *(uint64_t*)(p + off) = v;
+    return;
+  }
+  mscclppPacketScatter(p + off, v, m);
+}
+
 /* ---- the kernels of each family, for the launches ------------------------------ */
 
 typedef void (*KernelFn)(const Launch);
 typedef void (*P2pKernelFn)(const Launch, const struct mscclppCollGpuP2pList);
+typedef void (*P2pLlKernelFn)(const Launch, const struct mscclppCollGpuP2pLlList);
 typedef void (*AllToAllvKernelFn)(const Launch, const struct mscclppCollGpuCounts);
 
 /* One kernel per element type, in mscclppDataType_t's order. */
@@ -222,6 +245,7 @@ KernelFn mscclppCollGpuDirectKernel(int type);          /* coll_gpu_direct.cu */
 KernelFn mscclppCollGpuPacketKernel(int type);          /* coll_gpu_packet.cu */
 KernelFn mscclppCollGpuPacket2Kernel(int type);         /* coll_gpu_packet.cu */
 P2pKernelFn mscclppCollGpuP2pKernel(void);              /* coll_gpu_p2p.cu */
+P2pLlKernelFn mscclppCollGpuP2pLlKernel(void);          /* coll_gpu_p2p.cu */
 AllToAllvKernelFn mscclppCollGpuAllToAllvKernel(void);  /* coll_gpu_alltoallv.cu */
 
 #endif /* MSCCLPP_SRC_COLL_GPU_COLL_GPU_KERNELS_CUH_ */

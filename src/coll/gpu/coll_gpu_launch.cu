@@ -48,6 +48,14 @@ extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaun
   return launchStatus(err, why);
 }
 
+extern "C" mscclppResult_t mscclppCollGpuEnqueueP2pLl(const struct mscclppCollGpuLaunch* launch,
+                                                      const struct mscclppCollGpuP2pLlList* list, void* stream,
+                                                      int pdl, const char** why) {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg = launchConfig(launch, stream, pdl, attr);
+  return launchStatus(cudaLaunchKernelEx(&cfg, mscclppCollGpuP2pLlKernel(), *launch, *list), why);
+}
+
 extern "C" mscclppResult_t mscclppCollGpuEnqueueAllToAllv(const struct mscclppCollGpuLaunch* launch,
                                                           const struct mscclppCollGpuCounts* counts, void* stream,
                                                           int pdl, const char** why) {

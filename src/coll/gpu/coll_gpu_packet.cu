@@ -22,21 +22,6 @@ static __device__ __forceinline__ mscclppLLPacket16* llSlot(const Launch& L, int
   return (mscclppLLPacket16*)(L.scratch[owner] + off + ((uint64_t)parity * L.nranks + from) * llSlotSize(L));
 }
 
-static __device__ __forceinline__ uint64_t loadWord(const uint8_t* p, uint64_t off, uint64_t bytes, int aligned) {
-  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
-  if (aligned && m == 8) return *(const uint64_t*)(p + off);
-  return mscclppPacketGather(p + off, m);
-}
-
-static __device__ __forceinline__ void storeWord(uint8_t* p, uint64_t off, uint64_t bytes, uint64_t v, int aligned) {
-  uint32_t m = bytes - off < 8 ? (uint32_t)(bytes - off) : 8u;
-  if (aligned && m == 8) {
-    *(uint64_t*)(p + off) = v;
-    return;
-  }
-  mscclppPacketScatter(p + off, v, m);
-}
-
 /* Ranks up to which the packet allreduce polls all peers' packets together
  * (more do not fit the registers; with 4 ranks on one H200 it made the small
  * sizes faster: bench/HISTORY.md, "Collectives (issue: collectives)", the

@@ -72,6 +72,7 @@ struct mscclppCollGpu {
   uint32_t directBlocksMax; /* MSCCLPP_COLL_DIRECT_BLOCKS, 0: no limit */
   int p2pZeroCopy;          /* MSCCLPP_COLL_P2P_ZERO_COPY: sends the receiver maps go zero-copy */
   uint64_t p2pZeroCopyMin;  /* MSCCLPP_COLL_P2P_ZERO_COPY_MIN: from this many bytes */
+  uint64_t p2pLlMax;        /* MSCCLPP_COLL_P2P_LL_MAX as the ranks agreed: ops up to this many bytes as packets */
   int pdl;                  /* launch with programmatic dependent launch (MSCCLPP_COLL_PDL, compute capability >= 9) */
   int directOcc[mscclppNumTypes]; /* direct kernel blocks per SM (0: not asked yet) */
   uint32_t scopeGpu;
