@@ -652,6 +652,9 @@ struct p2pShape {
   int rot;        /* where each pair starts in p2pSizes */
   int smallSizes; /* sizes from the first P2P_NSMALL only */
   size_t more;    /* receives posted this much larger than their sends */
+  int split;      /* two ops per pair, `base` bytes then a small one; a rank that only sends posts each send
+                     as a call of its own while its receiver groups both (NCCL allows it: the two sides need
+                     not group alike) */
 };
 
 struct p2pOp {
@@ -685,6 +688,7 @@ static size_t p2pBytes(size_t base, int s, int d) { return base + (size_t)16 * (
 
 /* Ops per pair: as many as keep every rank's group within P2P_MAX_OPS. */
 static int p2pPerPair(int pattern, const struct p2pShape* sh) {
+  if (sh->split) return 2;
   if (sh->base != 0) return 1;
   const int n = nranks_;
   const int pairs = pattern == P2P_ALLTOALL ? 2 * n : pattern == P2P_GATHER || pattern == P2P_SCATTER ? n + 1 : 2;
@@ -694,6 +698,7 @@ static int p2pPerPair(int pattern, const struct p2pShape* sh) {
 
 /* The bytes op j from rank s to rank d sends. */
 static size_t p2pSent(const struct p2pShape* sh, int s, int d, int j) {
+  if (sh->split) return j == 0 ? p2pBytes(sh->base, s, d) : p2pBytes(1000, s, d);
   if (sh->base != 0) return p2pBytes(sh->base, s, d);
   const size_t n = sh->smallSizes ? P2P_NSMALL : P2P_NSIZES;
   return p2pSizes[((size_t)sh->rot + 3 * (size_t)s + 7 * (size_t)d + 5 * (size_t)j) % n];
@@ -738,7 +743,16 @@ static int p2pOps(int pattern, const struct p2pShape* sh, struct p2pOp* ops, siz
 }
 
 static mscclppResult_t p2pCall(mscclppComm_t comm, cudaStream_t s, const struct p2pOp* ops, int nops, uint8_t* dsend,
-                               uint8_t* drecv) {
+                               uint8_t* drecv, int split) {
+  int receives = 0;
+  for (int i = 0; i < nops; i++) receives += !ops[i].isSend;
+  if (split && receives == 0) { /* each send a call of its own (its own launch) */
+    for (int i = 0; i < nops; i++) {
+      mscclppResult_t res = mscclppSend(dsend + ops[i].off, ops[i].bytes, mscclppUint8, ops[i].peer, comm, s);
+      if (res != mscclppSuccess) return res;
+    }
+    return mscclppSuccess;
+  }
   mscclppGroupStart();
   for (int i = 0; i < nops; i++) {
     if (ops[i].isSend)
@@ -820,15 +834,16 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, const str
   uint8_t* hout = malloc(recvEnd);
   uint8_t* hexp = malloc(recvEnd);
   char how[96];
-  snprintf(how, sizeof(how), "%s%s%s", sh->base != 0 ? "" : sh->smallSizes ? "small sizes, " : "sizes, ",
-           sh->more != 0 ? "larger receives, " : "", small ? "small allocations" : "eager");
+  const char* what = sh->split ? "sends apart, " : sh->base != 0 ? "" : sh->smallSizes ? "small sizes, " : "sizes, ";
+  snprintf(how, sizeof(how), "%s%s%s", what, sh->more != 0 ? "larger receives, " : "",
+           small ? "small allocations" : "eager");
   int bad = 0;
   const int eager = 4;
   p2pFillSends(ops, nops, hin[0], pattern, 0);
   CUDA_OK(cudaMemcpyAsync(dsend, hin[0], sendEnd, cudaMemcpyHostToDevice, s));
   for (int call = 0; call < eager && !bad; call++) {
     CUDA_OK(cudaMemsetAsync(drecv, 0xA5, recvEnd, s));
-    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv);
+    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv, sh->split);
     /* the next call's sends, right behind this call on the stream */
     uint8_t* next = hin[(call + 1) % 2];
     p2pFillSends(ops, nops, next, pattern, call + 1);
@@ -840,13 +855,13 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, const str
     (*calls)++;
   }
   if (!bad) { /* captured: the outputs poisoned, then the call; the sends hold call `eager`'s bytes */
-    snprintf(how, sizeof(how), "%s%s%s", sh->base != 0 ? "" : sh->smallSizes ? "small sizes, " : "sizes, ",
-             sh->more != 0 ? "larger receives, " : "", small ? "graph, small allocations" : "graph");
+    snprintf(how, sizeof(how), "%s%s%s", what, sh->more != 0 ? "larger receives, " : "",
+             small ? "graph, small allocations" : "graph");
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     CUDA_OK(cudaMemsetAsync(drecv, 0xA5, recvEnd, s));
-    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv);
+    mscclppResult_t res = p2pCall(comm, s, ops, nops, dsend, drecv, sh->split);
     CUDA_OK(cudaStreamEndCapture(s, &g));
     const int replays = p2pReplays_;
     if (res == mscclppSuccess) CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
@@ -888,12 +903,17 @@ static int p2pPattern(mscclppComm_t comm, cudaStream_t s, int pattern, const str
  * backend's own send/recv only: the port family refuses a send to this
  * rank that does not match its receive). */
 static int p2pSmall(mscclppComm_t comm, cudaStream_t s, int pattern, int larger, int* calls) {
-  const struct p2pShape sizes = {0, pattern, 0, 0}, turned = {0, pattern + 11, 0, 0}, small = {0, pattern + 3, 1, 0},
-                        more = {0, pattern + 5, 0, 5};
+  const struct p2pShape sizes = {0, pattern, 0, 0, 0}, turned = {0, pattern + 11, 0, 0, 0},
+                        small = {0, pattern + 3, 1, 0, 0}, more = {0, pattern + 5, 0, 5, 0},
+                        apart = {(size_t)1 << 20, 0, 0, 0, 1};
   int bad = p2pPattern(comm, s, pattern, &sizes, 0, calls);
   bad += p2pPattern(comm, s, pattern, &turned, 1, calls);
   bad += p2pPattern(comm, s, pattern, &small, 0, calls);
   if (larger) bad += p2pPattern(comm, s, pattern, &more, 0, calls);
+  /* gather: the senders post a large send and then a packet-sized one as two
+   * launches, the receiver both in one group (the large one many chunks,
+   * zero-copy once mapped: its launch ends only when the receiver pulled it) */
+  if (pattern == P2P_GATHER) bad += p2pPattern(comm, s, pattern, &apart, 0, calls);
   return bad;
 }
 
@@ -905,7 +925,7 @@ static int p2pSmall(mscclppComm_t comm, cudaStream_t s, int pattern, int larger,
 static int p2pTests(mscclppComm_t comm, cudaStream_t s, size_t maxBytes, int smallOnly, int larger, int* calls) {
   size_t big = maxBytes / 2 / (size_t)nranks_;
   if (big > ((size_t)4 << 20)) big = (size_t)4 << 20;
-  const struct p2pShape bigShape = {big, 0, 0, 0}, few = {3000, 0, 0, 0}, mid = {(size_t)96 << 10, 0, 0, 0};
+  const struct p2pShape bigShape = {big, 0, 0, 0, 0}, few = {3000, 0, 0, 0, 0}, mid = {(size_t)96 << 10, 0, 0, 0, 0};
   int bad = 0;
   for (int pattern = 0; pattern < P2P_PATTERNS; pattern++) {
     int b = 0;

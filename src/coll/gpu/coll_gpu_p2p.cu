@@ -195,10 +195,12 @@ static __device__ __forceinline__ int p2pLlRecv(const Launch& L, int peer, uint8
  * included: a sender waiting for part p's ack of message m - DEPTH always
  * gets it. The receiver acks after a block barrier, with release order:
  * its reads of the slot come before the sender may overwrite it. Waits are
- * for an earlier message of the ring (credit) or this one (packets), and
- * never for a channel's message (p2pKernel runs a lane's packet ops before
- * its channel ops, on both sides): no cycle, whatever the two sides' block
- * counts. Returns nonzero in every thread when a wait failed. */
+ * for an earlier message of the ring (credit) or this one (packets); a
+ * block goes through its lane's ops, packet and channel ones, in the order
+ * they were posted, on both sides, so what a wait needs from the peer comes
+ * from an op posted no later: no cycle, whatever the two sides' block counts
+ * or how they grouped the ops into launches. Returns nonzero in every thread
+ * when a wait failed. */
 template <int BATCH>
 static __device__ __forceinline__ int p2pLlOp(const Launch& L, int isSend, int peer, uint8_t* buf, uint64_t bytes,
                                               uint64_t m, uint32_t b, uint32_t nb) {
@@ -207,6 +209,12 @@ static __device__ __forceinline__ int p2pLlOp(const Launch& L, int isSend, int p
   if (__syncthreads_or(failed)) return 1;
   if (!isSend && threadIdx.x < LL_PARTS && threadIdx.x % nb == b) flagStore(L, p2pLlAck(L, peer, L.rank) + threadIdx.x, m);
   return 0;
+}
+
+/* p2pLlOp for p2pKernel, out of line: its loop keeps its own registers. */
+static __device__ __noinline__ int p2pLlOpCall(const Launch& L, int isSend, int peer, uint8_t* buf, uint64_t bytes,
+                                               uint64_t m, uint32_t b, uint32_t nb) {
+  return p2pLlOp<1>(L, isSend, peer, buf, bytes, m, b, nb);
 }
 
 /* A lane's count of packet messages (coll_gpu.h: one copy per part). A
@@ -279,7 +287,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_P2PLL_THREADS)
  * counts. The message counters live in the device state, one per channel,
  * each written by the one block that serves the channel, so graphs replay.
  * An op marked ll travels as packets instead (p2pLlOp, blocks b < PARTS of
- * the lane, before the channel ops); its ring and counters are the pair's
+ * the lane, in its place among the ops); its ring and counters are the pair's
  * packet ring, apart from the channels', so mixing the two on a pair keeps
  * both in step. */
 __global__ void __launch_bounds__(1024)
@@ -309,19 +317,22 @@ __global__ void __launch_bounds__(1024)
     }
   if (threadIdx.x == 0 && b < LL_PARTS) llBase = p2pLlCounters(L, isSend, peer)[b];
   __syncthreads();
-  /* the lane's packet ops first, then its channel ops: the two rings are
-   * apart, and both sides take the same order, so each ring's messages
-   * still match in order; done in two loops, the packet path's registers
-   * stay out of the channel path's (capped at 64 by 1024-thread blocks) */
+  /* The lane's ops in their order, packet ops among channel ops: the two
+   * sides may group the same ops differently (one launch here, several
+   * there), and only program order keeps every wait pointing at an earlier
+   * op of the pair (running a launch's packet ops first would deadlock a
+   * receiver whose group held a large op the sender's earlier launch was
+   * still sending). A packet op is a call (p2pLlOpCall) so that its
+   * registers stay out of the channel path's, capped at 64 by 1024-thread
+   * blocks. */
   uint32_t llN = 0; /* packet ops of the lane so far (blocks b < PARTS only) */
-  if (b < LL_PARTS)
-    for (uint32_t o = 0; o < P.nops; o++)
-      if (P.ops[o].ll && P.ops[o].isSend == isSend && P.ops[o].peer == peer &&
-          p2pLlOp<1>(L, isSend, peer, P.ops[o].buf, P.ops[o].bytes, llBase + ++llN, b, nb))
-        return;
   const uint64_t chunk = P.chunkBytes;
   for (uint32_t o = 0; o < P.nops; o++) {
-    if (P.ops[o].ll || P.ops[o].isSend != isSend || P.ops[o].peer != peer) continue;
+    if (P.ops[o].isSend != isSend || P.ops[o].peer != peer) continue;
+    if (P.ops[o].ll) {
+      if (b < LL_PARTS && p2pLlOpCall(L, isSend, peer, P.ops[o].buf, P.ops[o].bytes, llBase + ++llN, b, nb)) return;
+      continue;
+    }
     const uint64_t bytes = P.ops[o].bytes;
     uint8_t* const buf = P.ops[o].buf;
     const uint8_t* const src = P.ops[o].src;
