@@ -16,12 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/plan/plan.h"
-#include "core/error.h"
-#include "core/params.h"
-#include "gpu/gpu.h"
 #include "mscclpp/core.h"
-#include "transport/net/net.h"
+#include "mscclpp/plan.h"
 
 #ifdef MSCCLPP_HAVE_LIBFABRIC
 #include <rdma/fabric.h>
@@ -90,8 +86,9 @@ static int printParams(int markdown) {
       markdownCell(info.help);
       printf(" |\n");
     } else {
-      const char* value = mscclppParamValueText(info.name);
-      int set = getenv(info.name) != NULL;
+      const char* env = getenv(info.name);
+      const char* value = env != NULL ? env : info.defaultValue;
+      int set = env != NULL;
       printf("%s=%s%s  (%s, default \"%s\")\n    %s\n", info.name, value, set ? "" : "  [default]", info.type,
              info.defaultValue, info.help);
     }
@@ -184,22 +181,23 @@ static void printProviders(void) { printf("network: libfabric not built in (inst
  * library does) would open with this environment's MSCCLPP_NET_PROVIDER and
  * MSCCLPP_NET_IFNAME. */
 static void printNetChoice(void) {
-  struct mscclppParams params;
-  if (mscclppParamsLoad(&params) != mscclppSuccess) {
+  if (mscclppParamsCheck() != mscclppSuccess) {
     printf("network transport: the parameters do not parse: %s\n", mscclppGetLastError());
     return;
   }
-  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, params.timeout, NULL, 0, params.netSignal};
+  const char* provider = getenv("MSCCLPP_NET_PROVIDER");
+  const char* ifname = getenv("MSCCLPP_NET_IFNAME");
   char text[1024];
-  mscclppResult_t res = mscclppNetProbe(&cfg, text, sizeof(text));
-  printf("network transport (MSCCLPP_NET_PROVIDER='%s', MSCCLPP_NET_IFNAME='%s'): %s%s\n", params.netProvider,
-         params.netIfname, res == mscclppSuccess ? "would use " : "unavailable: ", text);
+  mscclppResult_t res = mscclppGetNetDescription(text, sizeof(text));
+  printf("network transport (MSCCLPP_NET_PROVIDER='%s', MSCCLPP_NET_IFNAME='%s'): %s%s\n", provider ? provider : "",
+         ifname ? ifname : "", res == mscclppSuccess ? "would use " : "unavailable: ", text);
 }
 
 /* ---- the default report --------------------------------------------------------- */
 
 static void printGpus(void) {
-  int n = mscclppGpuDeviceCount();
+  int n = 0;
+  if (mscclppGetDeviceCount(&n) != mscclppSuccess) n = 0;
 #ifdef MSCCLPP_HAVE_CUDA
   printf("GPUs: %d\n", n);
   if (n == 0) printf("  (no usable CUDA device or driver; the host backend is used)\n");
@@ -208,7 +206,7 @@ static void printGpus(void) {
 #endif
   for (int d = 0; d < n; d++) {
     char desc[512];
-    if (mscclppGpuDescribe(d, desc, sizeof(desc)) == mscclppSuccess)
+    if (mscclppGetDeviceDescription(d, desc, sizeof(desc)) == mscclppSuccess)
       printf("  %d: %s\n", d, desc);
     else
       printf("  %d: cannot describe: %s\n", d, mscclppGetLastError());
@@ -260,22 +258,22 @@ static int printPlans(const char* dir, const char* from) {
   for (int i = 0; i < n; i++) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-    struct mscclppPlan* plan = NULL;
-    if (mscclppPlanParseFileQuiet(path, &plan) != mscclppSuccess) {
+    mscclppPlan_t plan = NULL;
+    mscclppPlanInfo info = MSCCLPP_PLAN_INFO_INITIALIZER;
+    if (mscclppPlanLoadFile(path, &plan) != mscclppSuccess || mscclppPlanGetInfo(plan, &info) != mscclppSuccess) {
       const char* why = mscclppGetLastError();
       const char* cut = strstr(why, path); /* the message starts "execution plan <path>: " */
       if (cut != NULL && strncmp(cut + strlen(path), ": ", 2) == 0) why = cut + strlen(path) + 2;
       printf("  %-32s INVALID: %s\n", names[i], why);
       bad++;
     } else {
-      printf("  %-32s ok: %s, %s for %d ranks, %s, %s, %u thread blocks x %u threads, messages of %llu to %llu "
+      printf("  %-32s ok: %s, %s for %d ranks, %s, %s, %d thread blocks x %d threads, messages of %llu to %llu "
              "bytes\n",
-             names[i], plan->name, mscclppPlanCollectiveName(plan->collective), plan->nranks,
-             plan->protocol == MSCCLPP_PLAN_LL ? "LL" : "Simple", plan->inplace ? "in-place" : "out-of-place",
-             plan->maxBlocks, plan->threadsPerBlock, (unsigned long long)plan->minMessageBytes,
-             (unsigned long long)plan->maxMessageBytes);
-      mscclppPlanRelease(plan);
+             names[i], info.name, info.collective, info.nranks, info.protocol,
+             info.inplace ? "in-place" : "out-of-place", info.threadblocks, info.threadsPerBlock,
+             (unsigned long long)info.minMessageBytes, (unsigned long long)info.maxMessageBytes);
     }
+    if (plan != NULL) mscclppPlanDestroy(plan);
     free(names[i]);
   }
   if (bad) printf("%d of %d plans do not load\n", bad, n);
@@ -308,6 +306,9 @@ int main(int argc, char** argv) {
   }
   if (params) return printParams(markdown);
   if (plans) {
+    /* each plan's line says why it does not load: the library's own warning
+     * would say it again (unless the user asked for its log) */
+    setenv("MSCCLPP_DEBUG", "NONE", 0);
     if (planDir != NULL) return printPlans(planDir, "given");
     const char* cache = getenv("MSCCLPP_CACHE_DIR");
     if (cache == NULL || cache[0] == '\0') {

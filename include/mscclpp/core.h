@@ -116,6 +116,22 @@ MSCCLPP_API int mscclppParamCount(void);
  * Returns mscclppInvalidArgument for an index out of range or NULL info. */
 MSCCLPP_API mscclppResult_t mscclppParamGetInfo(int index, mscclppParamInfo* info);
 
+/* Whether every parameter set in the environment parses as its type, as a
+ * communicator made now would read them: mscclppSuccess, or
+ * mscclppInvalidArgument with a message naming the first variable that does
+ * not and its value (mscclppGetLastError). */
+MSCCLPP_API mscclppResult_t mscclppParamsCheck(void);
+
+/* ---- The network ---------------------------------------------------------
+ * What the network transport would open in this process with its
+ * environment (MSCCLPP_NET_PROVIDER, MSCCLPP_NET_IFNAME, MSCCLPP_NET_SIGNAL),
+ * opening no endpoint: mscclppSuccess and one line about the provider,
+ * domain and signal path ("tcp;ofi_rxm on lo (...)") in buf (len bytes, cut
+ * to fit), or the status a connection would fail with and the reason in
+ * buf. mscclppInvalidArgument for a NULL or empty buffer, or for parameters
+ * that do not parse (the reason in buf too). */
+MSCCLPP_API mscclppResult_t mscclppGetNetDescription(char* buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,11 @@ mscclppResult_t mscclppParamGetInfo(int index, mscclppParamInfo* info) {
   return mscclppSuccess;
 }
 
+mscclppResult_t mscclppParamsCheck(void) {
+  struct mscclppParams params;
+  return mscclppParamsLoad(&params);
+}
+
 const char* mscclppParamValueText(const char* name) {
   const char* v = getenv(name);
   if (v != NULL) return v;

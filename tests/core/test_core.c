@@ -92,6 +92,33 @@ static void testParams(void) {
   CHECK_RES(mscclppParamGetInfo(n, &info), mscclppInvalidArgument);
   CHECK_RES(mscclppParamGetInfo(-1, &info), mscclppInvalidArgument);
   CHECK_RES(mscclppParamGetInfo(0, NULL), mscclppInvalidArgument);
+
+  /* the environment checked as a communicator would read it (mscclpp-info) */
+  CHECK_RES(mscclppParamsCheck(), mscclppSuccess);
+  setenv("MSCCLPP_FIFO_SIZE", "lots", 1);
+  CHECK_RES(mscclppParamsCheck(), mscclppInvalidArgument);
+  CHECK(strstr(mscclppGetLastError(), "MSCCLPP_FIFO_SIZE=\"lots\"") != NULL);
+  unsetenv("MSCCLPP_FIFO_SIZE");
+  CHECK_RES(mscclppParamsCheck(), mscclppSuccess);
+}
+
+/* core.h's network description: its arguments, and parameters that do not
+ * parse said in the buffer (what it finds is mscclpp-info's test). */
+static void testNetDescription(void) {
+  char buf[512];
+  CHECK_RES(mscclppGetNetDescription(NULL, sizeof(buf)), mscclppInvalidArgument);
+  CHECK_RES(mscclppGetNetDescription(buf, 0), mscclppInvalidArgument);
+  setenv("MSCCLPP_TIMEOUT", "soon", 1);
+  buf[0] = '\0';
+  CHECK_RES(mscclppGetNetDescription(buf, sizeof(buf)), mscclppInvalidArgument);
+  CHECK(strstr(buf, "MSCCLPP_TIMEOUT") != NULL);
+  unsetenv("MSCCLPP_TIMEOUT");
+  buf[0] = '\0';
+  (void)mscclppGetNetDescription(buf, sizeof(buf)); /* a provider, or why there is none: a line either way */
+  CHECK(buf[0] != '\0');
+  char tiny[8];
+  (void)mscclppGetNetDescription(tiny, sizeof(tiny)); /* cut to fit */
+  CHECK(strlen(tiny) < sizeof(tiny));
 }
 
 /* The whole of a log file (up to len - 1 bytes, NUL-terminated); 0 when
@@ -227,6 +254,7 @@ int main(void) {
   RUN(testErrorStrings);
   RUN(testLastError);
   RUN(testParams);
+  RUN(testNetDescription);
   RUN(testLogging);
   RUN(testErrWrap);
   RUN(testSipHash);

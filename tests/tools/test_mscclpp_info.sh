@@ -41,6 +41,11 @@ if echo "$out" | grep -q '^libfabric: on'; then
   echo "$cq" | grep -q "a small put's in its message" && fail "MSCCLPP_NET_SIGNAL=cq still puts the signal in the message: $cq"
 fi
 
+# parameters that do not parse: said, not fatal
+badp=$(MSCCLPP_TIMEOUT=abc "$INFO" 2>/dev/null) || fail "mscclpp-info with MSCCLPP_TIMEOUT=abc exited $?"
+echo "$badp" | grep -q '^network transport: the parameters do not parse: MSCCLPP_TIMEOUT="abc"' ||
+  fail "parameters that do not parse are not reported: $badp"
+
 params=$(MSCCLPP_TIMEOUT=7.5 "$INFO" --params) || fail "--params exited $?"
 echo "$params" | grep -q '^MSCCLPP_TIMEOUT=7.5 ' || fail "--params does not show MSCCLPP_TIMEOUT=7.5"
 echo "$params" | grep -q '^MSCCLPP_DEBUG=WARN  \[default\]' || fail "--params does not mark defaults"

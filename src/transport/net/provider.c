@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/params.h"
 
 #include "transport/net/net_internal.h"
 #include "transport/net/ofi_loader.h"
@@ -189,5 +190,19 @@ mscclppResult_t mscclppNetProbe(const struct mscclppNetConfig* cfg, char* text, 
   if (net->info) lib->freeinfo(net->info);
   free(net);
   return res;
+}
+
+mscclppResult_t mscclppGetNetDescription(char* buf, size_t len) {
+  if (buf == NULL || len == 0)
+    return mscclppErr(mscclppInvalidArgument, MSCCLPP_LOG_NET, "mscclppGetNetDescription: %s",
+                      buf == NULL ? "buf is NULL" : "len is 0");
+  struct mscclppParams params;
+  mscclppResult_t res = mscclppParamsLoad(&params);
+  if (res != mscclppSuccess) {
+    snprintf(buf, len, "%s", mscclppGetLastError());
+    return res;
+  }
+  struct mscclppNetConfig cfg = {params.netProvider, params.netIfname, params.timeout, NULL, 0, params.netSignal};
+  return mscclppNetProbe(&cfg, buf, len);
 }
 
