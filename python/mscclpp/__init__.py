@@ -18,8 +18,8 @@ ValueError naming the argument, before the library is called.
 from __future__ import annotations
 
 import os
-from ctypes import byref, c_int
-from typing import List, NamedTuple
+from ctypes import byref, c_int, create_string_buffer
+from typing import List, NamedTuple, Tuple
 
 from . import _lib
 from ._channels import (
@@ -115,6 +115,27 @@ def params() -> List[Param]:
     return out
 
 
+def params_check() -> None:
+    """Raise :class:`InvalidArgumentError` naming the first ``MSCCLPP_*``
+    variable of this process's environment that does not parse as its type,
+    as a communicator made now would read it (``mscclppParamsCheck``)."""
+    _lib.call("mscclppParamsCheck")
+
+
+def net_description() -> Tuple[bool, str]:
+    """What the network transport would open with this process's environment
+    (``MSCCLPP_NET_PROVIDER``, ``MSCCLPP_NET_IFNAME``, ``MSCCLPP_NET_SIGNAL``),
+    opening nothing: ``(True, "tcp;ofi_rxm on lo (...)")``, or ``(False,
+    why)`` when a connection over the network would fail
+    (``mscclppGetNetDescription``; what ``mscclpp-info`` prints). Parameters
+    that do not parse raise :class:`InvalidArgumentError`."""
+    buf = create_string_buffer(1024)
+    rc = _lib.lib().mscclppGetNetDescription(buf, len(buf))
+    if rc == Status.INVALID_ARGUMENT:
+        _lib.check("mscclppGetNetDescription", rc)
+    return rc == Status.SUCCESS, buf.value.decode(errors="replace")
+
+
 __all__ = [
     "__version__",
     "AVG",
@@ -157,6 +178,8 @@ __all__ = [
     "group",
     "include_dir",
     "library_path",
+    "net_description",
     "params",
+    "params_check",
     "version",
 ]

@@ -70,6 +70,8 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "mscclppGetVersion": (_result, [_int_out]),
     "mscclppParamCount": (c_int, []),
     "mscclppParamGetInfo": (_result, [c_int, POINTER(ParamInfoStruct)]),
+    "mscclppParamsCheck": (_result, []),
+    "mscclppGetNetDescription": (_result, [c_char_p, c_size_t]),
     # comm.h
     "mscclppGetUniqueId": (_result, [POINTER(UniqueIdStruct)]),
     "mscclppCommInitRankFromId": (_result, [POINTER(_comm), c_int, UniqueIdStruct, c_int]),

@@ -212,6 +212,20 @@ def test_library():
     checks.true(os.path.isfile(mscclpp.library_path()), "library_path() is a file")
     names = [p.name for p in mscclpp.params()]
     checks.true("MSCCLPP_TIMEOUT" in names and "MSCCLPP_DEBUG" in names, f"params(): {names}")
+    mscclpp.params_check()  # this environment parses
+    ok, text = mscclpp.net_description()
+    checks.true(isinstance(ok, bool) and len(text) > 0, f"net_description(): {ok}, {text!r}")
+    saved = os.environ.get("MSCCLPP_FIFO_SIZE")
+    os.environ["MSCCLPP_FIFO_SIZE"] = "lots"
+    try:
+        checks.raises(mscclpp.InvalidArgumentError, mscclpp.params_check, contains='MSCCLPP_FIFO_SIZE="lots"')
+        checks.raises(mscclpp.InvalidArgumentError, mscclpp.net_description, contains="MSCCLPP_FIFO_SIZE")
+    finally:
+        if saved is None:
+            del os.environ["MSCCLPP_FIFO_SIZE"]
+        else:
+            os.environ["MSCCLPP_FIFO_SIZE"] = saved
+    mscclpp.params_check()
     checks.true("rsag" in mscclpp.coll_algo_names("allreduce"), "coll_algo_names('allreduce')")
     checks.raises(ValueError, mscclpp.coll_algo_names, "allsorts", contains="allsorts")
 
