@@ -15,6 +15,11 @@
  *             launch instead of the counter: what the counter costs
  *   atomic    device's counter alone, no record stored: what the record's
  *             stores cost at the kernel's end
+ *   counter+1 store  device's counter and only the record's first 16-byte
+ *             store: what the second store adds
+ *   moving slot  numbered's stores into a slot that changes every µs
+ *             (from the start time, no counter): whether a new slot costs
+ *             what rewriting one does not
  *
  * One block of 256 threads per kernel; the kernel's thread 0 spins for
  * `work` ns first (0, or the length of a small collective), the others
@@ -39,11 +44,12 @@
 #define GRAPH_REPLAYS 100
 #define ROUNDS 5
 
-enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, MODES };
-static const char* const modeNames[MODES] = {"none", "device", "mapped", "mapped+release", "numbered", "atomic"};
+enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, ONESTORE, MOVING, MODES };
+static const char* const modeNames[MODES] = {"none",     "device", "mapped",          "mapped+release",
+                                             "numbered", "atomic", "counter+1 store", "moving slot"};
 
 struct Params {
-  struct mscclppCollTraceArgs trace;        /* DEVICE, NUMBERED, ATOMIC */
+  struct mscclppCollTraceArgs trace;        /* DEVICE, NUMBERED, ATOMIC, ONESTORE, MOVING */
   struct mscclppCollTraceRecord* mapped;    /* MAPPED, MAPPED_RELEASE */
   uint64_t work;                            /* ns thread 0 spins */
 };
@@ -64,22 +70,30 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
     body(P.work);
     return;
   }
-  if (MODE == NUMBERED || MODE == ATOMIC) {
+  if (MODE == NUMBERED || MODE == ATOMIC || MODE == ONESTORE || MODE == MOVING) {
     /* mscclppCollTraceBlock's record without its counter (every launch
-     * number 0), or its counter without the record (the answer kept live by
-     * a store that never runs) */
+     * number 0, or a number from the clock), its counter without the record
+     * (the answer kept live by a store that never runs), or its counter and
+     * the record's first store */
     uint64_t start = 0;
     unsigned long long n = 0;
     if (threadIdx.x == 0) {
       start = mscclppClockNs();
-      if (MODE == ATOMIC) n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring), 1ull);
+      if (MODE == ATOMIC || MODE == ONESTORE) n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring), 1ull);
     }
     body(P.work);
     if (threadIdx.x != 0) return;
-    if (MODE == NUMBERED)
+    if (MODE == NUMBERED) {
       mscclppCollTraceWrite(P.trace, 0, start);
-    else if (start == 0xffffffffffffffffull)
+    } else if (MODE == MOVING) {
+      mscclppCollTraceWrite(P.trace, start >> 10, start);
+    } else if (MODE == ONESTORE) {
+      struct mscclppCollTraceRecord* r = &P.trace.ring[n & (MSCCLPP_COLL_TRACE_SLOTS - 1)];
+      const uint64_t check = (uint64_t)(n + 1) << 32 | ((mscclppClockNs() - start) & 0xffffffffull);
+      __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->start), "l"(start), "l"(check) : "memory");
+    } else if (start == 0xffffffffffffffffull) {
       P.mapped[0].stamp = n;
+    }
     return;
   }
   uint64_t start = 0;
@@ -115,6 +129,12 @@ static void launch(int mode, const Params& p, cudaStream_t s) {
       break;
     case NUMBERED:
       recordKernel<NUMBERED><<<1, THREADS, 0, s>>>(p);
+      break;
+    case ONESTORE:
+      recordKernel<ONESTORE><<<1, THREADS, 0, s>>>(p);
+      break;
+    case MOVING:
+      recordKernel<MOVING><<<1, THREADS, 0, s>>>(p);
       break;
     default:
       recordKernel<ATOMIC><<<1, THREADS, 0, s>>>(p);
@@ -192,8 +212,8 @@ int main(void) {
       memset(&p, 0, sizeof(p));
       p.work = works[w];
       /* the device ring: DEVICE's alone counts on it (the check below);
-       * NUMBERED and ATOMIC use a second one */
-      if (mode == DEVICE || mode == NUMBERED || mode == ATOMIC) {
+       * the others use a second one */
+      if (mode == DEVICE || mode == NUMBERED || mode == ATOMIC || mode == ONESTORE || mode == MOVING) {
         p.trace.ring = (struct mscclppCollTraceRecord*)(mode == DEVICE ? ring : ring2);
         p.trace.seq = 1;
       }
