@@ -113,34 +113,12 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
     r[3] = start + 1;
 }
 
-static void launch(int mode, const Params& p, cudaStream_t s) {
-  switch (mode) {
-    case NONE:
-      recordKernel<NONE><<<1, THREADS, 0, s>>>(p);
-      break;
-    case DEVICE:
-      recordKernel<DEVICE><<<1, THREADS, 0, s>>>(p);
-      break;
-    case MAPPED:
-      recordKernel<MAPPED><<<1, THREADS, 0, s>>>(p);
-      break;
-    case MAPPED_RELEASE:
-      recordKernel<MAPPED_RELEASE><<<1, THREADS, 0, s>>>(p);
-      break;
-    case NUMBERED:
-      recordKernel<NUMBERED><<<1, THREADS, 0, s>>>(p);
-      break;
-    case ONESTORE:
-      recordKernel<ONESTORE><<<1, THREADS, 0, s>>>(p);
-      break;
-    case MOVING:
-      recordKernel<MOVING><<<1, THREADS, 0, s>>>(p);
-      break;
-    default:
-      recordKernel<ATOMIC><<<1, THREADS, 0, s>>>(p);
-      break;
-  }
-}
+/* One kernel per record, in the modes' order. */
+static void (*const kernels[MODES])(const Params) = {
+    recordKernel<NONE>,     recordKernel<DEVICE>, recordKernel<MAPPED>,   recordKernel<MAPPED_RELEASE>,
+    recordKernel<NUMBERED>, recordKernel<ATOMIC>, recordKernel<ONESTORE>, recordKernel<MOVING>};
+
+static void launch(int mode, const Params& p, cudaStream_t s) { kernels[mode]<<<1, THREADS, 0, s>>>(p); }
 
 #define CK(x)                                                                         \
   do {                                                                                \
@@ -213,7 +191,7 @@ int main(void) {
       p.work = works[w];
       /* the device ring: DEVICE's alone counts on it (the check below);
        * the others use a second one */
-      if (mode == DEVICE || mode == NUMBERED || mode == ATOMIC || mode == ONESTORE || mode == MOVING) {
+      if (mode != NONE && mode != MAPPED && mode != MAPPED_RELEASE) {
         p.trace.ring = (struct mscclppCollTraceRecord*)(mode == DEVICE ? ring : ring2);
         p.trace.seq = 1;
       }

@@ -107,6 +107,12 @@ typedef mscclppResult_t (*mscclppCollBuildFn)(struct mscclppComm* comm, void** b
 mscclppResult_t mscclppCollBackendState(struct mscclppComm* comm, mscclppCollBackend backend,
                                         mscclppCollBuildFn build, void** state);
 
+/* A setup value every rank must share (a layout, a limit each side applies
+ * to its own count): the smallest of the ranks' `mine`, through one
+ * bootstrap allgather (bounded by its deadline). Collective: every rank
+ * calls it at the same point of its backend's setup. */
+mscclppResult_t mscclppCollAgreeMin(struct mscclppComm* comm, uint64_t mine, uint64_t* agreed);
+
 /* The MSCCLPP_TRACE part of a kernel launch's parameters (coll_trace.h):
  * the ring's slots for `nblocks` blocks of `kernel` (a string that lives as
  * long as the process), as the current call (its sequence number) of comm;

@@ -106,3 +106,17 @@ mscclppResult_t mscclppCollPrepare(struct mscclppComm* comm) {
 /* The communicator layer runs the hook at creation (comm.h); it cannot
  * call this layer itself. */
 __attribute__((constructor)) static void registerPrepare(void) { mscclppCommSetPrepareHook(mscclppCollPrepare); }
+
+mscclppResult_t mscclppCollAgreeMin(struct mscclppComm* comm, uint64_t mine, uint64_t* agreed) {
+  uint64_t* all = (uint64_t*)calloc((size_t)comm->nranks, sizeof(uint64_t));
+  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  all[comm->rank] = mine;
+  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(uint64_t));
+  uint64_t least = mine;
+  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
+    if (all[r] < least) least = all[r];
+  free(all);
+  MSCCLPP_RETURN_ON_ERROR(res);
+  *agreed = least;
+  return mscclppSuccess;
+}

@@ -109,15 +109,8 @@ void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
 static mscclppResult_t agreeP2pLlMax(struct mscclppComm* comm, uint64_t* out) {
   uint64_t mine = (uint64_t)comm->params.collP2pLlMax; /* >= 0: mscclppParamsLoad checks */
   if (mine > MSCCLPP_COLL_GPU_P2PLL_CAP) mine = MSCCLPP_COLL_GPU_P2PLL_CAP;
-  uint64_t* all = (uint64_t*)calloc((size_t)comm->nranks, sizeof(uint64_t));
-  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  all[comm->rank] = mine;
-  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(uint64_t));
   uint64_t agreed = mine;
-  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
-    if (all[r] < agreed) agreed = all[r];
-  free(all);
-  MSCCLPP_RETURN_ON_ERROR(res);
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollAgreeMin(comm, mine, &agreed));
   if (agreed != mine)
     MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                  "rank %d: send/recv as packets up to %llu bytes, the smallest of the ranks' MSCCLPP_COLL_P2P_LL_MAX "

@@ -109,16 +109,7 @@ static mscclppResult_t agreeSlotBytes(struct mscclppComm* comm, uint64_t* out) {
   if (slot > SLOT_MAX) slot = SLOT_MAX;
   if (slot < SLOT_MIN) slot = SLOT_MIN;
   slot = slot / 4096 * 4096;
-  uint64_t* all = (uint64_t*)calloc((size_t)comm->nranks, sizeof(uint64_t));
-  if (all == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  all[comm->rank] = slot;
-  mscclppResult_t res = mscclppBootstrapAllGather(comm, all, sizeof(uint64_t));
-  for (int r = 0; r < comm->nranks && res == mscclppSuccess; r++)
-    if (all[r] < slot) slot = all[r];
-  free(all);
-  MSCCLPP_RETURN_ON_ERROR(res);
-  *out = slot;
-  return mscclppSuccess;
+  return mscclppCollAgreeMin(comm, slot, out);
 }
 
 /* The state's setup on p (zeroed; every rank reaches the same call). On
