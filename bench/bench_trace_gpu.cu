@@ -20,6 +20,14 @@
  *   moving slot  numbered's stores into a slot that changes every µs
  *             (from the start time, no counter): whether a new slot costs
  *             what rewriting one does not
+ *   counter, waited  device's record, its counter's answer awaited at the
+ *             block's start instead of at its end
+ *   counter, asm  device's record, its counter's atomic written as inline
+ *             PTX (volatile, a memory clobber) so that the compiler keeps it
+ *             at the block's start; the answer awaited at the end
+ *   block counter  device's record numbered by a plain load of a counter
+ *             at the start and a plain store of the next number at the end
+ *             (no atomic: one block per counter)
  *
  * One block of 256 threads per kernel; the kernel's thread 0 spins for
  * `work` ns first (0, or the length of a small collective), the others
@@ -44,9 +52,10 @@
 #define GRAPH_REPLAYS 100
 #define ROUNDS 5
 
-enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, ONESTORE, MOVING, MODES };
-static const char* const modeNames[MODES] = {"none",     "device", "mapped",          "mapped+release",
-                                             "numbered", "atomic", "counter+1 store", "moving slot"};
+enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, ONESTORE, MOVING, WAITED, ASMATOM, BLOCKCTR, MODES };
+static const char* const modeNames[MODES] = {"none",     "device",      "mapped",          "mapped+release",
+                                             "numbered", "atomic",      "counter+1 store", "moving slot",
+                                             "counter, waited", "counter, asm",    "block counter"};
 
 struct Params {
   struct mscclppCollTraceArgs trace;        /* DEVICE, NUMBERED, ATOMIC, ONESTORE, MOVING */
@@ -68,6 +77,27 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
   if (MODE == DEVICE) {
     mscclppCollTraceBlock traceBlock(P.trace);
     body(P.work);
+    return;
+  }
+  if (MODE == WAITED || MODE == ASMATOM || MODE == BLOCKCTR) {
+    uint64_t start = 0;
+    unsigned long long n = 0;
+    unsigned long long* ctr = MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring);
+    if (threadIdx.x == 0) {
+      start = mscclppClockNs();
+      if (MODE == WAITED) {
+        n = atomicAdd(ctr, 1ull);
+        if (n == ~0ull) __trap(); /* reads the answer: the thread waits for it here */
+      } else if (MODE == ASMATOM) {
+        __asm__ __volatile__("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(ctr) : "memory");
+      } else {
+        n = *(volatile unsigned long long*)ctr;
+      }
+    }
+    body(P.work);
+    if (threadIdx.x != 0) return;
+    if (MODE == BLOCKCTR) *(volatile unsigned long long*)ctr = n + 1;
+    mscclppCollTraceWrite(P.trace, n, start);
     return;
   }
   if (MODE == NUMBERED || MODE == ATOMIC || MODE == ONESTORE || MODE == MOVING) {
@@ -116,7 +146,8 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
 /* One kernel per record, in the modes' order. */
 static void (*const kernels[MODES])(const Params) = {
     recordKernel<NONE>,     recordKernel<DEVICE>, recordKernel<MAPPED>,   recordKernel<MAPPED_RELEASE>,
-    recordKernel<NUMBERED>, recordKernel<ATOMIC>, recordKernel<ONESTORE>, recordKernel<MOVING>};
+    recordKernel<NUMBERED>, recordKernel<ATOMIC>, recordKernel<ONESTORE>, recordKernel<MOVING>,
+    recordKernel<WAITED>,   recordKernel<ASMATOM>, recordKernel<BLOCKCTR>};
 
 static void launch(int mode, const Params& p, cudaStream_t s) { kernels[mode]<<<1, THREADS, 0, s>>>(p); }
 
