@@ -3,10 +3,12 @@
  * GPU kernel events for MSCCLPP_TRACE: what the collective kernels and
  * their host side (coll_trace.c) share.
  *
- * Each block's thread 0 reads %globaltimer when the block starts (after it
- * waits for the previous kernel on the stream) and takes the record's
- * number from a counter in device memory (an atomic add whose answer is
- * needed only at the end), and when it leaves the kernel it writes one
+ * Each block's thread 0 takes the record's number from a counter in device
+ * memory (an atomic add whose answer is needed only at the end) and reads
+ * %globaltimer when the block starts; a kernel launched with programmatic
+ * dependent launch takes the number before it waits for the previous kernel
+ * on the stream and the time after (restart()), so the atomic's trip falls
+ * in that wait instead of the kernel's end. When it leaves the kernel it writes one
  * 32-byte record into a ring in device memory: two 16-byte stores, each of
  * which carries the record's number, so the host takes a record only when
  * both halves are of the same one. No fence, nothing written to host
@@ -113,9 +115,11 @@ static __device__ __forceinline__ void mscclppCollTraceWrite(const struct mscclp
   __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
 }
 
-/* Declared first in a kernel (after its stream-order wait): takes the
- * block's start and record number and, when the kernel returns by any path,
- * writes its record. */
+/* Declared first in a kernel: takes the block's record number and start
+ * and, when the kernel returns by any path, writes its record. A kernel
+ * that waits for the previous one on its stream declares it before the
+ * wait and calls restart() after it (the number may be taken early: the
+ * host treats a numbered record not yet written as a block still running). */
 struct mscclppCollTraceBlock {
   const struct mscclppCollTraceArgs* args;
   uint64_t start;
@@ -123,8 +127,12 @@ struct mscclppCollTraceBlock {
   __device__ __forceinline__ explicit mscclppCollTraceBlock(const struct mscclppCollTraceArgs& a)
       : args(&a), start(0), n(0) {
     if (a.ring == nullptr || threadIdx.x != 0) return;
-    start = mscclppClockNs();
     n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(a.ring), 1ull);
+    start = mscclppClockNs();
+  }
+  /* The block's start is now (after the stream-order wait). */
+  __device__ __forceinline__ void restart() {
+    if (args->ring != nullptr && threadIdx.x == 0) start = mscclppClockNs();
   }
   __device__ __forceinline__ ~mscclppCollTraceBlock() {
     if (args->ring == nullptr || threadIdx.x != 0) return;
@@ -136,6 +144,7 @@ struct mscclppCollTraceBlock {
  * record nothing. */
 struct mscclppCollTraceBlock {
   explicit mscclppCollTraceBlock(const struct mscclppCollTraceArgs&) {}
+  void restart() {}
 };
 #endif
 

@@ -140,8 +140,9 @@ static __device__ void directWork(const Launch& L, const uint8_t* const* send, u
 
 template <typename T>
 __global__ void __launch_bounds__(1024) directKernel(const __grid_constant__ Launch L) {
-  streamOrderWait();
   mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
   __shared__ uint64_t epoch;
   __shared__ const uint8_t* send[MSCCLPP_COLL_GPU_MAX_RANKS];
   __shared__ uint8_t* recv[MSCCLPP_COLL_GPU_MAX_RANKS];

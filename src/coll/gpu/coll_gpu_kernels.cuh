@@ -46,7 +46,8 @@ typedef struct mscclppCollGpuLaunch Launch;
  * launch (mscclppCollGpuEnqueue's `pdl`), a kernel may be scheduled while
  * the kernel before it on its stream is still finishing; this waits until
  * that kernel has completed and its writes are visible. Nothing is read or
- * written before it, so the stream's order holds for all memory and only
+ * written before it but the trace's record counter (coll_trace.h), so the
+ * stream's order holds for all memory and only
  * the launch's latency overlaps the previous kernel's end, which shortens
  * every small call (H200: bench/HISTORY.md, "Where a small allreduce's time
  * goes" and "Figures moved out of code comments"). The kernels never let the

@@ -236,8 +236,9 @@ static __device__ __forceinline__ void p2pLlEnd(uint64_t* counters, uint64_t bas
  * the one per op. */
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_P2PLL_THREADS)
     p2pLlKernel(const __grid_constant__ Launch L, const __grid_constant__ struct mscclppCollGpuP2pLlList P) {
-  streamOrderWait();
   mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
   uint32_t lane = P.nlanes;
   for (uint32_t i = 0; i < P.nlanes; i++)
     if (blockIdx.x >= P.lanes[i].first && blockIdx.x < (uint32_t)P.lanes[i].first + P.lanes[i].nblocks) lane = i;
@@ -292,8 +293,9 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_P2PLL_THREADS)
  * both in step. */
 __global__ void __launch_bounds__(1024)
     p2pKernel(const __grid_constant__ Launch L, const __grid_constant__ struct mscclppCollGpuP2pList P) {
-  streamOrderWait();
   mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
   __shared__ int lane;
   __shared__ uint64_t msg[P2P_CH];   /* messages of the channels this block serves */
   __shared__ uint64_t lastZ[P2P_CH]; /* sender: its last zero-copy message per channel (0: none) */

@@ -115,8 +115,9 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
  * parities enough (packet.h). */
 template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllReduceKernel(const __grid_constant__ Launch L) {
-  streamOrderWait();
   mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
@@ -190,8 +191,9 @@ static __device__ __forceinline__ mscclppLLPacket16* ll2Slot(const Launch& L, ui
 template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
     packet2AllReduceKernel(const __grid_constant__ Launch L) {
-  streamOrderWait();
   mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
   const uint64_t npk = (bytes + 7) / 8;
