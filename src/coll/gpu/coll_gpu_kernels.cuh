@@ -24,11 +24,18 @@
 #ifndef MSCCLPP_SRC_COLL_GPU_COLL_GPU_KERNELS_CUH_
 #define MSCCLPP_SRC_COLL_GPU_COLL_GPU_KERNELS_CUH_
 
+#include <stdint.h>
+#ifdef __CUDACC__
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
-#include <stdint.h>
+#else
+/* The host compiler, playing the packet kernels on CPU threads (a test
+ * that defines what they need of CUDA): only the integer and native float
+ * types, and no kernel tables. */
+#include <sched.h>
+#endif
 
 #include "coll/gpu/coll_gpu.h"
 #include "coll/coll_kind.h"
@@ -84,6 +91,11 @@ static __device__ __forceinline__ void flagStore(const Launch& L, uint64_t* p, u
 #define COLL_WAIT_QUIET_NS 20000ull
 static __device__ __forceinline__ mscclppResult_t collWaitStep(const Launch& L, mscclppWaitState* w, uint64_t value,
                                                                int peer, uint64_t seen) {
+#if defined(MSCCLPP_DEVICE_HOST)
+  /* host threads playing the kernels outnumber the cores: let the one
+   * waited for run */
+  sched_yield();
+#endif
   if ((++w->spins & 1023u) != 0) return mscclppSuccess;
   uint64_t now = mscclppClockNs();
   if (w->startNs == 0) {

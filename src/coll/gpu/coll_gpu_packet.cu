@@ -6,7 +6,7 @@
  */
 #include "coll/gpu/coll_gpu_kernels.cuh"
 
-/* ---- LL packet allreduce ----------------------------------------------------------- */
+/* ---- the one-step packet kernels' slots and polls ---------------------------------- */
 
 /* The LL region and slot size of the launch's grid (coll_gpu.h). */
 static __device__ __forceinline__ uint64_t llSlotSize(const Launch& L) {
@@ -107,12 +107,87 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
   return 1;
 }
 
-/* LL16 one-shot allreduce, chunked through the slots: for each chunk, my
- * words go to every peer's slot [me], then I reduce (in rank order) my own
- * words with the peers' packets in my slots. Every packet kernel of a
- * communicator has the same grid, so the same thread handles the same
- * packet index in every round of every call, which is what makes two
- * parities enough (packet.h). */
+/* ---- one step of LL packets ------------------------------------------------------ */
+
+/* The rounds of a one-step packet call that puts `npk` packets into every
+ * slot it writes (the message's words, or one block's: the same count for
+ * every slot and every rank). Chunk c goes in round base + c + 1 (flag: its
+ * low 32 bits, parity: its lowest bit) and carries packets [c * per, c * per
+ * + n) of the message; the block's counter is the grid's own (coll_gpu.h),
+ * advanced by the block alone at the end.
+ *
+ * Why two parities are enough: a thread writes a slot position again two
+ * rounds after it wrote it last, which is safe once the peer's thread that
+ * reads that position has read it. Every packet kernel of a communicator
+ * uses the grid of its size class and these loops, so packet index i of a
+ * chunk belongs to thread i % threads in every round of every call, on every
+ * rank, and that peer thread's packet of the round between says it is done:
+ * it wrote it after its reads of the round before. Two rules keep that word
+ * coming. Within a call, every chunk keeps the threads of its first chunk
+ * busy (`busy`: a shorter last chunk is padded with packets that carry only
+ * the flag, written and polled like the others): a thread with a packet in
+ * round r but none in round r + 1 would wait for no word of the peer's
+ * thread, the rest of the grid could end the call, and the next call's round
+ * r + 2 could overwrite the position before the peer's thread read it (the
+ * padding costs at most one packet per thread and peer, in a call of several
+ * chunks only). Between calls, stream order: a call's kernel starts after
+ * the rank's previous one ended, which had read packets of its last round
+ * from every peer, which the peer's kernel wrote after its own previous
+ * kernel ended. */
+struct LlRounds {
+  uint64_t* counter; /* this block's round counter of the grid */
+  uint64_t base;     /* its value before the call */
+  uint64_t npk;      /* packets per slot, in the whole call */
+  uint64_t per;      /* packets per slot and chunk: what a slot holds */
+  uint64_t nchunks;
+  uint64_t busy; /* indices every chunk goes through at least: those of the first chunk that have a thread */
+};
+
+static __device__ __forceinline__ LlRounds llRounds(const Launch& L, uint64_t bytes) {
+  LlRounds R;
+  R.counter = L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? &L.state->llRoundSmall
+              : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? &L.state->llRoundMid[blockIdx.x]
+                                                    : &L.state->llRound[blockIdx.x];
+  R.base = *R.counter;
+  R.npk = (bytes + 7) / 8;
+  R.per = llSlotSize(L) / 16;
+  R.nchunks = (R.npk + R.per - 1) / R.per;
+  const uint64_t first = R.npk < R.per ? R.npk : R.per;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  R.busy = first < nth ? first : nth;
+  return R;
+}
+
+/* Chunk c of R: the flag and parity of its round, its first packet p0, its
+ * n packets of data, and the m >= n indices the threads go through (those
+ * from n on are padding). */
+struct LlChunk {
+  uint32_t flag;
+  int parity;
+  uint64_t p0, n, m;
+};
+
+static __device__ __forceinline__ LlChunk llChunk(const LlRounds& R, uint64_t c) {
+  LlChunk C;
+  const uint64_t round = R.base + c + 1;
+  C.flag = (uint32_t)round;
+  C.parity = (int)(round & 1);
+  C.p0 = c * R.per;
+  C.n = R.npk - C.p0 < R.per ? R.npk - C.p0 : R.per;
+  C.m = C.n > R.busy ? C.n : R.busy;
+  return C;
+}
+
+/* The word at packet index i of chunk C of a buffer of `bytes` bytes
+ * (0 for padding). */
+static __device__ __forceinline__ uint64_t llWordOf(const Launch& L, const LlChunk& C, const uint8_t* p, uint64_t i,
+                                                    uint64_t bytes) {
+  return i < C.n ? loadWord(p, (C.p0 + i) * 8, bytes, L.vec16) : 0;
+}
+
+/* LL16 one-shot allreduce, chunked through the slots (LlRounds): for each
+ * chunk, my words go to every peer's slot [me], then I reduce (in rank
+ * order) my own words with the peers' packets in my slots. */
 template <typename T>
 __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllReduceKernel(const __grid_constant__ Launch L) {
   mscclppCollTraceBlock traceBlock(L.trace);
@@ -120,43 +195,34 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
   traceBlock.restart();
   const int k = L.nranks, me = L.rank;
   const uint64_t bytes = L.count * sizeof(T);
-  const uint64_t npk = (bytes + 7) / 8;
-  const uint64_t per = llSlotSize(L) / 16;
-  const uint64_t nchunks = (npk + per - 1) / per;
+  const LlRounds R = llRounds(L, bytes);
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
-  uint64_t* counter = L.llGrid == MSCCLPP_COLL_GPU_LL_SMALL ? &L.state->llRoundSmall
-                      : L.llGrid == MSCCLPP_COLL_GPU_LL_MID ? &L.state->llRoundMid[blockIdx.x]
-                                                            : &L.state->llRound[blockIdx.x];
-  const uint64_t base = *counter;
   const uint8_t* in = L.send[me];
   uint8_t* out = L.recv[me];
   int failed = 0;
-  for (uint64_t c = 0; c < nchunks && !failed; c++) {
-    const uint64_t round = base + c + 1;
-    const uint32_t flag = (uint32_t)round;
-    const int parity = (int)(round & 1);
-    const uint64_t p0 = c * per;
-    const uint64_t n = npk - p0 < per ? npk - p0 : per;
-    for (uint64_t i = tid; i < n; i += nth) {
-      uint64_t v = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+  for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
+    const LlChunk C = llChunk(R, c);
+    for (uint64_t i = tid; i < C.m; i += nth) {
+      const uint64_t v = llWordOf(L, C, in, i, bytes);
       for (int q = 0; q < k; q++)
-        if (q != me) mscclppLL16Write(llSlot(L, q, parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), flag);
+        if (q != me) mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
     }
-    for (uint64_t i = tid; i < n && !failed; i += nth) {
-      const uint64_t mine = loadWord(in, (p0 + i) * 8, bytes, L.vec16);
+    for (uint64_t i = tid; i < C.m && !failed; i += nth) {
+      const uint64_t mine = llWordOf(L, C, in, i, bytes);
       uint64_t acc = 0;
-      if (!llReduceArrived<T>(L, llSlot(L, me, parity, 0), llSlotSize(L) / 16, i, flag, mine, &acc)) {
+      if (!llReduceArrived<T>(L, llSlot(L, me, C.parity, 0), R.per, i, C.flag, mine, &acc)) {
         failed = 1;
         break;
       }
+      if (i >= C.n) continue; /* padding */
       if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
-      storeWord(out, (p0 + i) * 8, bytes, acc, L.vec16);
+      storeWord(out, (C.p0 + i) * 8, bytes, acc, L.vec16);
     }
   }
   /* Each block advances its own copy of the round counter (coll_gpu.h). */
   if (__syncthreads_or(failed)) return;
-  if (threadIdx.x == 0) *counter = base + nchunks;
+  if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
 }
 
 /* ---- LL packet allreduce in two phases ------------------------------------------- */
@@ -267,8 +333,10 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
   if (threadIdx.x == 0) *counter = round;
 }
 
+#ifdef __CUDACC__ /* (a host compiler may play the bodies above) */
 static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
 static const KernelFn packet2Kernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packet2AllReduceKernel);
 
 KernelFn mscclppCollGpuPacketKernel(int type) { return packetKernels[type]; }
 KernelFn mscclppCollGpuPacket2Kernel(int type) { return packet2Kernels[type]; }
+#endif
