@@ -96,8 +96,7 @@ static mscclppResult_t dispatch(struct mscclppComm* comm, const struct mscclppCo
       mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo, NULL);
       return mscclppCollPortRun(comm, &b);
     case MSCCLPP_COLL_BACKEND_GPU:
-      b.algo = b.kind == MSCCLPP_COLL_ALLREDUCE ? mscclppCollSelectGpuAllreduce(comm, b.algo, comm->nranks, bytes)
-                                                : MSCCLPP_COLL_ALGO_DIRECT;
+      b.algo = mscclppCollSelectGpu(comm, b.kind, b.algo, comm->nranks, bytes);
       *algo = b.algo;
       mscclppCollSelectTell(comm, b.kind, bytes, *backend, *algo, NULL);
       return mscclppCollGpuRun(comm, &b);

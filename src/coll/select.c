@@ -36,11 +36,11 @@ static const struct {
   const char* algos;
 } kinds[MSCCLPP_COLL_KINDS] = {
     [MSCCLPP_COLL_ALLREDUCE] = {"allreduce", "packet,packet2,rsag,hier,flat,port,plan"},
-    [MSCCLPP_COLL_ALLGATHER] = {"allgather", "direct,port,plan"},
-    [MSCCLPP_COLL_REDUCESCATTER] = {"reducescatter", "direct,port,plan"},
+    [MSCCLPP_COLL_ALLGATHER] = {"allgather", "packet,direct,port,plan"},
+    [MSCCLPP_COLL_REDUCESCATTER] = {"reducescatter", "packet,direct,port,plan"},
     [MSCCLPP_COLL_BROADCAST] = {"broadcast", "direct,port"},
     [MSCCLPP_COLL_REDUCE] = {"reduce", "direct,port"},
-    [MSCCLPP_COLL_ALLTOALL] = {"alltoall", "direct,port,plan"},
+    [MSCCLPP_COLL_ALLTOALL] = {"alltoall", "packet,direct,port,plan"},
     [MSCCLPP_COLL_SENDRECV] = {"sendrecv", "direct,port"},
     [MSCCLPP_COLL_ALLTOALLV] = {"alltoallv", "direct"},
 };
@@ -206,6 +206,41 @@ mscclppCollAlgo mscclppCollSelectGpuAllreduce(struct mscclppComm* comm, mscclppC
   if (bytes <= packetMaxBytes(k)) return MSCCLPP_COLL_ALGO_PACKET;
   if (k > 2 && k <= 4 && bytes <= PACKET2_MAX_BYTES) return MSCCLPP_COLL_ALGO_PACKET2;
   return MSCCLPP_COLL_ALGO_RSAG;
+}
+
+/* Allgather, reduce-scatter and all-to-all as one step of LL packets
+ * (coll_gpu_packet.cu), up to the block size (what one rank sends one
+ * peer: `bytes`, count x type size) at which allreduce stops using them:
+ * then every slot of a rank receives per call what it receives from an
+ * allreduce at its limit, in as many rounds, on the same grid, and every
+ * peer sends it as much. The direct kernel these replace costs two barrier
+ * round trips whatever the size: all-to-all 5.7-6.1 us with 2 ranks from
+ * 1 KiB to 512 KiB in all, 7.4-8.5 with 4 (bench/RESULTS.md), above the
+ * packet allreduce's 2.8-5.4 and 4.2-9.2 us at the same bytes per peer
+ * (bench/HISTORY.md, "Collectives: packet grids"). The copies move half
+ * the bytes of the packets, so their crossing may come earlier than the
+ * allreduce's; not yet measured (bench_coll / mscclpp-perf with
+ * MSCCLPP_ALGO=<collective>=packet and =direct). The goal, issue 23: no
+ * slower than the one-shot allreduce from 8 B to 256 KiB (nccl-tests'
+ * size: the larger buffer, nranks blocks), which this covers for up to 8
+ * ranks. Forced, packets serve any size (chunked through the slots). */
+static mscclppCollAlgo selectGpuPacketColl(mscclppCollAlgo forced, int k, uint64_t bytes) {
+  if (forced == MSCCLPP_COLL_ALGO_PACKET || forced == MSCCLPP_COLL_ALGO_DIRECT) return forced;
+  return bytes <= packetMaxBytes(k) ? MSCCLPP_COLL_ALGO_PACKET : MSCCLPP_COLL_ALGO_DIRECT;
+}
+
+mscclppCollAlgo mscclppCollSelectGpu(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo forced, int k,
+                                     uint64_t bytes) {
+  switch (kind) {
+    case MSCCLPP_COLL_ALLREDUCE:
+      return mscclppCollSelectGpuAllreduce(comm, forced, k, bytes);
+    case MSCCLPP_COLL_ALLGATHER:
+    case MSCCLPP_COLL_REDUCESCATTER:
+    case MSCCLPP_COLL_ALLTOALL:
+      return selectGpuPacketColl(forced, k, bytes);
+    default:
+      return MSCCLPP_COLL_ALGO_DIRECT;
+  }
 }
 
 /* c such that bytes is in (2^(c-1), 2^c]; 0 for 0 and 1 byte. */

@@ -30,7 +30,7 @@ struct mscclppComm;
  * collective has which). */
 typedef enum {
   MSCCLPP_COLL_ALGO_AUTO = 0, /* nothing forced: the rules pick */
-  MSCCLPP_COLL_ALGO_PACKET,   /* GPU allreduce: one-shot LL packets */
+  MSCCLPP_COLL_ALGO_PACKET,   /* GPU allreduce, allgather, reduce-scatter, all-to-all: one step of LL packets */
   MSCCLPP_COLL_ALGO_PACKET2,  /* GPU allreduce: two-phase LL packets */
   MSCCLPP_COLL_ALGO_RSAG,     /* GPU allreduce: fused reduce-scatter + allgather (the direct kernel) */
   MSCCLPP_COLL_ALGO_DIRECT,   /* GPU: the zero-copy kernel of the other collectives */
@@ -93,6 +93,13 @@ mscclppCollBackend mscclppCollSelectBackend(const struct mscclppComm* comm, mscc
  * said once). */
 mscclppCollAlgo mscclppCollSelectGpuAllreduce(struct mscclppComm* comm, mscclppCollAlgo forced, int k,
                                               uint64_t bytes);
+
+/* The GPU backend's algorithm for a call of `kind` of `bytes` per rank
+ * (count x type size) on k ranks: allreduce's rule above; allgather,
+ * reduce-scatter and all-to-all PACKET or DIRECT (MSCCLPP_ALGO's choice,
+ * or by size); the others DIRECT. */
+mscclppCollAlgo mscclppCollSelectGpu(struct mscclppComm* comm, mscclppCollKind kind, mscclppCollAlgo forced, int k,
+                                     uint64_t bytes);
 
 /* Say at INFO, once per (collective, size class), what a call of `bytes`
  * per rank ran on: backend and algorithm (`planName`: the plan's name when

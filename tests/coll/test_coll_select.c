@@ -3,7 +3,7 @@
  * The collective layer's selection table and first-use policy (coll.h,
  * select.h), in one process on one-rank communicators of the host backend:
  *   - MSCCLPP_ALGO naming an algorithm no backend implements for the
- *     collective (allgather=packet), an unknown collective or a malformed
+ *     collective (broadcast=packet), an unknown collective or a malformed
  *     entry is refused at every call, naming it; a valid choice runs, and a
  *     changed value is read again.
  *   - MSCCLPP_DEBUG=INFO: a collective says what it chose once per size
@@ -45,9 +45,9 @@ static void testAlgoRefused(void) {
   float in[64], out[64 * 1];
   for (int i = 0; i < 64; i++) in[i] = (float)i;
   /* a name no backend implements for the collective */
-  setAlgo(comm, "allgather=packet");
+  setAlgo(comm, "broadcast=packet");
   CHECK_RES(mscclppAllGather(in, out, 64, mscclppFloat32, comm, NULL), mscclppInvalidArgument);
-  CHECK(strstr(mscclppGetLastError(), "allgather has no algorithm \"packet\"") != NULL);
+  CHECK(strstr(mscclppGetLastError(), "broadcast has no algorithm \"packet\"") != NULL);
   /* ... refused for every collective while it is set, send/recv included */
   CHECK_RES(mscclppAllReduce(in, out, 64, mscclppFloat32, mscclppSum, comm, NULL), mscclppInvalidArgument);
   CHECK_RES(mscclppSend(in, 64, mscclppFloat32, 0, comm, NULL), mscclppInvalidArgument);
@@ -65,12 +65,15 @@ static void testAlgoRefused(void) {
   CHECK(strstr(mscclppGetLastError(), "is not collective=algorithm") != NULL);
   /* every name mscclppCollAlgoNames lists is accepted (the host backend
    * runs its own algorithm whatever is forced) */
-  setAlgo(comm, "allgather=direct,allreduce=rsag,sendrecv=port");
+  setAlgo(comm, "allgather=direct,allreduce=rsag,sendrecv=port,reducescatter=packet,alltoall=packet");
   memset(out, 0, sizeof(out));
   CHECK_RES(mscclppAllGather(in, out, 64, mscclppFloat32, comm, NULL), mscclppSuccess);
   CHECK(memcmp(in, out, sizeof(in)) == 0);
   CHECK_RES(mscclppAllReduce(in, out, 64, mscclppFloat32, mscclppSum, comm, NULL), mscclppSuccess);
-  CHECK(strcmp(mscclppCollAlgoNames("allgather"), "direct,port,plan") == 0);
+  CHECK(strcmp(mscclppCollAlgoNames("allgather"), "packet,direct,port,plan") == 0);
+  CHECK(strcmp(mscclppCollAlgoNames("reducescatter"), "packet,direct,port,plan") == 0);
+  CHECK(strcmp(mscclppCollAlgoNames("alltoall"), "packet,direct,port,plan") == 0);
+  CHECK(strcmp(mscclppCollAlgoNames("broadcast"), "direct,port") == 0);
   CHECK(strstr(mscclppCollAlgoNames("allreduce"), "packet") != NULL);
   CHECK(mscclppCollAlgoNames("allgahter") == NULL);
   CHECK(strcmp(mscclppCollAlgoNames("alltoallv"), "direct") == 0);

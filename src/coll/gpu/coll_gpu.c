@@ -27,9 +27,10 @@
  * barrier, and its grid is the same for every call.
  *
  * A call, in parts: its sizes (callSizes), the algorithm the selection
- * table chose (coll/select.c, in args->algo), the grid (packetGrid,
- * directGrid), this rank's buffers staged where needed (stageIn, stageOut)
- * and exported (direct algorithms only), the launch.
+ * table chose (coll/select.c, in args->algo), the grid (directGrid; the
+ * packet algorithms': coll_gpu_packet_host.c), this rank's buffers staged
+ * where needed (stageIn, stageOut) and exported (direct algorithms only),
+ * the launch.
  * Host setup calls run with the thread's stream-capture mode relaxed, so
  * the first call may itself be captured in a CUDA graph.
  */
@@ -206,7 +207,7 @@ static mscclppResult_t gpuState(struct mscclppComm* comm, struct mscclppCollGpu*
 
 /* ---- staging ---------------------------------------------------------------------- */
 
-static mscclppResult_t stageBuffer(struct mscclppCollGpu* g, int which, size_t bytes, void** out) {
+mscclppResult_t mscclppCollGpuStageBuffer(struct mscclppCollGpu* g, int which, size_t bytes, void** out) {
   if (g->stageBytes[which] < bytes) {
     if (g->stage[which] != NULL) {
       /* peers may still map it: keep it until destroy */
@@ -252,14 +253,6 @@ static uint32_t blocksFor(const struct mscclppCollGpu* g, uint64_t bytes, uint64
 
 /* ---- a call, in parts ------------------------------------------------------------ */
 
-/* The grid of every packet kernel. */
-#define PACKET_SMALL_BYTES (4u << 10) /* one block of MSCCLPP_COLL_GPU_PACKET_THREADS: a packet per thread (8 KiB, two per thread, was slower) */
-/* Up to here 16 blocks: with 4 ranks, 64 KiB is faster on 16 than on 33
- * (bench/HISTORY.md, "Collectives: packet grids"). */
-#define PACKET_MID_BYTES (64u << 10)
-#define PACKET_MID_BLOCKS 16u
-_Static_assert(PACKET_MID_BYTES * 2 <= MSCCLPP_COLL_GPU_LLMID_SLOT, "a mid message fits one slot of packets");
-
 /* The sizes of one call on this rank. */
 struct gpuCall {
   size_t inBytes, outBytes; /* of this rank's input and output */
@@ -293,24 +286,6 @@ static int kernelAlgo(mscclppCollAlgo algo) {
   return algo == MSCCLPP_COLL_ALGO_PACKET    ? MSCCLPP_COLL_GPU_ALGO_PACKET
          : algo == MSCCLPP_COLL_ALGO_PACKET2 ? MSCCLPP_COLL_GPU_ALGO_PACKET2
                                              : MSCCLPP_COLL_GPU_ALGO_DIRECT;
-}
-
-/* The packet kernels' grid: the same for every packet kernel of a kind
- * (see the kernels); blocks without packets only advance their counters. */
-static void packetGrid(const struct mscclppCollGpu* g, size_t inBytes, struct mscclppCollGpuLaunch* L) {
-  L->nthreads = MSCCLPP_COLL_GPU_PACKET_THREADS;
-  if (L->algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) {
-    L->nblocks = g->packetBlocks;
-  } else if (inBytes <= PACKET_SMALL_BYTES) { /* the three grids (coll_gpu.h) */
-    L->nblocks = 1;
-    L->llGrid = MSCCLPP_COLL_GPU_LL_SMALL;
-  } else if (inBytes <= PACKET_MID_BYTES) {
-    L->nblocks = g->packetBlocks < PACKET_MID_BLOCKS ? g->packetBlocks : PACKET_MID_BLOCKS;
-    L->llGrid = MSCCLPP_COLL_GPU_LL_MID;
-  } else {
-    L->nblocks = g->packetBlocks;
-    L->llGrid = MSCCLPP_COLL_GPU_LL_BIG;
-  }
 }
 
 /* The direct kernel's grid, from the bytes each rank moves: its input
@@ -361,7 +336,7 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
     int ok = 0;
     MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, recv, &mine[1], &ok));
     if (!ok) {
-      MSCCLPP_RETURN_ON_ERROR(stageBuffer(g, 1, c->outBytes, (void**)kRecv));
+      MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuStageBuffer(g, 1, c->outBytes, (void**)kRecv));
       *stagedRecv = 1;
       MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, *kRecv, &mine[1], &ok));
     }
@@ -375,7 +350,7 @@ static mscclppResult_t stageIn(struct mscclppCollGpu* g, const struct mscclppCol
   } else {
     if (!stageAside) MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, send, &mine[0], &ok));
     if (!ok) {
-      MSCCLPP_RETURN_ON_ERROR(stageBuffer(g, 0, c->inBytes, (void**)kSend));
+      MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuStageBuffer(g, 0, c->inBytes, (void**)kSend));
       stagedSend = 1;
       MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, *kSend, &mine[0], &ok));
     }
@@ -435,11 +410,10 @@ static void reapAfter(struct mscclppCollGpu* g, mscclppStream_t stream) {
   if (mscclppGpuMarkRecord(g->reapMark, stream, &recorded) == mscclppSuccess && recorded) g->reapArmed = 1;
 }
 
-/* Enqueue L (with the op list of a send/recv launch: p2p for p2pKernel,
- * ll for p2pLlKernel); `what` names the kernel in the error and the trace. */
-static mscclppResult_t launch(struct mscclppComm* comm, struct mscclppCollGpu* g, struct mscclppCollGpuLaunch* L,
-                              const struct mscclppCollGpuP2pList* p2p, const struct mscclppCollGpuP2pLlList* ll,
-                              mscclppStream_t stream, const char* what) {
+mscclppResult_t mscclppCollGpuLaunchKernel(struct mscclppComm* comm, struct mscclppCollGpu* g,
+                                           struct mscclppCollGpuLaunch* L, const struct mscclppCollGpuP2pList* p2p,
+                                           const struct mscclppCollGpuP2pLlList* ll, mscclppStream_t stream,
+                                           const char* what) {
   if (mscclppTraceOn()) mscclppCollTraceKernel(comm, g->device, L->nblocks, what, stream, &L->trace);
   const char* why = NULL;
   reapBefore(g, stream);
@@ -448,16 +422,6 @@ static mscclppResult_t launch(struct mscclppComm* comm, struct mscclppCollGpu* g
   if (res != mscclppSuccess) return mscclppErr(res, MSCCLPP_LOG_COLL, "launching the %s kernel: %s", what, why);
   reapAfter(g, stream);
   return mscclppSuccess;
-}
-
-/* A packet allreduce: no rendezvous, only this rank's buffers are used. */
-static mscclppResult_t runPacket(struct mscclppComm* comm, struct mscclppCollGpu* g, const struct mscclppCollArgs* a,
-                                 const struct gpuCall* c, struct mscclppCollGpuLaunch* L) {
-  L->send[g->rank] = (const uint8_t*)a->send;
-  L->recv[g->rank] = (uint8_t*)a->recv;
-  L->vec16 = (((uintptr_t)a->send | (uintptr_t)a->recv) & 7) == 0;
-  packetGrid(g, c->inBytes, L);
-  return launch(comm, g, L, NULL, NULL, a->stream, "allreduce");
 }
 
 /* L->send[p], L->recv[p] for a direct kernel: this rank's buffers as each
@@ -505,7 +469,7 @@ static mscclppResult_t runDirect(struct mscclppComm* comm, struct mscclppCollGpu
     L->count = a->count * a->typeSize;
   }
   directGrid(g, a, c, L);
-  MSCCLPP_RETURN_ON_ERROR(launch(comm, g, L, NULL, NULL, stream, mscclppCollKindName(a->kind)));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuLaunchKernel(comm, g, L, NULL, NULL, stream, mscclppCollKindName(a->kind)));
   if (stagedRecv && c->hasRecv) { /* staging out */
     MSCCLPP_RETURN_ON_ERROR(mscclppGpuMemcpyOnAppStream(stream, a->recv, kRecv, c->outBytes));
   }
@@ -535,7 +499,7 @@ static mscclppResult_t runAllToAllv(struct mscclppComm* comm, struct mscclppColl
     int ok = 0;
     MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
     if (!ok) {
-      MSCCLPP_RETURN_ON_ERROR(stageBuffer(g, 0, sendBytes, (void**)&kSend));
+      MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuStageBuffer(g, 0, sendBytes, (void**)&kSend));
       MSCCLPP_RETURN_ON_ERROR(mscclppCollGpuDescribeOwn(g, kSend, &mine, &ok));
       if (!ok)
         return mscclppErr(mscclppInternalError, MSCCLPP_LOG_COLL,
@@ -587,7 +551,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, const struct mscclppColl
   L.root = a->root;
   L.count = a->count;
   L.algo = kernelAlgo(a->algo);
-  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return runPacket(comm, g, a, &c, &L);
+  if (L.algo != MSCCLPP_COLL_GPU_ALGO_DIRECT) return mscclppCollGpuRunPacket(comm, g, a, c.inBytes, c.outBytes, &L);
   return runDirect(comm, g, a, &c, &L);
 }
 
@@ -758,9 +722,9 @@ mscclppResult_t mscclppCollGpuP2p(struct mscclppComm* comm, const struct mscclpp
       if (allLl) {
         static _Thread_local struct mscclppCollGpuP2pLlList Q;
         p2pLlList(&P, &Q);
-        res = launch(comm, g, &L, NULL, &Q, stream, "sendrecv");
+        res = mscclppCollGpuLaunchKernel(comm, g, &L, NULL, &Q, stream, "sendrecv");
       } else {
-        res = launch(comm, g, &L, &P, NULL, stream, "sendrecv");
+        res = mscclppCollGpuLaunchKernel(comm, g, &L, &P, NULL, stream, "sendrecv");
       }
     }
   }

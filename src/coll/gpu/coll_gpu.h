@@ -34,6 +34,15 @@
  *   allreduce/packet   one kernel, LL16 packets: every rank writes its input
  *                      into every peer's scratch, then reduces its own copy;
  *                      chunked through the LL slots for any size
+ *   allgather/packet, reducescatter/packet, alltoall/packet
+ *                      the same step with blocks: rank r writes its input
+ *                      (allgather) or its input's block q (the others) into
+ *                      rank q's slot r, then copies or reduces (in rank
+ *                      order) what arrived; one slot's message is a block,
+ *                      so a block of B bytes moves as an allreduce of B
+ *                      does. The four share the grids, slots and round
+ *                      counters (see LlRounds, coll_gpu_packet.cu), and use
+ *                      only this rank's buffers: no export, no barrier
  *   allreduce/packet2  two phases of LL16 packets: rank r sends share q of its
  *                      input to rank q; rank q reduces its share and sends the
  *                      result to every peer (each rank moves 2(k-1)/k of the
@@ -98,9 +107,12 @@ extern "C" {
  * barrier, coll_gpu_direct.cu) */
 #define MSCCLPP_COLL_GPU_PTR_OFF (MSCCLPP_COLL_GPU_ACK_OFF + MSCCLPP_COLL_GPU_MAX_RANKS * 8)
 #define MSCCLPP_COLL_GPU_FLAGS_BYTES 16384
-/* The packet kernel runs on three grids, each with its own LL slots and
- * round counters (a packet index must map to the same thread in every round
- * that uses a slot, so grids cannot share them):
+/* The one-step packet kernels (allreduce, reduce-scatter, allgather,
+ * all-to-all) run on three grids, chosen by the bytes one slot receives per
+ * call (an allreduce's input, a block of the others'); each grid has its own
+ * LL slots and round counters, which every kernel on it shares (a packet
+ * index must map to the same thread in every round that uses a slot, so
+ * grids cannot share them):
  *   small  one block, messages up to 4 KiB
  *   mid    at most 16 blocks, up to 64 KiB (more blocks cost time here)
  *   big    an SM's worth per block, above (more blocks buy bandwidth) */

@@ -6,7 +6,9 @@
  * alignment, and the tables of each family's kernels by element type.
  *   coll_gpu_direct.cu     the direct (zero-copy) kernels
  *   coll_gpu_alltoallv.cu  all-to-all-v with its counts in device memory
- *   coll_gpu_packet.cu     the LL packet allreduces (one and two phases)
+ *   coll_gpu_packet.cu     the LL packet collectives: allreduce in one and
+ *                          two phases; allgather, reduce-scatter and
+ *                          all-to-all in one
  *   coll_gpu_p2p.cu        send/recv
  *   coll_gpu_launch.cu     the launches: a call's kernel, on its stream
  * One body per algorithm: the reducing ones are templates over the element
@@ -255,7 +257,9 @@ typedef void (*AllToAllvKernelFn)(const Launch, const struct mscclppCollGpuCount
 
 /* The kernel of a family for element type `type` (0 <= type < mscclppNumTypes). */
 KernelFn mscclppCollGpuDirectKernel(int type);          /* coll_gpu_direct.cu */
-KernelFn mscclppCollGpuPacketKernel(int type);          /* coll_gpu_packet.cu */
+KernelFn mscclppCollGpuPacketKernel(int type);          /* coll_gpu_packet.cu: allreduce */
+KernelFn mscclppCollGpuPacketReduceScatterKernel(int type); /* coll_gpu_packet.cu */
+KernelFn mscclppCollGpuPacketCopyKernel(void);          /* coll_gpu_packet.cu: allgather, all-to-all (bytes) */
 KernelFn mscclppCollGpuPacket2Kernel(int type);         /* coll_gpu_packet.cu */
 P2pKernelFn mscclppCollGpuP2pKernel(void);              /* coll_gpu_p2p.cu */
 P2pLlKernelFn mscclppCollGpuP2pLlKernel(void);          /* coll_gpu_p2p.cu */

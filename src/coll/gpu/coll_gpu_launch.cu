@@ -31,6 +31,23 @@ static mscclppResult_t launchStatus(cudaError_t err, const char** why) {
   return err == cudaSuccess ? mscclppSuccess : mscclppUnhandledCudaError;
 }
 
+/* The kernel of a collective's launch: its algorithm's, for its kind (the
+ * one-step packet kernels: allreduce and reduce-scatter per type, the copies
+ * on bytes) and type. */
+static KernelFn kernelOf(const struct mscclppCollGpuLaunch* launch) {
+  if (launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) return mscclppCollGpuPacket2Kernel(launch->type);
+  if (launch->algo != MSCCLPP_COLL_GPU_ALGO_PACKET) return mscclppCollGpuDirectKernel(launch->type);
+  switch (launch->kind) {
+    case MSCCLPP_COLL_REDUCESCATTER:
+      return mscclppCollGpuPacketReduceScatterKernel(launch->type);
+    case MSCCLPP_COLL_ALLGATHER:
+    case MSCCLPP_COLL_ALLTOALL:
+      return mscclppCollGpuPacketCopyKernel();
+    default:
+      return mscclppCollGpuPacketKernel(launch->type);
+  }
+}
+
 extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                                  const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
                                                  const char** why) {
@@ -40,10 +57,7 @@ extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaun
   if (p2p != NULL) {
     err = cudaLaunchKernelEx(&cfg, mscclppCollGpuP2pKernel(), *launch, *p2p);
   } else {
-    KernelFn fn = launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET    ? mscclppCollGpuPacketKernel(launch->type)
-                  : launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET2 ? mscclppCollGpuPacket2Kernel(launch->type)
-                                                                  : mscclppCollGpuDirectKernel(launch->type);
-    err = cudaLaunchKernelEx(&cfg, fn, *launch);
+    err = cudaLaunchKernelEx(&cfg, kernelOf(launch), *launch);
   }
   return launchStatus(err, why);
 }

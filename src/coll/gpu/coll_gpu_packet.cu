@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The GPU backend's LL packet allreduces: in one phase on three grids, and
- * in two phases (packet2) with slots for a whole message
- * (coll_gpu_kernels.cuh: what the kernels share).
+ * The GPU backend's LL packet collectives: allreduce, reduce-scatter,
+ * allgather and all-to-all in one step on three grids (one set of slots and
+ * round counters per grid, shared by the four), and allreduce in two phases
+ * (packet2) with slots for a whole message (coll_gpu_kernels.cuh: what the
+ * kernels share).
  */
 #include "coll/gpu/coll_gpu_kernels.cuh"
 
@@ -107,7 +109,7 @@ static __device__ __forceinline__ int llReduceArrived(const Launch& L, const msc
   return 1;
 }
 
-/* ---- one step of LL packets ------------------------------------------------------ */
+/* ---- one step of LL packets: allreduce, reduce-scatter, allgather, all-to-all ---- */
 
 /* The rounds of a one-step packet call that puts `npk` packets into every
  * slot it writes (the message's words, or one block's: the same count for
@@ -225,6 +227,117 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
   if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
 }
 
+/* LL16 one-step reduce-scatter (LlRounds): for each chunk, my input's block
+ * q goes to rank q's slot [me], then I reduce my own block with the peers'
+ * packets in my slots, in rank order: the direct kernel's order (its
+ * reduceToAll takes the inputs in rank order too), so both give the same
+ * bits. `count` is the output's (a block's) elements. In place (my output
+ * is my input's block `me`) needs nothing: each output word is written by
+ * the thread that loaded it, after it did. */
+template <typename T>
+__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
+    packetReduceScatterKernel(const __grid_constant__ Launch L) {
+  mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
+  const int k = L.nranks, me = L.rank;
+  const uint64_t bytes = L.count * sizeof(T);
+  const LlRounds R = llRounds(L, bytes);
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  const uint8_t* in = L.send[me];
+  const uint8_t* inMine = in + (uint64_t)me * bytes;
+  uint8_t* out = L.recv[me];
+  int failed = 0;
+  for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
+    const LlChunk C = llChunk(R, c);
+    for (uint64_t i = tid; i < C.m; i += nth)
+      for (int q = 0; q < k; q++) {
+        if (q == me) continue;
+        const uint64_t v = llWordOf(L, C, in + (uint64_t)q * bytes, i, bytes);
+        mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
+      }
+    for (uint64_t i = tid; i < C.m && !failed; i += nth) {
+      const uint64_t mine = llWordOf(L, C, inMine, i, bytes);
+      uint64_t acc = 0;
+      if (!llReduceArrived<T>(L, llSlot(L, me, C.parity, 0), R.per, i, C.flag, mine, &acc)) {
+        failed = 1;
+        break;
+      }
+      if (i >= C.n) continue; /* padding */
+      if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
+      storeWord(out, (C.p0 + i) * 8, bytes, acc, L.vec16);
+    }
+  }
+  if (__syncthreads_or(failed)) return;
+  if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
+}
+
+/* LL16 one-step allgather and all-to-all, on bytes (`count` is a block's
+ * bytes: what one rank sends one peer; the element type does not matter):
+ * for each chunk, my block for each peer -- allgather: my input; all-to-all:
+ * my input's block q for rank q -- goes to its slot [me], then I copy my own
+ * block and unpack each peer's packets into its block of my output. In
+ * place (allgather: my input is my output's block `me`; all-to-all: my
+ * input is my output) needs no staging: my own block is then where it
+ * belongs, and each word of the other blocks is written by the thread that
+ * loaded the input's word at that place to send it, after it did. */
+__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetCopyKernel(const __grid_constant__ Launch L) {
+  mscclppCollTraceBlock traceBlock(L.trace);
+  streamOrderWait();
+  traceBlock.restart();
+  const int k = L.nranks, me = L.rank;
+  const uint64_t bytes = L.count;
+  const LlRounds R = llRounds(L, bytes);
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t inStride = L.kind == MSCCLPP_COLL_ALLTOALL ? bytes : 0; /* of the input's blocks */
+  const uint8_t* in = L.send[me];
+  uint8_t* out = L.recv[me];
+  const uint8_t* inMine = in + (uint64_t)me * inStride;
+  uint8_t* outMine = out + (uint64_t)me * bytes;
+  int failed = 0;
+  for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
+    const LlChunk C = llChunk(R, c);
+    for (uint64_t i = tid; i < C.m; i += nth) {
+      uint64_t v = inStride == 0 ? llWordOf(L, C, in, i, bytes) : 0;
+      for (int q = 0; q < k; q++) {
+        if (q == me) continue;
+        if (inStride != 0) v = llWordOf(L, C, in + (uint64_t)q * inStride, i, bytes);
+        mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
+      }
+    }
+    const mscclppLLPacket16* slot0 = llSlot(L, me, C.parity, 0);
+    for (uint64_t i = tid; i < C.m && !failed; i += nth) {
+      const uint64_t off = (C.p0 + i) * 8;
+      if (i < C.n && inMine != outMine) storeWord(outMine, off, bytes, loadWord(inMine, off, bytes, L.vec16), L.vec16);
+      if (k > 2 && k <= LL_POLL_TOGETHER) { /* every peer's packet at once */
+        uint64_t got[LL_POLL_TOGETHER];
+        if (!llPollTogether(L, slot0, R.per, i, C.flag, llPeers(k, me), got)) {
+          failed = 1;
+          break;
+        }
+        if (i >= C.n) continue; /* padding */
+#pragma unroll
+        for (int q = 0; q < LL_POLL_TOGETHER; q++)
+          if (q < k && q != me) storeWord(out + (uint64_t)q * bytes, off, bytes, got[q], L.vec16);
+        continue;
+      }
+      for (int q = 0; q < k; q++) {
+        uint64_t v = 0;
+        if (q == me) continue;
+        if (!llPollOne(L, slot0 + q * R.per + i, C.flag, (threadIdx.x & 31u) == 0 ? q : -1, &v)) {
+          failed = 1;
+          break;
+        }
+        if (i < C.n) storeWord(out + (uint64_t)q * bytes, off, bytes, v, L.vec16);
+      }
+    }
+  }
+  if (__syncthreads_or(failed)) return;
+  if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
+}
+
 /* ---- LL packet allreduce in two phases ------------------------------------------- */
 
 /* My slot for packets from rank `from` in rank `owner`'s ll2 region (coll_gpu.h):
@@ -335,8 +448,11 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
 
 #ifdef __CUDACC__ /* (a host compiler may play the bodies above) */
 static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
+static const KernelFn packetRsKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetReduceScatterKernel);
 static const KernelFn packet2Kernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packet2AllReduceKernel);
 
 KernelFn mscclppCollGpuPacketKernel(int type) { return packetKernels[type]; }
+KernelFn mscclppCollGpuPacketReduceScatterKernel(int type) { return packetRsKernels[type]; }
+KernelFn mscclppCollGpuPacketCopyKernel(void) { return packetCopyKernel; }
 KernelFn mscclppCollGpuPacket2Kernel(int type) { return packet2Kernels[type]; }
 #endif

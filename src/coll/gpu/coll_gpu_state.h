@@ -8,6 +8,8 @@
  *                      grid, staging, launch
  *   coll_gpu_export.c  this rank's buffers as CUDA IPC handles, mapped by
  *                      the peers' export services; this rank's service
+ *   coll_gpu_packet_host.c  a call of a packet algorithm: its grid, what it
+ *                      stages, the launch
  */
 #ifndef MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_
 #define MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_
@@ -170,5 +172,30 @@ mscclppResult_t mscclppCollGpuServiceClose(struct mscclppCollGpuService* s, void
 mscclppResult_t mscclppCollGpuServiceStart(struct mscclppComm* comm, int device, const struct mscclppCollGpuMapOps* ops,
                                            struct mscclppCollGpuService** out);
 void mscclppCollGpuServiceStop(struct mscclppCollGpuService* s);
+
+/* ---- a call's parts that several files use (coll_gpu.c) ---- */
+
+struct mscclppCollArgs;
+
+/* g's staging buffer `which` (0: inputs, 1: outputs) of at least `bytes`
+ * in *out: made or grown now (a grown one's old buffer is kept until
+ * destroy, as peers may map it). mscclppInvalidUsage after 64 resizes. */
+mscclppResult_t mscclppCollGpuStageBuffer(struct mscclppCollGpu* g, int which, size_t bytes, void** out);
+
+/* Enqueue L on `stream` (with the op list of a send/recv launch: p2p for
+ * p2pKernel, ll for p2pLlKernel; NULL for a collective); `what` names the
+ * kernel in the error and the trace (a string that lives as long as the
+ * process). */
+mscclppResult_t mscclppCollGpuLaunchKernel(struct mscclppComm* comm, struct mscclppCollGpu* g,
+                                           struct mscclppCollGpuLaunch* L, const struct mscclppCollGpuP2pList* p2p,
+                                           const struct mscclppCollGpuP2pLlList* ll, mscclppStream_t stream,
+                                           const char* what);
+
+/* A call of a packet algorithm (coll_gpu_packet_host.c): L is filled with
+ * everything but this rank's buffers, the grid and the alignment; inBytes
+ * and outBytes are this rank's input and output. */
+mscclppResult_t mscclppCollGpuRunPacket(struct mscclppComm* comm, struct mscclppCollGpu* g,
+                                        const struct mscclppCollArgs* a, size_t inBytes, size_t outBytes,
+                                        struct mscclppCollGpuLaunch* L);
 
 #endif /* MSCCLPP_SRC_COLL_GPU_COLL_GPU_STATE_H_ */
