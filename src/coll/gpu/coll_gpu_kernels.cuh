@@ -33,9 +33,9 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #else
-/* The host compiler, playing the packet kernels on CPU threads (a test
- * that defines what they need of CUDA): only the integer and native float
- * types, and no kernel tables. */
+/* The host compiler, playing the packet kernels on CPU threads
+ * (tests/collgpu/packet_protocol_host.cpp, which defines what they need of
+ * CUDA): only the integer and native float types, and no kernel tables. */
 #include <sched.h>
 #endif
 

@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
   if (threadIdx.x == 0) *counter = round;
 }
 
-#ifdef __CUDACC__ /* (a host compiler may play the bodies above) */
+#ifdef __CUDACC__ /* (a host compiler plays the bodies above: tests/collgpu/packet_protocol_host.cpp) */
 static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
 static const KernelFn packetRsKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetReduceScatterKernel);
 static const KernelFn packet2Kernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packet2AllReduceKernel);
