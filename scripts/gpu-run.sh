@@ -121,6 +121,23 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = coll ]; then
     have coll_gpu_worker && step "coll_gpu_${n}_packet2" 300 env MSCCLPP_ALGO=allreduce=packet2 mscclpp-run -n $n --timeout 290 -- \
       "$BIN/coll_gpu_worker" $((2 << 20)) graph=100
   done
+  # allgather, reduce-scatter and all-to-all as one step of LL packets
+  # forced at every size (by default they take packets for blocks up to
+  # allreduce's packet limit): coll_gpu_worker's "edges" matrix (count 0,
+  # blocks around the packet grids' and the size rule's edges, several
+  # rounds per call) and graph replays; then with packet slots of 1024
+  # packets (MSCCLPP_COLL_SCRATCH_BYTES=65536), fewer than the big grid's
+  # threads, so that calls end on a short, padded chunk; then memcheck
+  packetColls=allgather=packet,reducescatter=packet,alltoall=packet
+  for n in 2 3 4; do
+    have coll_gpu_worker && step "coll_gpu_${n}_packet_colls" 300 env MSCCLPP_ALGO=$packetColls \
+      mscclpp-run -n $n --timeout 290 -- "$BIN/coll_gpu_worker" $((8 << 20)) edges=100
+  done
+  have coll_gpu_worker && step "coll_gpu_3_packet_colls_small_slots" 300 env MSCCLPP_ALGO=$packetColls \
+    MSCCLPP_COLL_SCRATCH_BYTES=65536 mscclpp-run -n 3 --timeout 290 -- "$BIN/coll_gpu_worker" $((4 << 20)) edges=20
+  have coll_gpu_worker && step "coll_gpu_2_packet_colls memcheck" 400 env MSCCLPP_ALGO=$packetColls \
+    MSCCLPP_COLL_SCRATCH_BYTES=65536 mscclpp-run -n 2 --timeout 390 -- \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/coll_gpu_worker" 600000 edges=2
   # all-to-all-v whose counts do not fit: the error on the rank that found
   # them, nothing out of bounds, the others unharmed (its other checks run
   # in coll_gpu_N)

@@ -8,6 +8,7 @@
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes alltoallv_errors
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2p[=REPLAYS]
  *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes p2psmall[=REPLAYS]
+ *   mscclpp-run -n N --mps -- coll_gpu_worker maxBytes edges[=REPLAYS]
  * Every collective x type x operator x placement (out of place, in place,
  * odd element offsets) x count (1, primes, ... up to maxBytes), output
  * poisoned before each call, inputs fresh per call. Inputs and expected
@@ -51,6 +52,14 @@
  * names a block outside its sendbuff in one call: each gets its error from
  * mscclppCommGetAsyncError, nothing is written past rank 0's capacity, and
  * every other rank's call succeeds.
+ * "edges": the matrix of the collectives that run as one step of LL
+ * packets (allreduce, allgather, reduce-scatter, all-to-all) only, with
+ * more counts: 0, and around the packet grids' edges (4 KiB and 64 KiB of
+ * bytes per block), the size rule's (64, 256 and 512 KiB) and a slot's
+ * (blocks larger than one are sent in several rounds); then graph replays
+ * (REPLAYS, default 100) of each, several rounds per call, in place and at
+ * odd offsets. With MSCCLPP_ALGO forcing packet (scripts/gpu-run.sh) every
+ * size takes the packets; without, each side of the rule's edges.
  * Send/recv patterns in groups (after the matrix, or alone with "p2p",
  * which adds receives posted larger than their sends; "p2psmall": only the
  * small sizes, several ops per pair, p2pSmall): see p2pPattern.
@@ -81,6 +90,7 @@
 static int rank_, nranks_;
 static int replays_ = 1000;
 static int order_;   /* "order": rank 0 calls first, the others only after its call returned */
+static int edges_;   /* "edges": the packet collectives at more counts (see the top) */
 static int orderSeq_;
 static const uint64_t seed_ = 12345; /* of the oracle's inputs; each call's own: oracleMix(seed_ ^ call) */
 static uint64_t ncases_;
@@ -131,9 +141,9 @@ static int runOne(mscclppComm_t comm, cudaStream_t s, int kind, mscclppDataType_
   uint8_t *din = NULL, *dout = NULL;
   CUDA_OK(cudaMalloc((void**)&din, allocIn));
   CUDA_OK(cudaMalloc((void**)&dout, allocOut));
-  uint8_t* hin = malloc(inElems * ts);
-  uint8_t* hexp = malloc(outElems * ts);
-  uint8_t* hout = malloc(outElems * ts);
+  uint8_t* hin = malloc(inElems * ts + 1); /* (+1: count 0) */
+  uint8_t* hexp = malloc(outElems * ts + 1);
+  uint8_t* hout = malloc(outElems * ts + 1);
   const int reduces = kind == 0 || kind == 2 || kind == 4;
   struct oracleCall call;
   oracleInit(&call, ORACLE_SMALL, t, reduces ? (int)op : ORACLE_COPY, nranks_, oracleMix(seed_ ^ ++ncases_));
@@ -960,6 +970,11 @@ int main(int argc, char** argv) {
   int graph = argc > 2 && strncmp(argv[2], "graph", 5) == 0;
   order_ = argc > 2 && strcmp(argv[2], "order") == 0;
   if (graph && argv[2][5] == '=') replays_ = atoi(argv[2] + 6);
+  edges_ = argc > 2 && strncmp(argv[2], "edges", 5) == 0;
+  if (edges_) {
+    graph = 1;
+    replays_ = argv[2][5] == '=' ? atoi(argv[2] + 6) : 100;
+  }
   const int a2avOnly = argc > 2 && strncmp(argv[2], "alltoallv", 9) == 0 && strcmp(argv[2], "alltoallv_errors") != 0;
   const int a2avErr = argc > 2 && strcmp(argv[2], "alltoallv_errors") == 0;
   const int p2pOnly = argc > 2 && strncmp(argv[2], "p2p", 3) == 0;
@@ -981,6 +996,17 @@ int main(int argc, char** argv) {
   /* 16 * 16411: a multiple of 16 bytes in every type (the vector paths) that no larger power of two divides */
   const size_t counts[] = {1, 3, 17, 1031, 65537, 262147, (size_t)16 * 16411, (size_t)1 << 20, (size_t)4 << 20,
                            (size_t)16 << 20};
+  /* "edges" adds these (then in the first four types of edgeTypes only, or
+   * float32 and int8 above 65537 as every count): 0; blocks of 4 KiB and
+   * 64 KiB (the small and mid packet grids' ends) and around them; 64, 256
+   * and 512 KiB (int8: the size rule's limits for more than 4, up to 4 and
+   * up to 2 ranks) and one more; a block of 1 MiB (int8: one slot of the
+   * default scratch) and a prime above */
+  const size_t edgeCounts[] = {0,     2,      5,      509,    4093,   4096,   4097,    8191,
+                               16381, 65536,  262144, 262145, 524288, 524289, 1048576, 1048583};
+  const mscclppDataType_t edgeTypes[] = {mscclppInt8, mscclppFloat32, mscclppBfloat16, mscclppUint64};
+  const size_t nbase = sizeof(counts) / sizeof(counts[0]);
+  const size_t nall = nbase + (edges_ ? sizeof(edgeCounts) / sizeof(edgeCounts[0]) : 0);
   int failures = 0, calls = 0, matrixKinds = kinds;
   a2avMaxCount_ = maxBytes / 8 / (size_t)nranks_ > 0 ? maxBytes / 8 / (size_t)nranks_ : 1;
   if (nranks_ > A2AV_MAX_RANKS) {
@@ -1014,10 +1040,15 @@ int main(int argc, char** argv) {
   }
   for (int kind = 0; kind < matrixKinds; kind++) {
     int reduces = kind == 0 || kind == 2 || kind == 4;
+    if (edges_ && kind != 0 && kind != 1 && kind != 2 && kind != 5) continue; /* the packet collectives only */
     for (int t = 0; t < mscclppNumTypes; t++) {
       for (int op = 0; op < (reduces ? mscclppNumOps : 1); op++) {
-        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-          size_t count = counts[c];
+        for (size_t c = 0; c < nall; c++) {
+          const int extra = c >= nbase;
+          if (extra && t != (int)edgeTypes[0] && t != (int)edgeTypes[1] && t != (int)edgeTypes[2] &&
+              t != (int)edgeTypes[3])
+            continue;
+          size_t count = extra ? edgeCounts[c - nbase] : counts[c];
           size_t ts = mscclppDataTypeSize((mscclppDataType_t)t);
           size_t scale = (kind == 1 || kind == 2 || kind == 5) ? (size_t)nranks_ : 1;
           if (count * ts * scale > maxBytes) continue;
@@ -1043,8 +1074,21 @@ int main(int argc, char** argv) {
     failures += runOne(comm, s, 5, mscclppFloat32, mscclppSum, 65537, 1, 1);
     calls++;
   }
-  if (matrixKinds > 0 && !order_) failures += a2avTests(comm, s, &calls);
-  if (matrixKinds > 0 && !order_) failures += p2pTests(comm, s, maxBytes, 0, 0, &calls);
+  if (edges_) { /* replays of the packet collectives: several rounds per call, in place, odd offsets */
+    const int packetKinds[] = {1, 2, 5};
+    for (int i = 0; i < 3; i++) {
+      const int kind = packetKinds[i];
+      const size_t k = (size_t)nranks_;
+      if ((size_t)262147 * 4 * k <= maxBytes)
+        failures += runOne(comm, s, kind, mscclppFloat32, mscclppSum, 262147, 0, 1), calls++;
+      failures += runOne(comm, s, kind, mscclppInt8, mscclppMax, 4097, 2, 1), calls++;
+      /* in place: allgather and all-to-all give the same output at every
+       * replay (all-to-all: an even number of them), reduce-scatter does not */
+      if (kind != 2) failures += runOne(comm, s, kind, mscclppFloat32, mscclppSum, 1031, 1, 1), calls++;
+    }
+  }
+  if (matrixKinds > 0 && !order_ && !edges_) failures += a2avTests(comm, s, &calls);
+  if (matrixKinds > 0 && !order_ && !edges_) failures += p2pTests(comm, s, maxBytes, 0, 0, &calls);
   int localN = 0;
   mscclppCommLocalSize(comm, &localN);
   printf("rank %d (%d of %d ranks on its host): %d checked calls, %d wrong\n", rank_, localN, nranks_, calls,
