@@ -22,9 +22,11 @@
  *             what rewriting one does not
  *   counter, waited  device's record, its counter's answer awaited at the
  *             block's start instead of at its end
- *   counter, asm  device's record, its counter's atomic written as inline
- *             PTX (volatile, a memory clobber) so that the compiler keeps it
- *             at the block's start; the answer awaited at the end
+ *   counter, atomicAdd  device's record with its counter taken by CUDA's
+ *             atomicAdd instead of the inline PTX the library uses: nvcc
+ *             makes it a warp-aggregated add whose answer is shuffled to the
+ *             lanes at once, so the thread waits for the trip at the start
+ *             (what the library's record did until 2026-12-07)
  *   block counter  device's record numbered by a plain load of a counter
  *             at the start and a plain store of the next number at the end
  *             (no atomic: one block per counter)
@@ -52,10 +54,10 @@
 #define GRAPH_REPLAYS 100
 #define ROUNDS 5
 
-enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, ONESTORE, MOVING, WAITED, ASMATOM, BLOCKCTR, MODES };
+enum { NONE, DEVICE, MAPPED, MAPPED_RELEASE, NUMBERED, ATOMIC, ONESTORE, MOVING, WAITED, ATOMICADD, BLOCKCTR, MODES };
 static const char* const modeNames[MODES] = {"none",     "device",      "mapped",          "mapped+release",
                                              "numbered", "atomic",      "counter+1 store", "moving slot",
-                                             "counter, waited", "counter, asm",    "block counter"};
+                                             "counter, waited", "counter, atomicAdd", "block counter"};
 
 struct Params {
   struct mscclppCollTraceArgs trace;        /* DEVICE, NUMBERED, ATOMIC, ONESTORE, MOVING */
@@ -79,17 +81,17 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
     body(P.work);
     return;
   }
-  if (MODE == WAITED || MODE == ASMATOM || MODE == BLOCKCTR) {
+  if (MODE == WAITED || MODE == ATOMICADD || MODE == BLOCKCTR) {
     uint64_t start = 0;
     unsigned long long n = 0;
     unsigned long long* ctr = MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring);
     if (threadIdx.x == 0) {
       start = mscclppClockNs();
       if (MODE == WAITED) {
-        n = atomicAdd(ctr, 1ull);
+        n = mscclppCollTraceNumber(P.trace.ring);
         if (n == ~0ull) __trap(); /* reads the answer: the thread waits for it here */
-      } else if (MODE == ASMATOM) {
-        __asm__ __volatile__("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(ctr) : "memory");
+      } else if (MODE == ATOMICADD) {
+        n = atomicAdd(ctr, 1ull);
       } else {
         n = *(volatile unsigned long long*)ctr;
       }
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
     unsigned long long n = 0;
     if (threadIdx.x == 0) {
       start = mscclppClockNs();
-      if (MODE == ATOMIC || MODE == ONESTORE) n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(P.trace.ring), 1ull);
+      if (MODE == ATOMIC || MODE == ONESTORE) n = mscclppCollTraceNumber(P.trace.ring);
     }
     body(P.work);
     if (threadIdx.x != 0) return;
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(THREADS) recordKernel(const __grid_constant__ 
 static void (*const kernels[MODES])(const Params) = {
     recordKernel<NONE>,     recordKernel<DEVICE>, recordKernel<MAPPED>,   recordKernel<MAPPED_RELEASE>,
     recordKernel<NUMBERED>, recordKernel<ATOMIC>, recordKernel<ONESTORE>, recordKernel<MOVING>,
-    recordKernel<WAITED>,   recordKernel<ASMATOM>, recordKernel<BLOCKCTR>};
+    recordKernel<WAITED>,   recordKernel<ATOMICADD>, recordKernel<BLOCKCTR>};
 
 static void launch(int mode, const Params& p, cudaStream_t s) { kernels[mode]<<<1, THREADS, 0, s>>>(p); }
 

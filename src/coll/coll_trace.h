@@ -115,6 +115,21 @@ static __device__ __forceinline__ void mscclppCollTraceWrite(const struct mscclp
   __asm__ __volatile__("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(&r->info), "l"(info), "l"(stamp) : "memory");
 }
 
+/* The next record number of `ring`, the answer awaited only where it is
+ * used. Inline PTX, not atomicAdd: nvcc turns atomicAdd into a
+ * warp-aggregated add whose answer is shuffled to the warp's lanes at once,
+ * so the thread would wait for the atomic's trip where it is issued (0.2-0.3
+ * us a kernel; bench_trace_gpu, bench/RESULTS.md) instead of at the block's
+ * end. */
+static __device__ __forceinline__ unsigned long long mscclppCollTraceNumber(struct mscclppCollTraceRecord* ring) {
+  unsigned long long n;
+  __asm__ __volatile__("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;"
+                       : "=l"(n)
+                       : "l"(MSCCLPP_COLL_TRACE_COUNTER(ring))
+                       : "memory");
+  return n;
+}
+
 /* Declared first in a kernel: takes the block's record number and start
  * and, when the kernel returns by any path, writes its record. A kernel
  * that waits for the previous one on its stream declares it before the
@@ -127,7 +142,7 @@ struct mscclppCollTraceBlock {
   __device__ __forceinline__ explicit mscclppCollTraceBlock(const struct mscclppCollTraceArgs& a)
       : args(&a), start(0), n(0) {
     if (a.ring == nullptr || threadIdx.x != 0) return;
-    n = atomicAdd(MSCCLPP_COLL_TRACE_COUNTER(a.ring), 1ull);
+    n = mscclppCollTraceNumber(a.ring);
     start = mscclppClockNs();
   }
   /* The block's start is now (after the stream-order wait). */
