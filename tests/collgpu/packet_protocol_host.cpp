@@ -257,8 +257,8 @@ static void play(const Launch& L) {
   switch (L.kind) {
     case MSCCLPP_COLL_ALLREDUCE:
     case MSCCLPP_COLL_REDUCESCATTER:
-#define PLAY(T)                                                                                          \
-  (L.kind == MSCCLPP_COLL_ALLREDUCE ? packetAllReduceKernel<T>(L) : packetReduceScatterKernel<T>(L)); \
+#define PLAY(T)          \
+  packetReduceKernel<T>(L); \
   return
       switch (L.type) {
         case mscclppInt32: PLAY(int32_t);

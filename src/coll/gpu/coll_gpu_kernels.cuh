@@ -257,8 +257,7 @@ typedef void (*AllToAllvKernelFn)(const Launch, const struct mscclppCollGpuCount
 
 /* The kernel of a family for element type `type` (0 <= type < mscclppNumTypes). */
 KernelFn mscclppCollGpuDirectKernel(int type);          /* coll_gpu_direct.cu */
-KernelFn mscclppCollGpuPacketKernel(int type);          /* coll_gpu_packet.cu: allreduce */
-KernelFn mscclppCollGpuPacketReduceScatterKernel(int type); /* coll_gpu_packet.cu */
+KernelFn mscclppCollGpuPacketKernel(int type); /* coll_gpu_packet.cu: allreduce and reduce-scatter */
 KernelFn mscclppCollGpuPacketCopyKernel(void);          /* coll_gpu_packet.cu: allgather, all-to-all (bytes) */
 KernelFn mscclppCollGpuPacket2Kernel(int type);         /* coll_gpu_packet.cu */
 P2pKernelFn mscclppCollGpuP2pKernel(void);              /* coll_gpu_p2p.cu */

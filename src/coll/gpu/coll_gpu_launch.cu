@@ -32,20 +32,14 @@ static mscclppResult_t launchStatus(cudaError_t err, const char** why) {
 }
 
 /* The kernel of a collective's launch: its algorithm's, for its kind (the
- * one-step packet kernels: allreduce and reduce-scatter per type, the copies
- * on bytes) and type. */
+ * one-step packet kernels: the reductions per type, the copies on bytes)
+ * and type. */
 static KernelFn kernelOf(const struct mscclppCollGpuLaunch* launch) {
   if (launch->algo == MSCCLPP_COLL_GPU_ALGO_PACKET2) return mscclppCollGpuPacket2Kernel(launch->type);
   if (launch->algo != MSCCLPP_COLL_GPU_ALGO_PACKET) return mscclppCollGpuDirectKernel(launch->type);
-  switch (launch->kind) {
-    case MSCCLPP_COLL_REDUCESCATTER:
-      return mscclppCollGpuPacketReduceScatterKernel(launch->type);
-    case MSCCLPP_COLL_ALLGATHER:
-    case MSCCLPP_COLL_ALLTOALL:
-      return mscclppCollGpuPacketCopyKernel();
-    default:
-      return mscclppCollGpuPacketKernel(launch->type);
-  }
+  if (launch->kind == MSCCLPP_COLL_ALLGATHER || launch->kind == MSCCLPP_COLL_ALLTOALL)
+    return mscclppCollGpuPacketCopyKernel();
+  return mscclppCollGpuPacketKernel(launch->type);
 }
 
 extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,

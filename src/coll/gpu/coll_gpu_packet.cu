@@ -187,11 +187,17 @@ static __device__ __forceinline__ uint64_t llWordOf(const Launch& L, const LlChu
   return i < C.n ? loadWord(p, (C.p0 + i) * 8, bytes, L.vec16) : 0;
 }
 
-/* LL16 one-shot allreduce, chunked through the slots (LlRounds): for each
- * chunk, my words go to every peer's slot [me], then I reduce (in rank
- * order) my own words with the peers' packets in my slots. */
+/* LL16 one-step allreduce and reduce-scatter, chunked through the slots
+ * (LlRounds): for each chunk, my words for rank q -- allreduce: my input;
+ * reduce-scatter: my input's block q -- go to its slot [me], then I reduce
+ * (in rank order) my own words -- my input, or its block `me` -- with the
+ * peers' packets in my slots. Rank order is the direct kernel's too (its
+ * reduceToAll takes the inputs in rank order), so both give the same bits.
+ * `count` is the output's elements (reduce-scatter: a block's). In place
+ * (reduce-scatter: my output is my input's block `me`) needs nothing: each
+ * output word is written by the thread that loaded it, after it did. */
 template <typename T>
-__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllReduceKernel(const __grid_constant__ Launch L) {
+__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetReduceKernel(const __grid_constant__ Launch L) {
   mscclppCollTraceBlock traceBlock(L.trace);
   streamOrderWait();
   traceBlock.restart();
@@ -200,63 +206,21 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetAllR
   const LlRounds R = llRounds(L, bytes);
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t inStride = L.kind == MSCCLPP_COLL_REDUCESCATTER ? bytes : 0; /* of the input's blocks */
   const uint8_t* in = L.send[me];
+  const uint8_t* inMine = in + (uint64_t)me * inStride;
   uint8_t* out = L.recv[me];
   int failed = 0;
   for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
     const LlChunk C = llChunk(R, c);
     for (uint64_t i = tid; i < C.m; i += nth) {
-      const uint64_t v = llWordOf(L, C, in, i, bytes);
-      for (int q = 0; q < k; q++)
-        if (q != me) mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
-    }
-    for (uint64_t i = tid; i < C.m && !failed; i += nth) {
-      const uint64_t mine = llWordOf(L, C, in, i, bytes);
-      uint64_t acc = 0;
-      if (!llReduceArrived<T>(L, llSlot(L, me, C.parity, 0), R.per, i, C.flag, mine, &acc)) {
-        failed = 1;
-        break;
-      }
-      if (i >= C.n) continue; /* padding */
-      if (L.op == mscclppAvg) wordDivide<T, uint64_t>(acc, k);
-      storeWord(out, (C.p0 + i) * 8, bytes, acc, L.vec16);
-    }
-  }
-  /* Each block advances its own copy of the round counter (coll_gpu.h). */
-  if (__syncthreads_or(failed)) return;
-  if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
-}
-
-/* LL16 one-step reduce-scatter (LlRounds): for each chunk, my input's block
- * q goes to rank q's slot [me], then I reduce my own block with the peers'
- * packets in my slots, in rank order: the direct kernel's order (its
- * reduceToAll takes the inputs in rank order too), so both give the same
- * bits. `count` is the output's (a block's) elements. In place (my output
- * is my input's block `me`) needs nothing: each output word is written by
- * the thread that loaded it, after it did. */
-template <typename T>
-__global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
-    packetReduceScatterKernel(const __grid_constant__ Launch L) {
-  mscclppCollTraceBlock traceBlock(L.trace);
-  streamOrderWait();
-  traceBlock.restart();
-  const int k = L.nranks, me = L.rank;
-  const uint64_t bytes = L.count * sizeof(T);
-  const LlRounds R = llRounds(L, bytes);
-  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const uint64_t nth = (uint64_t)gridDim.x * blockDim.x;
-  const uint8_t* in = L.send[me];
-  const uint8_t* inMine = in + (uint64_t)me * bytes;
-  uint8_t* out = L.recv[me];
-  int failed = 0;
-  for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
-    const LlChunk C = llChunk(R, c);
-    for (uint64_t i = tid; i < C.m; i += nth)
+      uint64_t v = inStride == 0 ? llWordOf(L, C, in, i, bytes) : 0;
       for (int q = 0; q < k; q++) {
         if (q == me) continue;
-        const uint64_t v = llWordOf(L, C, in + (uint64_t)q * bytes, i, bytes);
+        if (inStride != 0) v = llWordOf(L, C, in + (uint64_t)q * inStride, i, bytes);
         mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
       }
+    }
     for (uint64_t i = tid; i < C.m && !failed; i += nth) {
       const uint64_t mine = llWordOf(L, C, inMine, i, bytes);
       uint64_t acc = 0;
@@ -269,6 +233,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
       storeWord(out, (C.p0 + i) * 8, bytes, acc, L.vec16);
     }
   }
+  /* Each block advances its own copy of the round counter (coll_gpu.h). */
   if (__syncthreads_or(failed)) return;
   if (threadIdx.x == 0) *R.counter = R.base + R.nchunks;
 }
@@ -447,12 +412,10 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1)
 }
 
 #ifdef __CUDACC__ /* (a host compiler plays the bodies above: tests/collgpu/packet_protocol_host.cpp) */
-static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetAllReduceKernel);
-static const KernelFn packetRsKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetReduceScatterKernel);
+static const KernelFn packetKernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packetReduceKernel);
 static const KernelFn packet2Kernels[mscclppNumTypes] = MSCCLPP_COLL_TYPE_TABLE(packet2AllReduceKernel);
 
 KernelFn mscclppCollGpuPacketKernel(int type) { return packetKernels[type]; }
-KernelFn mscclppCollGpuPacketReduceScatterKernel(int type) { return packetRsKernels[type]; }
 KernelFn mscclppCollGpuPacketCopyKernel(void) { return packetCopyKernel; }
 KernelFn mscclppCollGpuPacket2Kernel(int type) { return packet2Kernels[type]; }
 #endif
