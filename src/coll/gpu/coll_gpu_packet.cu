@@ -187,6 +187,23 @@ static __device__ __forceinline__ uint64_t llWordOf(const Launch& L, const LlChu
   return i < C.n ? loadWord(p, (C.p0 + i) * 8, bytes, L.vec16) : 0;
 }
 
+/* Chunk C's packets from this rank to every peer's slot [me]: to rank q
+ * the words of `in` + q * inStride (inStride 0: the same words to all),
+ * `bytes` bytes from there; thread tid of nth sends indices tid, tid + nth,
+ * ... of the chunk, padding included. */
+static __device__ __forceinline__ void llSend(const Launch& L, const LlChunk& C, const uint8_t* in, uint64_t inStride,
+                                              uint64_t bytes, uint64_t tid, uint64_t nth) {
+  const int k = L.nranks, me = L.rank;
+  for (uint64_t i = tid; i < C.m; i += nth) {
+    uint64_t v = inStride == 0 ? llWordOf(L, C, in, i, bytes) : 0;
+    for (int q = 0; q < k; q++) {
+      if (q == me) continue;
+      if (inStride != 0) v = llWordOf(L, C, in + (uint64_t)q * inStride, i, bytes);
+      mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
+    }
+  }
+}
+
 /* LL16 one-step allreduce and reduce-scatter, chunked through the slots
  * (LlRounds): for each chunk, my words for rank q -- allreduce: my input;
  * reduce-scatter: my input's block q -- go to its slot [me], then I reduce
@@ -213,14 +230,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetRedu
   int failed = 0;
   for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
     const LlChunk C = llChunk(R, c);
-    for (uint64_t i = tid; i < C.m; i += nth) {
-      uint64_t v = inStride == 0 ? llWordOf(L, C, in, i, bytes) : 0;
-      for (int q = 0; q < k; q++) {
-        if (q == me) continue;
-        if (inStride != 0) v = llWordOf(L, C, in + (uint64_t)q * inStride, i, bytes);
-        mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
-      }
-    }
+    llSend(L, C, in, inStride, bytes, tid, nth);
     for (uint64_t i = tid; i < C.m && !failed; i += nth) {
       const uint64_t mine = llWordOf(L, C, inMine, i, bytes);
       uint64_t acc = 0;
@@ -264,14 +274,7 @@ __global__ void __launch_bounds__(MSCCLPP_COLL_GPU_PACKET_THREADS, 1) packetCopy
   int failed = 0;
   for (uint64_t c = 0; c < R.nchunks && !failed; c++) {
     const LlChunk C = llChunk(R, c);
-    for (uint64_t i = tid; i < C.m; i += nth) {
-      uint64_t v = inStride == 0 ? llWordOf(L, C, in, i, bytes) : 0;
-      for (int q = 0; q < k; q++) {
-        if (q == me) continue;
-        if (inStride != 0) v = llWordOf(L, C, in + (uint64_t)q * inStride, i, bytes);
-        mscclppLL16Write(llSlot(L, q, C.parity, me) + i, (uint32_t)v, (uint32_t)(v >> 32), C.flag);
-      }
-    }
+    llSend(L, C, in, inStride, bytes, tid, nth);
     const mscclppLLPacket16* slot0 = llSlot(L, me, C.parity, 0);
     for (uint64_t i = tid; i < C.m && !failed; i += nth) {
       const uint64_t off = (C.p0 + i) * 8;
