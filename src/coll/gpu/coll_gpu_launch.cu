@@ -8,10 +8,14 @@
 
 /* ---- dispatch ------------------------------------------------------------------------ */
 
-/* The launch of `launch`'s grid on `stream`; `attr` holds the programmatic
- * dependent launch attribute when `pdl`. */
-static cudaLaunchConfig_t launchConfig(const struct mscclppCollGpuLaunch* launch, void* stream, int pdl,
-                                       cudaLaunchAttribute attr[1]) {
+/* `kernel` on `launch`'s grid on `stream`, with the programmatic dependent
+ * launch attribute when `pdl`, given the launch and the kernel's further
+ * arguments (an op list, the counts); the launch's status, the error the
+ * runtime kept read to clear it. */
+template <typename... Extra>
+static mscclppResult_t launchOn(const struct mscclppCollGpuLaunch* launch, void* stream, int pdl, const char** why,
+                                void (*kernel)(Launch, Extra...), const Extra&... extra) {
+  cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
@@ -20,11 +24,7 @@ static cudaLaunchConfig_t launchConfig(const struct mscclppCollGpuLaunch* launch
   cfg.stream = (cudaStream_t)stream;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cfg;
-}
-
-/* The launch's status, the error the runtime kept read to clear it. */
-static mscclppResult_t launchStatus(cudaError_t err, const char** why) {
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, *launch, extra...);
   cudaError_t last = cudaGetLastError();
   if (err == cudaSuccess) err = last;
   *why = cudaGetErrorString(err);
@@ -45,31 +45,20 @@ static KernelFn kernelOf(const struct mscclppCollGpuLaunch* launch) {
 extern "C" mscclppResult_t mscclppCollGpuEnqueue(const struct mscclppCollGpuLaunch* launch,
                                                  const struct mscclppCollGpuP2pList* p2p, void* stream, int pdl,
                                                  const char** why) {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = launchConfig(launch, stream, pdl, attr);
-  cudaError_t err;
-  if (p2p != NULL) {
-    err = cudaLaunchKernelEx(&cfg, mscclppCollGpuP2pKernel(), *launch, *p2p);
-  } else {
-    err = cudaLaunchKernelEx(&cfg, kernelOf(launch), *launch);
-  }
-  return launchStatus(err, why);
+  if (p2p != NULL) return launchOn(launch, stream, pdl, why, mscclppCollGpuP2pKernel(), *p2p);
+  return launchOn(launch, stream, pdl, why, kernelOf(launch));
 }
 
 extern "C" mscclppResult_t mscclppCollGpuEnqueueP2pLl(const struct mscclppCollGpuLaunch* launch,
                                                       const struct mscclppCollGpuP2pLlList* list, void* stream,
                                                       int pdl, const char** why) {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = launchConfig(launch, stream, pdl, attr);
-  return launchStatus(cudaLaunchKernelEx(&cfg, mscclppCollGpuP2pLlKernel(), *launch, *list), why);
+  return launchOn(launch, stream, pdl, why, mscclppCollGpuP2pLlKernel(), *list);
 }
 
 extern "C" mscclppResult_t mscclppCollGpuEnqueueAllToAllv(const struct mscclppCollGpuLaunch* launch,
                                                           const struct mscclppCollGpuCounts* counts, void* stream,
                                                           int pdl, const char** why) {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = launchConfig(launch, stream, pdl, attr);
-  return launchStatus(cudaLaunchKernelEx(&cfg, mscclppCollGpuAllToAllvKernel(), *launch, *counts), why);
+  return launchOn(launch, stream, pdl, why, mscclppCollGpuAllToAllvKernel(), *counts);
 }
 
 extern "C" int mscclppCollGpuDirectBlocksPerSm(int type, uint32_t nthreads) {
