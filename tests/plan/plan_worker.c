@@ -32,6 +32,11 @@
  *       rank, and one of an odd count) and replayed `replays` times
  *       (default 100); every 10th replay has fresh inputs and a poisoned
  *       output, checked exactly after it, as is the last one.
+ *   plan_worker play PATH [maxBytes [threads]]
+ *       run's calls through the GPU executor's kernel played on the host
+ *       (plan_gpu_play.h), `threads` (default 2) CPU threads per thread
+ *       block, on the host backend; the reductions of the half, bfloat16
+ *       and fp8 types are left out (the host play has no such arithmetic).
  * With MSCCLPP_PLAN_WORKER_GPU=1 (CUDA builds) every call runs on the GPU
  * backend: the buffers are copied to device memory as prepared (poison and
  * guard bytes included), the call runs on a stream, and the whole buffer
@@ -50,6 +55,9 @@
 #include "mscclpp/comm.h"
 #include "mscclpp/plan.h"
 #include "oracle.h" /* tools/oracle */
+#ifdef MSCCLPP_PLAN_PLAY
+#include "plan_gpu_play.h"
+#endif
 
 #ifdef MSCCLPP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -63,7 +71,8 @@
   } while (0)
 static cudaStream_t stream_;
 #endif
-static int gpu_; /* calls run on the GPU backend, buffers in device memory */
+static int gpu_;           /* calls run on the GPU backend, buffers in device memory */
+static unsigned playThreads_; /* plan calls run by the GPU executor's kernel played on the host, so many threads a block */
 
 #define GUARD 64
 
@@ -199,6 +208,11 @@ static mscclppResult_t issue(mscclppPlan_t plan, const struct pcall* k, const vo
 
 /* The call on the host buffers, or on device copies of them (gpu_). */
 static mscclppResult_t callOn(mscclppPlan_t plan, struct pcall* k) {
+#ifdef MSCCLPP_PLAN_PLAY
+  if (plan != NULL && playThreads_ > 0)
+    return planPlayCall(comm, plan, k->send, k->recv, k->count, (mscclppDataType_t)k->type,
+                        (mscclppRedOp_t)(k->op >= 0 ? k->op : mscclppSum), playThreads_);
+#endif
   if (!gpu_) return issue(plan, k, k->send, k->recv, NULL);
 #ifdef MSCCLPP_HAVE_CUDA
   uint8_t* d = NULL;
@@ -304,6 +318,9 @@ static void forEachPlan(const char* path, planFn fn, void* arg) {
     mscclppPlan_t plan = loadFor(names[p], &info);
     if (plan == NULL) continue;
     fn(plan, &info, arg);
+#ifdef MSCCLPP_PLAN_PLAY
+    if (playThreads_ > 0) planPlayEnd(comm);
+#endif
     ran++;
     CHECK_RES(mscclppPlanDestroy(plan), mscclppSuccess);
   }
@@ -338,6 +355,9 @@ static void runOne(mscclppPlan_t plan, const mscclppPlanInfo* info, void* arg) {
                         : (int)(sizeof(copyCombos) / sizeof(copyCombos[0]));
   long before = harnessFailures_, callsBefore = calls;
   for (int t = 0; t < ncombos; t++) {
+#ifdef MSCCLPP_PLAN_PLAY
+    if (playThreads_ > 0 && reduces && !planPlayReduces((mscclppDataType_t)combos[t].type)) continue;
+#endif
     size_t ts = mscclppDataTypeSize((mscclppDataType_t)combos[t].type), counts[16];
     int nc = countsFor(info, ts, maxBytes, counts);
     for (int n = 0; n < nc; n++) {
@@ -571,8 +591,24 @@ static void modeCache(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: plan_worker run|compare|cache|graph PATH [maxBytes [replays]]\n");
+    fprintf(stderr, "usage: plan_worker run|compare|cache|graph|play PATH [maxBytes [replays|threads]]\n");
     return 2;
+  }
+  if (strcmp(argv[1], "play") == 0) {
+    playThreads_ = argc > 4 ? (unsigned)atoi(argv[4]) : 2;
+#ifndef MSCCLPP_PLAN_PLAY
+    printf("skipped: the play of the GPU executor's kernel needs a C++ compiler\n");
+    return 77;
+#else
+    if (planPlayRefusal() != NULL) {
+      printf("skipped: %s\n", planPlayRefusal());
+      return 77;
+    }
+#endif
+    if (playThreads_ == 0 || playThreads_ > 64) {
+      fprintf(stderr, "plan_worker play: threads per block must be 1 to 64\n");
+      return 2;
+    }
   }
   const char* g = getenv("MSCCLPP_PLAN_WORKER_GPU");
   gpu_ = (g != NULL && atoi(g) != 0) || strcmp(argv[1], "graph") == 0;
@@ -594,7 +630,7 @@ int main(int argc, char** argv) {
   CHECK_RES(mscclppCommRank(comm, &rank), mscclppSuccess);
   CHECK_RES(mscclppCommSize(comm, &nranks), mscclppSuccess);
   size_t maxBytes = argc > 3 ? strtoull(argv[3], NULL, 0) : (size_t)256 << 10;
-  if (strcmp(argv[1], "run") == 0) modeRun(argv[2], maxBytes);
+  if (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "play") == 0) modeRun(argv[2], maxBytes);
   else if (strcmp(argv[1], "compare") == 0) modeCompare(argv[2]);
   else if (strcmp(argv[1], "cache") == 0) modeCache(argv[2]);
   else if (strcmp(argv[1], "graph") == 0) modeGraph(argv[2], maxBytes, argc > 4 ? atoi(argv[4]) : 100);

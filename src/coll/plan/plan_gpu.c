@@ -55,7 +55,6 @@ void mscclppPlanGpuFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* ctx)
  * the channels (apart from the host executor's 0x7d and the backends'). */
 #define TAG_BASE 0x7b000000
 static int tagBaseOf(int ctxId) { return TAG_BASE + (ctxId & 0xff) * 0x10000; }
-#define MIN_CAP_CHUNK ((uint64_t)4096)
 
 /* One region and what links it with the peers, for chunks up to capChunk.
  * Kept until the state goes: kernels in flight and captured graphs use it. */
@@ -264,12 +263,6 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
 
 /* ---- a call ------------------------------------------------------------------------- */
 
-static uint64_t pow2Above(uint64_t v) {
-  uint64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
 static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx** ctx, int ctxId,
                               struct mscclppPlan* plan, const struct mscclppCollArgs* a) {
   struct mscclppPlanSizes sz;
@@ -279,11 +272,9 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     MSCCLPP_RETURN_ON_ERROR(ctxCreate(comm, ctxId, plan, ctx));
   }
   struct mscclppPlanGpuCtx* x = *ctx;
-  if (x->gen == NULL || sz.chunkBytes > x->gen->capChunk) {
+  const uint64_t cap = mscclppPlanGpuCapFor(x->gen != NULL ? x->gen->capChunk : 0, sz.chunkBytes);
+  if (x->gen == NULL || cap != x->gen->capChunk) {
     /* every rank reaches this call with the same size: all build here */
-    uint64_t cap = pow2Above(sz.chunkBytes);
-    if (x->gen != NULL && cap < 2 * x->gen->capChunk) cap = 2 * x->gen->capChunk;
-    if (cap < MIN_CAP_CHUNK) cap = MIN_CAP_CHUNK;
     struct gpuGen* g = (struct gpuGen*)calloc(1, sizeof(*g));
     if (g == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
     g->older = x->gen;
@@ -296,38 +287,19 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     }
   }
   struct gpuGen* g = x->gen;
+  uint32_t linkedMask = 0;
+  for (int q = 0; q < x->nranks; q++)
+    if (x->linked[q]) linkedMask |= 1u << q;
   struct mscclppPlanGpuLaunch L;
-  memset(&L, 0, sizeof(L));
+  mscclppPlanGpuLaunchCall(plan, &sz, g->capChunk, x->rank, x->nranks, linkedMask, a, &L);
   L.prog = (const mscclppPlanProgram*)x->dProg;
   L.mem = g->dMem;
   L.port = g->dPort;
   L.link = g->dLink;
   L.ctr = x->dCtr;
-  const uint64_t scratchBytes = mscclppPlanScratchBytes(plan, g->capChunk);
-  mscclppPlanCallShapeOf(plan, &sz, 1, scratchBytes, &L.shape); /* the kernel sets flag and scratchOffset */
-  L.halfScratch = scratchBytes / 2;
-  L.doubleScratch = (uint32_t)plan->doubleScratch;
-  for (int q = 0; q < x->nranks; q++) {
-    uint64_t bytes = 0;
-    mscclppPlanRegionLayout(plan, q, g->capChunk, sz.chunkBytes, L.off[q], &bytes);
-    if (q == x->rank)
-      L.base[q] = (uint8_t*)g->region;
-    else if (x->linked[q]) {
-      L.base[q] = g->peer[q].mapH.dst;
-      L.linkedMask |= 1u << q;
-    }
-  }
-  L.send = (const uint8_t*)a->send;
-  L.recv = (uint8_t*)a->recv;
-  L.blockBytes = sz.blockBytes;
-  L.paddedBytes = (uint64_t)plan->chunksPerBlock * sz.chunkBytes;
-  L.inBlocks = sz.inBlocks;
-  L.outBlocks = sz.outBlocks;
-  L.rank = x->rank;
-  L.nranks = x->nranks;
-  L.type = (int)a->type;
-  L.op = (int)(a->op == mscclppAvg ? mscclppSum : a->op);
-  L.divide = a->op == mscclppAvg && (a->kind == MSCCLPP_COLL_ALLREDUCE || a->kind == MSCCLPP_COLL_REDUCESCATTER);
+  L.base[x->rank] = (uint8_t*)g->region;
+  for (int q = 0; q < x->nranks; q++)
+    if (x->linked[q]) L.base[q] = g->peer[q].mapH.dst;
   L.wait = x->wait;
   const char* why = NULL;
   mscclppResult_t res = mscclppPlanGpuEnqueue(&L, x->prog->nBlocks, plan->threadsPerBlock, (void*)a->stream, &why);

@@ -58,6 +58,27 @@ struct mscclppPlanGpuLaunch {
   mscclppWaitContext wait;                        /* the communicator's abort and MSCCLPP_TIMEOUT */
 };
 
+struct mscclppPlan;
+struct mscclppPlanSizes;
+struct mscclppCollArgs;
+
+/* plan_gpu_launch.c (no CUDA: tests/plan/plan_gpu_play.cpp runs it too).
+ * The chunk size a plan state's regions are made for when a call of
+ * chunkBytes comes to regions for `cap` (0: none yet): `cap` when the
+ * chunks fit, else the next power of two, at least twice `cap` (a size that
+ * grows step by step rebuilds a few times, not at every call), and at
+ * least 4 KiB. */
+uint64_t mscclppPlanGpuCapFor(uint64_t cap, uint64_t chunkBytes);
+
+/* Everything of call `a`'s launch on `rank` that is not a device address:
+ * its shape, the offsets of every rank's buffers in its region (regions
+ * for chunks up to capChunk), the staging sizes, type, op and the caller's
+ * buffers; linkedMask (bit q: rank q is linked) for the end barrier. The
+ * caller sets prog, mem, port, link, ctr, base[] and wait. */
+void mscclppPlanGpuLaunchCall(const struct mscclppPlan* plan, const struct mscclppPlanSizes* sz, uint64_t capChunk,
+                              int rank, int nranks, uint32_t linkedMask, const struct mscclppCollArgs* a,
+                              struct mscclppPlanGpuLaunch* L);
+
 /* plan_gpu_kernels.cu: enqueue the executor's kernel for `L` on `stream`
  * (a cudaStream_t): L->prog's nBlocks blocks of `nthreads` threads.
  * mscclppUnhandledCudaError with the runtime's text in *why. */

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GPU executor's kernel played on the host (plan_gpu_play.h says what
+ * for). The interpreter (src/coll/plan/plan_gpu_interp.cuh) is compiled by
+ * the host C++ compiler with the shims below: each thread block of a call
+ * is played by `threads` CPU threads at once (fewer than a GPU block, so
+ * that the ops' thread strides and the channel and end-barrier loops over
+ * more ids than threads run), __syncthreads is the block's barrier, and
+ * every block of every rank runs at the same time, as the plan needs
+ * (they wait for each other). The host side is plan_gpu.c's on host
+ * memory: the region (scratch, input and output areas) in host shared
+ * memory, linked with the peers by mscclppPlanLinkCreate over HostShm, the
+ * launch values from mscclppPlanGpuLaunchCall, device counters in host
+ * memory that only grow, older regions kept when a larger call makes a
+ * new one. So CI runs the kernel's op semantics, its LL flags and scratch
+ * halves per block, its staging, grid barriers and end barrier, and its
+ * region growth on every plan the host executor runs; not the GPU's
+ * memory model (x86 keeps stores in order) nor its timing.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what the interpreter needs from CUDA ---------------------------------------- */
+
+struct uint4 {
+  uint32_t x, y, z, w;
+};
+struct Dim {
+  unsigned x;
+};
+static thread_local Dim threadIdx = {0}, blockIdx = {0}, blockDim = {1}, gridDim = {1};
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+/* A played block's barrier, and the three words __syncthreads_or takes in
+ * turn (a word is cleared two calls after its use: every thread has read
+ * it, and none sets it again before thread 0 cleared it). */
+struct BlockSync {
+  pthread_barrier_t bar;
+  int acc[3];
+};
+static thread_local BlockSync* blockSync_;
+static thread_local unsigned orCalls_;
+
+static inline void __syncthreads() {
+  if (blockDim.x > 1) pthread_barrier_wait(&blockSync_->bar);
+}
+static inline int __syncthreads_or(int p) {
+  if (blockDim.x == 1) return p;
+  const unsigned k = orCalls_++ % 3;
+  if (p) __atomic_store_n(&blockSync_->acc[k], 1, __ATOMIC_RELAXED);
+  pthread_barrier_wait(&blockSync_->bar);
+  const int r = __atomic_load_n(&blockSync_->acc[k], __ATOMIC_RELAXED);
+  if (threadIdx.x == 0) __atomic_store_n(&blockSync_->acc[(k + 2) % 3], 0, __ATOMIC_RELAXED);
+  return r;
+}
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer does not model fences (GCC refuses them under it): the
+ * play is not run there (planPlayRefusal) */
+static inline void __threadfence() {}
+#else
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected,
+                                           unsigned long long v) {
+  __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
+
+extern "C" {
+#include "coll/coll.h"
+#include "coll/plan/plan.h"
+#include "coll/plan/plan_coll.h"
+#include "coll/plan/plan_link.h"
+#include "core/error.h"
+#include "gpu/abort.h"
+}
+#include "coll/plan/plan_gpu_interp.cuh"
+#include "plan_gpu_play.h"
+
+#define MAXR MSCCLPP_PLAN_GPU_MAX_RANKS
+/* Bootstrap tags: 0x7a (the GPU executor has 0x7b), a state number, then
+ * plan_link.h's low 16 bits. */
+#define TAG_BASE 0x7a000000
+
+/* One region and its links (plan_gpu.c's gpuGen, on host memory). */
+struct Gen {
+  uint64_t cap;
+  void* region;
+  mscclppRegisteredMemory_t regionMem;
+  mscclppPlanLink peer[MAXR];
+  mscclppMemoryChannelDeviceHandle* mem;
+  mscclppPortChannelDeviceHandle* port;
+  mscclppMemoryChannelDeviceHandle link[MAXR];
+  Gen* older;
+};
+
+/* The played plan's state (plan_gpu.c's mscclppPlanGpuCtx). */
+struct Play {
+  struct mscclppPlan* plan;
+  mscclppPlanProgram* prog;
+  uint64_t* ctr;
+  int tagBase, rank, nranks;
+  uint32_t linkedMask;
+  mscclppWaitContext wait;
+  struct mscclppAbort* abort;
+  Gen* gen;
+};
+static Play* play_;
+static int states_;
+
+static void genFree(struct mscclppComm* comm, Gen* g) {
+  for (int q = 0; q < MAXR; q++) mscclppPlanLinkFree(&g->peer[q]);
+  if (g->regionMem != NULL) (void)mscclppMemoryDeregister(g->regionMem);
+  if (g->region != NULL) (void)mscclppMemFree(comm, g->region);
+  free(g->mem);
+  free(g->port);
+  free(g);
+}
+
+static mscclppResult_t genBuild(struct mscclppComm* comm, Play* x, Gen* g) {
+  uint64_t off[MSCCLPP_PLAN_SPACES], bytes = 0;
+  mscclppPlanRegionLayout(x->plan, x->rank, g->cap, g->cap, off, &bytes);
+  if (bytes < 4096) bytes = 4096;
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &g->region));
+  MSCCLPP_RETURN_ON_ERROR(mscclppMemoryRegister(comm, g->region, bytes, mscclppTransportHostShm, &g->regionMem));
+  for (int q = 0; q < x->nranks; q++) {
+    if (!(x->linkedMask >> q & 1u)) continue;
+    uint64_t peerOff[MSCCLPP_PLAN_SPACES], peerBytes = 0;
+    mscclppPlanRegionLayout(x->plan, q, g->cap, g->cap, peerOff, &peerBytes);
+    MSCCLPP_RETURN_ON_ERROR(mscclppPlanLinkCreate(comm, x->plan, q, x->tagBase, mscclppTransportHostShm,
+                                                  g->regionMem, peerBytes, &g->peer[q]));
+    g->link[q] = g->peer[q].mapH;
+  }
+  const size_t nch = (size_t)x->prog->nChannels + 1;
+  g->mem = (mscclppMemoryChannelDeviceHandle*)calloc(nch, sizeof(*g->mem));
+  g->port = (mscclppPortChannelDeviceHandle*)calloc(nch, sizeof(*g->port));
+  if (g->mem == NULL || g->port == NULL) return mscclppSystemError;
+  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(x->prog);
+  for (uint32_t i = 0; i < x->prog->nChannels; i++) {
+    const mscclppPlanLink* p = &g->peer[ch[i].peer];
+    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
+      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &g->mem[i]));
+    else
+      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &g->port[i]));
+  }
+  return mscclppSuccess;
+}
+
+static mscclppResult_t playCreate(struct mscclppComm* comm, struct mscclppPlan* plan, Play** out) {
+  Play* x = (Play*)calloc(1, sizeof(Play));
+  if (x == NULL) return mscclppSystemError;
+  mscclppPlanRetain(plan);
+  x->plan = plan;
+  x->rank = comm->rank;
+  x->nranks = comm->nranks;
+  x->tagBase = TAG_BASE + (states_++ & 0xff) * 0x10000;
+  *out = x; /* planPlayEnd frees it, whatever failed below */
+  if (comm->nranks > MAXR) return mscclppInvalidUsage;
+  MSCCLPP_RETURN_ON_ERROR(mscclppPlanProgramBuild(plan, comm->rank, &x->prog));
+  MSCCLPP_RETURN_ON_ERROR(mscclppCommAbortOf(comm, &x->abort));
+  mscclppAbortWaitContext(x->abort, comm->params.timeout, 0, &x->wait);
+  const uint64_t words = MSCCLPP_PLAN_GPU_CTR_WORDS(x->prog->nBlocks, x->prog->nSemaphores);
+  x->ctr = (uint64_t*)calloc(words, sizeof(uint64_t));
+  if (x->ctr == NULL) return mscclppSystemError;
+  const uint32_t* init = mscclppPlanProgramSemInit(x->prog);
+  for (uint32_t i = 0; i < x->prog->nSemaphores; i++) x->ctr[MSCCLPP_PLAN_GPU_CTR_EXEC + x->prog->nBlocks + i] = init[i];
+  for (int q = 0; q < x->nranks; q++)
+    if (q != x->rank && (mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank)))
+      x->linkedMask |= 1u << q;
+  return mscclppSuccess;
+}
+
+extern "C" void planPlayEnd(mscclppComm_t comm) {
+  Play* x = play_;
+  play_ = NULL;
+  if (x == NULL) return;
+  while (x->gen != NULL) {
+    Gen* g = x->gen;
+    x->gen = g->older;
+    genFree(comm, g);
+  }
+  free(x->ctr);
+  free(x->prog);
+  mscclppPlanRelease(x->plan);
+  free(x);
+}
+
+/* ---- a call: every block's threads at once --------------------------------------- */
+
+struct Player {
+  const mscclppPlanGpuLaunch* L;
+  BlockSync* sync;
+  unsigned block, thread, nBlocks, nThreads;
+};
+
+static void* playThread(void* arg) {
+  const Player* p = (const Player*)arg;
+  blockIdx.x = p->block;
+  gridDim.x = p->nBlocks;
+  threadIdx.x = p->thread;
+  blockDim.x = p->nThreads;
+  blockSync_ = p->sync;
+  orCalls_ = 0;
+  planKernel(*p->L);
+  return NULL;
+}
+
+static mscclppResult_t launch(const mscclppPlanGpuLaunch* L, unsigned nBlocks, unsigned nThreads) {
+  const unsigned n = nBlocks * nThreads;
+  BlockSync* sync = (BlockSync*)calloc(nBlocks, sizeof(BlockSync));
+  Player* players = (Player*)calloc(n, sizeof(Player));
+  pthread_t* threads = (pthread_t*)calloc(n, sizeof(pthread_t));
+  mscclppResult_t res = sync != NULL && players != NULL && threads != NULL ? mscclppSuccess : mscclppSystemError;
+  for (unsigned b = 0; b < nBlocks && res == mscclppSuccess; b++) pthread_barrier_init(&sync[b].bar, NULL, nThreads);
+  unsigned started = 0;
+  for (unsigned i = 0; i < n && res == mscclppSuccess; i++, started++) {
+    players[i] = Player{L, &sync[i / nThreads], i / nThreads, i % nThreads, nBlocks, nThreads};
+    if (pthread_create(&threads[i], NULL, playThread, &players[i]) != 0) res = mscclppSystemError;
+  }
+  /* a block short of threads would wait at its barrier for ever */
+  if (res != mscclppSuccess && started > 0) {
+    fprintf(stderr, "plan_gpu_play: could not start %u threads\n", n);
+    exit(1);
+  }
+  for (unsigned i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  for (unsigned b = 0; sync != NULL && b < nBlocks && res == mscclppSuccess; b++) pthread_barrier_destroy(&sync[b].bar);
+  free(threads);
+  free(players);
+  free(sync);
+  return res;
+}
+
+extern "C" const char* planPlayRefusal(void) {
+#if defined(__SANITIZE_THREAD__)
+  return "ThreadSanitizer does not model the fences the kernel's barriers rely on";
+#else
+  return NULL;
+#endif
+}
+
+extern "C" int planPlayReduces(mscclppDataType_t type) {
+  return type != mscclppFloat16 && type != mscclppBfloat16 && type != mscclppFloat8e4m3 && type != mscclppFloat8e5m2;
+}
+
+extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, const void* send, void* recv,
+                                        size_t count, mscclppDataType_t type, mscclppRedOp_t op, unsigned threads) {
+  if (play_ != NULL && play_->plan != plan) planPlayEnd(comm);
+  if (play_ == NULL) MSCCLPP_RETURN_ON_ERROR(playCreate(comm, plan, &play_));
+  Play* x = play_;
+  struct mscclppCollArgs a;
+  memset(&a, 0, sizeof(a));
+  a.kind = mscclppCollPlanKind(plan);
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.type = type;
+  a.typeSize = mscclppDataTypeSize(type);
+  a.op = op;
+  struct mscclppPlanSizes sz;
+  MSCCLPP_RETURN_ON_ERROR(mscclppPlanSizesOf(plan, x->nranks, count, a.typeSize, &sz));
+  const uint64_t cap = mscclppPlanGpuCapFor(x->gen != NULL ? x->gen->cap : 0, sz.chunkBytes);
+  if (x->gen == NULL || cap != x->gen->cap) {
+    Gen* g = (Gen*)calloc(1, sizeof(Gen));
+    if (g == NULL) return mscclppSystemError;
+    g->cap = cap;
+    g->older = x->gen;
+    x->gen = g;
+    MSCCLPP_RETURN_ON_ERROR(genBuild(comm, x, g));
+  }
+  Gen* g = x->gen;
+  mscclppPlanGpuLaunch L;
+  mscclppPlanGpuLaunchCall(plan, &sz, g->cap, x->rank, x->nranks, x->linkedMask, &a, &L);
+  L.prog = x->prog;
+  L.mem = g->mem;
+  L.port = g->port;
+  L.link = g->link;
+  L.ctr = x->ctr;
+  L.base[x->rank] = (uint8_t*)g->region;
+  for (int q = 0; q < x->nranks; q++)
+    if (x->linkedMask >> q & 1u) L.base[q] = g->peer[q].mapH.dst;
+  L.wait = x->wait;
+  MSCCLPP_RETURN_ON_ERROR(launch(&L, x->prog->nBlocks, threads > 0 ? threads : 1));
+  if (mscclppAbortIsRaised(x->abort)) {
+    fprintf(stderr, "rank %d: execution plan %s: a wait of the played kernel failed (the abort is raised)\n", x->rank,
+            x->plan->name);
+    return mscclppRemoteError;
+  }
+  return mscclppSuccess;
+}
