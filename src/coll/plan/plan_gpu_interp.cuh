@@ -357,23 +357,24 @@ static __device__ int opSemaphore(const Launch& L, const mscclppPlanOp* op) {
 }
 
 /* One channel op on channel `id`. */
+/* The relaxed forms run as the full ones here. A plan signals relaxed
+ * where MSCCL++'s executor needs no ordering: at a kernel's start, to say
+ * "my buffers are ready", the input having been written before the kernel
+ * began (stream order). Here the input area is written by this kernel's
+ * stage-in, so a peer that reads it after that signal (allreduce-rsag,
+ * reducescatter-direct) needs the release and the acquire. */
 static __device__ int channelOp(const Launch& L, const mscclppPlanOp* op, uint16_t id) {
   const int port = op->channelType == MSCCLPP_PLAN_CHANNEL_PORT;
   switch (op->code) {
     case MSCCLPP_PLAN_OP_SIGNAL:
+    case MSCCLPP_PLAN_OP_RELAXED_SIGNAL:
       if (port) return mscclppPortChannelDeviceSignal(&L.port[id]) != mscclppSuccess;
       mscclppMemoryChannelDeviceSignal(&L.mem[id]);
       return 0;
-    case MSCCLPP_PLAN_OP_RELAXED_SIGNAL:
-      if (port) return mscclppPortChannelDeviceSignal(&L.port[id]) != mscclppSuccess;
-      mscclppMemoryChannelDeviceRelaxedSignal(&L.mem[id]);
-      return 0;
     case MSCCLPP_PLAN_OP_WAIT:
-      if (port) return mscclppPortChannelDeviceWait(&L.port[id]) != mscclppSuccess;
-      return mscclppMemoryChannelDeviceWait(&L.mem[id]) != mscclppSuccess;
     case MSCCLPP_PLAN_OP_RELAXED_WAIT:
       if (port) return mscclppPortChannelDeviceWait(&L.port[id]) != mscclppSuccess;
-      return mscclppMemoryChannelDeviceRelaxedWait(&L.mem[id]) != mscclppSuccess;
+      return mscclppMemoryChannelDeviceWait(&L.mem[id]) != mscclppSuccess;
     default: /* FLUSH */
       return mscclppPortChannelDeviceFlush(&L.port[id]) != mscclppSuccess;
   }

@@ -274,14 +274,14 @@ static mscclppResult_t runOp(struct run* r, struct block* b, const mscclppPlanOp
     }
     case MSCCLPP_PLAN_OP_SIGNAL:
     case MSCCLPP_PLAN_OP_RELAXED_SIGNAL:
+      /* the relaxed form with release order too: the input area a peer may
+       * read after it was written by this call's stage-in (the GPU
+       * executor's channelOp says why) */
       for (int i = 0; i < op->nIds; i++) {
-        if (op->channelType == MSCCLPP_PLAN_CHANNEL_PORT) {
+        if (op->channelType == MSCCLPP_PLAN_CHANNEL_PORT)
           PORT_CALL(r, mscclppPortChannelDeviceSignal(&x->portH[op->ids[i]]));
-        } else if (op->code == MSCCLPP_PLAN_OP_SIGNAL) {
+        else
           mscclppMemoryChannelDeviceSignal(&x->memH[op->ids[i]]);
-        } else {
-          mscclppMemoryChannelDeviceRelaxedSignal(&x->memH[op->ids[i]]);
-        }
       }
       return mscclppSuccess;
     case MSCCLPP_PLAN_OP_WAIT:
