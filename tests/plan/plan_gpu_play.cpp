@@ -146,15 +146,9 @@ static mscclppResult_t genBuild(struct mscclppComm* comm, Play* x, Gen* g) {
   g->mem = (mscclppMemoryChannelDeviceHandle*)calloc(nch, sizeof(*g->mem));
   g->port = (mscclppPortChannelDeviceHandle*)calloc(nch, sizeof(*g->port));
   if (g->mem == NULL || g->port == NULL) return mscclppSystemError;
-  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(x->prog);
-  for (uint32_t i = 0; i < x->prog->nChannels; i++) {
-    const mscclppPlanLink* p = &g->peer[ch[i].peer];
-    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
-      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &g->mem[i]));
-    else
-      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &g->port[i]));
-  }
-  return mscclppSuccess;
+  const mscclppPlanLink* links[MAXR];
+  for (int q = 0; q < x->nranks; q++) links[q] = &g->peer[q];
+  return mscclppPlanLinkHandles(x->prog, links, g->mem, g->port);
 }
 
 static mscclppResult_t playCreate(struct mscclppComm* comm, struct mscclppPlan* plan, Play** out) {

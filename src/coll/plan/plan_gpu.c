@@ -177,16 +177,12 @@ static mscclppResult_t genBuild(struct mscclppComm* comm, struct mscclppPlanGpuC
   mscclppResult_t res = mem != NULL && port != NULL
                             ? mscclppSuccess
                             : mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
-  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(prog);
-  for (uint32_t i = 0; i < prog->nChannels && res == mscclppSuccess; i++) {
-    struct mscclppPlanLink* p = &g->peer[ch[i].peer];
-    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
-      res = mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &mem[i]);
-    else
-      res = mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &port[i]);
-  }
-  for (int q = 0; q < x->nranks; q++)
+  const struct mscclppPlanLink* links[MAXR];
+  for (int q = 0; q < x->nranks; q++) {
+    links[q] = &g->peer[q];
     if (x->linked[q]) link[q] = g->peer[q].mapH;
+  }
+  if (res == mscclppSuccess) res = mscclppPlanLinkHandles(prog, links, mem, port);
   if (res == mscclppSuccess) res = deviceCopyOf(x, mem, prog->nChannels * sizeof(*mem), (void**)&g->dMem);
   if (res == mscclppSuccess) res = deviceCopyOf(x, port, prog->nChannels * sizeof(*port), (void**)&g->dPort);
   if (res == mscclppSuccess) res = deviceCopyOf(x, link, sizeof(link), (void**)&g->dLink);

@@ -74,15 +74,13 @@ static mscclppResult_t regionBuild(struct mscclppComm* comm, struct mscclppPlanH
       mscclppMemoryRegister(comm, x->region, x->regionBytes, mscclppTransportHostShm, &x->regionMem));
   for (int q = 0; q < x->nranks; q++)
     if (x->peer[q].linked) MSCCLPP_RETURN_ON_ERROR(linkPeer(comm, x, q));
-  /* each program channel's handle: its pair number with its peer */
-  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(x->prog);
-  for (uint32_t i = 0; i < x->prog->nChannels; i++) {
-    struct planHostPeer* p = &x->peer[ch[i].peer];
-    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
-      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->link.mem[ch[i].pairIndex], &x->memH[i]));
-    else
-      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->link.port[ch[i].pairIndex], &x->portH[i]));
-  }
+  const size_t nlinks = x->nranks > 0 ? (size_t)x->nranks : 1;
+  const struct mscclppPlanLink** links = (const struct mscclppPlanLink**)calloc(nlinks, sizeof(*links));
+  if (links == NULL) return mscclppErr(mscclppSystemError, MSCCLPP_LOG_COLL, "out of memory");
+  for (int q = 0; q < x->nranks; q++) links[q] = &x->peer[q].link;
+  mscclppResult_t res = mscclppPlanLinkHandles(x->prog, links, x->memH, x->portH);
+  free(links);
+  MSCCLPP_RETURN_ON_ERROR(res);
   MSCCLPP_INFO(MSCCLPP_LOG_COLL,
                "rank %d: execution plan %s on the host backend: region of %llu bytes (chunks up to %llu bytes), %u "
                "channels",

@@ -66,6 +66,19 @@ mscclppResult_t mscclppPlanLinkCreate(struct mscclppComm* comm, const struct msc
   return mscclppSuccess;
 }
 
+mscclppResult_t mscclppPlanLinkHandles(const mscclppPlanProgram* prog, const struct mscclppPlanLink* const* peer,
+                                       mscclppMemoryChannelDeviceHandle* mem, mscclppPortChannelDeviceHandle* port) {
+  const mscclppPlanChannel* ch = mscclppPlanProgramChannels(prog);
+  for (uint32_t i = 0; i < prog->nChannels; i++) {
+    const struct mscclppPlanLink* p = peer[ch[i].peer];
+    if (ch[i].type == MSCCLPP_PLAN_CHANNEL_MEMORY)
+      MSCCLPP_RETURN_ON_ERROR(mscclppMemoryChannelGetDeviceHandle(p->mem[ch[i].pairIndex], &mem[i]));
+    else
+      MSCCLPP_RETURN_ON_ERROR(mscclppPortChannelGetDeviceHandle(p->port[ch[i].pairIndex], &port[i]));
+  }
+  return mscclppSuccess;
+}
+
 void mscclppPlanLinkFree(struct mscclppPlanLink* p) {
   for (int j = 0; p->port != NULL && j < p->nPort; j++)
     if (p->port[j] != NULL) (void)mscclppPortChannelDestroy(p->port[j]);

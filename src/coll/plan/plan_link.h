@@ -53,6 +53,13 @@ mscclppResult_t mscclppPlanLinkCreate(struct mscclppComm* comm, const struct msc
                                       mscclppTransport_t transport, mscclppRegisteredMemory_t region,
                                       uint64_t peerBytes, struct mscclppPlanLink* link);
 
+/* The device handle of every channel of `prog` from the links with its
+ * peers (peer[q]: the link with rank q, made): program channel i's into
+ * mem[i] (a memory channel) or port[i] (a port channel), the pair the
+ * channel's number with its peer names. The channels' errors. */
+mscclppResult_t mscclppPlanLinkHandles(const mscclppPlanProgram* prog, const struct mscclppPlanLink* const* peer,
+                                       mscclppMemoryChannelDeviceHandle* mem, mscclppPortChannelDeviceHandle* port);
+
 /* Destroy what *link holds (channels, mapping, connection) and zero it;
  * a zeroed or partly made link is fine. */
 void mscclppPlanLinkFree(struct mscclppPlanLink* link);
