@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] [GPU_RUN_ONLY=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs, graph replay, a memcheck run and mscclpp-perf --plan, about 5 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
+#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] [GPU_RUN_ONLY=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs (hand-made, default and MSCCL++-DSL plans), graph replay, a memcheck run and mscclpp-perf --plan eager and in graphs, about 6 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -369,7 +369,7 @@ if [ "$what" = plan ]; then
   # plan's time over the built-in's). About 5 minutes.
   if have plan_worker; then
     for n in 2 4; do
-      for d in tests/plan/data plans/default; do
+      for d in tests/plan/data plans/default tests/plan/mscclpp_dsl; do
         [ -d "$d" ] || continue
         tag=$(basename "$d")
         step "plan_gpu_run_${n}_$tag" 90 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n $n --timeout 80 -- \
@@ -392,6 +392,13 @@ if [ "$what" = plan ]; then
         step "perf_plan_${n}_$(basename "$f" .json)" 40 mscclpp-run -n $n --timeout 35 -- \
           "$BIN/mscclpp-perf" --plan "$f" -b 1K -e 256M -f 8 -c 1 -n 5 -w 2
       done
+    done
+    # the same in CUDA graphs (-G): the kernel's own time without the
+    # host's per-call cost, for the two plans the built-in algorithms mirror
+    for f in "$pdir"/allreduce-oneshot-4ranks-LL.json "$pdir"/allreduce-rsag-4ranks-Simple.json; do
+      [ -f "$f" ] || continue
+      step "perf_plan_4_graph_$(basename "$f" .json)" 40 mscclpp-run -n 4 --timeout 35 -- \
+        "$BIN/mscclpp-perf" --plan "$f" -b 1K -e 64M -f 8 -c 1 -n 20 -w 2 -G 10
     done
   fi
 fi
