@@ -77,6 +77,7 @@ struct mscclppPlanGpuCtx {
   uint64_t* dCtr;           /* device counters (plan_gpu_launch.h) */
   int ctxId, rank, nranks, device;
   int linked[MAXR];
+  uint32_t linkedMask; /* the same, a bit per rank (the launch's) */
   mscclppWaitContext wait;
   struct gpuGen* gen; /* the current one; older ones chained */
 };
@@ -251,8 +252,10 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
     mscclppPlanGpuFree(comm, x);
     return res;
   }
-  for (int q = 0; q < x->nranks; q++)
+  for (int q = 0; q < x->nranks; q++) {
     x->linked[q] = q != x->rank && (mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank));
+    x->linkedMask |= (uint32_t)x->linked[q] << q;
+  }
   *out = x;
   return mscclppSuccess;
 }
@@ -283,11 +286,8 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     }
   }
   struct gpuGen* g = x->gen;
-  uint32_t linkedMask = 0;
-  for (int q = 0; q < x->nranks; q++)
-    if (x->linked[q]) linkedMask |= 1u << q;
   struct mscclppPlanGpuLaunch L;
-  mscclppPlanGpuLaunchCall(plan, &sz, g->capChunk, x->rank, x->nranks, linkedMask, a, &L);
+  mscclppPlanGpuLaunchCall(plan, &sz, g->capChunk, x->rank, x->nranks, x->linkedMask, a, &L);
   L.prog = (const mscclppPlanProgram*)x->dProg;
   L.mem = g->dMem;
   L.port = g->dPort;
