@@ -111,7 +111,8 @@ struct Play {
   mscclppPlanProgram* prog;
   uint64_t* ctr;
   int tagBase, rank, nranks;
-  uint32_t linkedMask;
+  mscclppPlanGpuRank who;
+  uint64_t calls, directIn, directOut; /* calls, and those whose input / output were the caller's own */
   mscclppWaitContext wait;
   struct mscclppAbort* abort;
   Gen* gen;
@@ -135,7 +136,7 @@ static mscclppResult_t genBuild(struct mscclppComm* comm, Play* x, Gen* g) {
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &g->region));
   MSCCLPP_RETURN_ON_ERROR(mscclppMemoryRegister(comm, g->region, bytes, mscclppTransportHostShm, &g->regionMem));
   for (int q = 0; q < x->nranks; q++) {
-    if (!(x->linkedMask >> q & 1u)) continue;
+    if (!(x->who.linkedMask >> q & 1u)) continue;
     uint64_t peerOff[MSCCLPP_PLAN_SPACES], peerBytes = 0;
     mscclppPlanRegionLayout(x->plan, q, g->cap, g->cap, peerOff, &peerBytes);
     MSCCLPP_RETURN_ON_ERROR(mscclppPlanLinkCreate(comm, x->plan, q, x->tagBase, mscclppTransportHostShm,
@@ -171,7 +172,10 @@ static mscclppResult_t playCreate(struct mscclppComm* comm, struct mscclppPlan* 
   for (uint32_t i = 0; i < x->prog->nSemaphores; i++) x->ctr[MSCCLPP_PLAN_GPU_CTR_EXEC + x->prog->nBlocks + i] = init[i];
   for (int q = 0; q < x->nranks; q++)
     if (q != x->rank && (mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank)))
-      x->linkedMask |= 1u << q;
+      x->who.linkedMask |= 1u << q;
+  x->who.rank = x->rank;
+  x->who.nranks = x->nranks;
+  x->who.unstageable = mscclppPlanGpuUnstageable(plan, x->rank);
   return mscclppSuccess;
 }
 
@@ -179,6 +183,10 @@ extern "C" void planPlayEnd(mscclppComm_t comm) {
   Play* x = play_;
   play_ = NULL;
   if (x == NULL) return;
+  if (x->rank == 0)
+    printf("play %s: %llu calls, %llu on the caller's input, %llu on the caller's output (not staged)\n",
+           x->plan->name, (unsigned long long)x->calls, (unsigned long long)x->directIn,
+           (unsigned long long)x->directOut);
   while (x->gen != NULL) {
     Gen* g = x->gen;
     x->gen = g->older;
@@ -274,7 +282,7 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
   }
   Gen* g = x->gen;
   mscclppPlanGpuLaunch L;
-  mscclppPlanGpuLaunchCall(plan, &sz, g->cap, x->rank, x->nranks, x->linkedMask, &a, &L);
+  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->cap, (uint8_t*)g->region, &a, &L);
   L.prog = x->prog;
   L.mem = g->mem;
   L.port = g->port;
@@ -282,8 +290,11 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
   L.ctr = x->ctr;
   L.base[x->rank] = (uint8_t*)g->region;
   for (int q = 0; q < x->nranks; q++)
-    if (x->linkedMask >> q & 1u) L.base[q] = g->peer[q].mapH.dst;
+    if (x->who.linkedMask >> q & 1u) L.base[q] = g->peer[q].mapH.dst;
   L.wait = x->wait;
+  x->calls++;
+  x->directIn += !(L.staged & (1u << MSCCLPP_PLAN_INPUT));
+  x->directOut += !(L.staged & (1u << MSCCLPP_PLAN_OUTPUT));
   MSCCLPP_RETURN_ON_ERROR(launch(&L, x->prog->nBlocks, threads > 0 ? threads : 1));
   if (mscclppAbortIsRaised(x->abort)) {
     fprintf(stderr, "rank %d: execution plan %s: a wait of the played kernel failed (the abort is raised)\n", x->rank,

@@ -77,7 +77,7 @@ struct mscclppPlanGpuCtx {
   uint64_t* dCtr;           /* device counters (plan_gpu_launch.h) */
   int ctxId, rank, nranks, device;
   int linked[MAXR];
-  uint32_t linkedMask; /* the same, a bit per rank (the launch's) */
+  struct mscclppPlanGpuRank who; /* what its launches share (linked peers as a mask, unstageable spaces) */
   mscclppWaitContext wait;
   struct gpuGen* gen; /* the current one; older ones chained */
 };
@@ -254,8 +254,11 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
   }
   for (int q = 0; q < x->nranks; q++) {
     x->linked[q] = q != x->rank && (mscclppPlanReaches(plan, x->rank, q) || mscclppPlanReaches(plan, q, x->rank));
-    x->linkedMask |= (uint32_t)x->linked[q] << q;
+    x->who.linkedMask |= (uint32_t)x->linked[q] << q;
   }
+  x->who.rank = x->rank;
+  x->who.nranks = x->nranks;
+  x->who.unstageable = mscclppPlanGpuUnstageable(plan, x->rank);
   *out = x;
   return mscclppSuccess;
 }
@@ -287,7 +290,7 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
   }
   struct gpuGen* g = x->gen;
   struct mscclppPlanGpuLaunch L;
-  mscclppPlanGpuLaunchCall(plan, &sz, g->capChunk, x->rank, x->nranks, x->linkedMask, a, &L);
+  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->capChunk, (uint8_t*)g->region, a, &L);
   L.prog = (const mscclppPlanProgram*)x->dProg;
   L.mem = g->dMem;
   L.port = g->dPort;

@@ -14,7 +14,9 @@
  * real port channels, all on the region. A call is ONE kernel launch on the
  * caller's stream: the kernel copies the caller's input into the input
  * area, runs the thread blocks, and copies the output area out (the copies
- * cost one more read and write of the input and the output per call).
+ * cost one more read and write of the input and the output per call). A
+ * space no peer addresses is not staged: the ops use the caller's buffer
+ * (mscclppPlanGpuUnstageable says when).
  * Nothing in a call waits for a peer's host: every count the kernel needs
  * from one call to the next (LL flags, barrier rounds, the plan's
  * semaphores) lives in device counters, so a CUDA graph replays it.

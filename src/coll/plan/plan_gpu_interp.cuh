@@ -13,12 +13,14 @@
  * A call (plan_gpu.h says why it stages):
  *   1. every block takes its execution number (its LL flag, and the half
  *      of a double scratch) from its device counter;
- *   2. the grid copies the caller's input into the input area of this
- *      rank's region (each block padded to k chunks), then syncs;
+ *   2. where the input is staged, the grid copies the caller's input into
+ *      the input area of this rank's region (each block padded to k
+ *      chunks), then syncs; where it is not (no peer addresses it, no
+ *      padding: mscclppPlanGpuUnstageable), the ops read the caller's own;
  *   3. each block runs its ops;
- *   4. the grid syncs, copies the output area out (dividing for avg), and
- *      block 0 meets every linked peer once more for LL plans without a
- *      double scratch (a rank's next call writes the peers' scratch again).
+ *   4. the grid syncs; where the output is staged it copies the output area
+ *      out (dividing for avg) and syncs again; then block 0 meets every
+ *      linked peer (plan_host.c's endBarrier says why).
  * Between two ops of a block there is a __syncthreads(): the writes of one
  * op by any thread are done before the next op reads them or a thread
  * signals them. Signals are sent by one thread per channel after that
@@ -71,11 +73,13 @@ static __device__ __forceinline__ int ownerOf(const Launch& L, const Blk& b, con
   return (o->flags & MSCCLPP_PLAN_OPERAND_REMOTE) ? b.rem[o->remote].rank : L.rank;
 }
 
-/* The operand's first byte as this rank addresses it (packets: the first packet's). */
+/* The operand's first byte as this rank addresses it (packets: the first
+ * packet's): a peer's in its region, this rank's where L.mine says (the
+ * caller's own input and output where they are not staged). */
 static __device__ __forceinline__ uint8_t* addrOf(const Launch& L, const Blk& b, const mscclppPlanOperand* o,
                                                   const mscclppPlanRange& r) {
   const int q = ownerOf(L, b, o);
-  return L.base[q] + L.off[q][o->space] + r.offset;
+  return (q == L.rank ? L.mine[o->space] : L.base[q] + L.off[q][o->space]) + r.offset;
 }
 
 /* Its offset in its owner's region (port channels address regions by offset). */
@@ -489,7 +493,7 @@ static __device__ int runBlock(const Launch& L, Blk& b, const mscclppPlanOp* ops
 
 /* The caller's input into the input area, each block padded with zeros. */
 static __device__ void stageIn(const Launch& L, uint64_t gtid, uint64_t gnth) {
-  uint8_t* area = L.base[L.rank] + L.off[L.rank][MSCCLPP_PLAN_INPUT];
+  uint8_t* area = L.mine[MSCCLPP_PLAN_INPUT];
   const uint64_t B = L.blockBytes, P = L.paddedBytes;
   for (uint32_t k = 0; k < L.inBlocks; k++) {
     uint8_t* d = area + k * P;
@@ -557,7 +561,7 @@ static __device__ __noinline__ void divideOutAs(int type, uint8_t* d, const uint
 
 /* The output area out to the caller, divided by nranks for avg. */
 static __device__ void stageOut(const Launch& L, uint64_t gtid, uint64_t gnth) {
-  const uint8_t* area = L.base[L.rank] + L.off[L.rank][MSCCLPP_PLAN_OUTPUT];
+  const uint8_t* area = L.mine[MSCCLPP_PLAN_OUTPUT];
   const uint64_t B = L.blockBytes, P = L.paddedBytes;
   for (uint32_t k = 0; k < L.outBlocks; k++) {
     if (!L.divide)
@@ -600,13 +604,17 @@ __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const
   const uint64_t gtid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, gnth = (uint64_t)gridDim.x * blockDim.x;
   uint64_t* grid = L.ctr + MSCCLPP_PLAN_GPU_CTR_GRID;
 
-  stageIn(L, gtid, gnth);
-  if (blocksBarrier(L, grid, gridDim.x)) return;
+  if (L.staged & (1u << MSCCLPP_PLAN_INPUT)) {
+    stageIn(L, gtid, gnth);
+    if (blocksBarrier(L, grid, gridDim.x)) return;
+  }
   const mscclppPlanBlock* blk = &mscclppPlanProgramBlocks(prog)[blockIdx.x];
   if (runBlock(L, b, mscclppPlanProgramOps(prog), blk->firstOp, blk->nOps)) return;
   if (blocksBarrier(L, grid, gridDim.x)) return;
-  stageOut(L, gtid, gnth);
-  if (blocksBarrier(L, grid, gridDim.x)) return;
+  if (L.staged & (1u << MSCCLPP_PLAN_OUTPUT)) {
+    stageOut(L, gtid, gnth);
+    if (blocksBarrier(L, grid, gridDim.x)) return;
+  }
   if (blockIdx.x == 0) (void)endBarrier(L);
 }
 

@@ -42,6 +42,9 @@ struct mscclppPlanGpuLaunch {
   uint64_t* ctr;                                  /* the device counters (above) */
   uint8_t* base[MSCCLPP_PLAN_GPU_MAX_RANKS];      /* every linked rank's region as mapped here ([rank]: this one's) */
   uint64_t off[MSCCLPP_PLAN_GPU_MAX_RANKS][MSCCLPP_PLAN_SPACES]; /* where each rank's buffers are in its region */
+  uint8_t* mine[MSCCLPP_PLAN_SPACES];             /* this rank's buffers as its ops address them: in the region,
+                                                     or the caller's input and output where not staged */
+  uint32_t staged;                                /* bit s: space s (input, output) is staged through the region */
   mscclppPlanCallShape shape;                     /* flag and scratchOffset are set by the kernel */
   uint64_t halfScratch;                           /* double scratch: the odd executions' half starts here */
   const uint8_t* send;                            /* the caller's buffers */
@@ -62,6 +65,23 @@ struct mscclppPlan;
 struct mscclppPlanSizes;
 struct mscclppCollArgs;
 
+/* What a rank's launches share, fixed for a plan state. */
+struct mscclppPlanGpuRank {
+  int rank, nranks;
+  uint32_t linkedMask;  /* bit q: rank q is linked (the end barrier meets it) */
+  uint32_t unstageable; /* bit s: space s may be the caller's own buffer (mscclppPlanGpuUnstageable) */
+};
+
+/* plan_gpu_launch.c: the spaces of `rank` (a bit per mscclppPlanSpace,
+ * input and output only) that its ops may address in the caller's own
+ * buffers instead of the staged region: those no peer addresses (no peer
+ * has a remote buffer there, so nobody needs it mapped) in a plan without
+ * port channels (the proxy addresses regions by offset); in place, both
+ * or neither (they are one buffer). A call still stages a space when its
+ * blocks are padded, a buffer is not 16-byte aligned, or (the output) avg
+ * divides on the way out. */
+uint32_t mscclppPlanGpuUnstageable(const struct mscclppPlan* plan, int rank);
+
 /* plan_gpu_launch.c (no CUDA: tests/plan/plan_gpu_play.cpp runs it too).
  * The chunk size a plan state's regions are made for when a call of
  * chunkBytes comes to regions for `cap` (0: none yet): `cap` when the
@@ -70,14 +90,15 @@ struct mscclppCollArgs;
  * least 4 KiB. */
 uint64_t mscclppPlanGpuCapFor(uint64_t cap, uint64_t chunkBytes);
 
-/* Everything of call `a`'s launch on `rank` that is not a device address:
- * its shape, the offsets of every rank's buffers in its region (regions
- * for chunks up to capChunk), the staging sizes, type, op and the caller's
- * buffers; linkedMask (bit q: rank q is linked) for the end barrier. The
- * caller sets prog, mem, port, link, ctr, base[] and wait. */
-void mscclppPlanGpuLaunchCall(const struct mscclppPlan* plan, const struct mscclppPlanSizes* sz, uint64_t capChunk,
-                              int rank, int nranks, uint32_t linkedMask, const struct mscclppCollArgs* a,
-                              struct mscclppPlanGpuLaunch* L);
+/* Everything of call `a`'s launch on rank who->rank but the device
+ * handles and the peers' regions: its shape, the offsets of every rank's
+ * buffers in its region (regions for chunks up to capChunk; this rank's at
+ * `region`), which spaces are staged and where this rank's are, the
+ * staging sizes, type, op and the caller's buffers. The caller sets prog,
+ * mem, port, link, ctr, base[] and wait. */
+void mscclppPlanGpuLaunchCall(const struct mscclppPlan* plan, const struct mscclppPlanGpuRank* who,
+                              const struct mscclppPlanSizes* sz, uint64_t capChunk, uint8_t* region,
+                              const struct mscclppCollArgs* a, struct mscclppPlanGpuLaunch* L);
 
 /* plan_gpu_kernels.cu: enqueue the executor's kernel for `L` on `stream`
  * (a cudaStream_t): L->prog's nBlocks blocks of `nthreads` threads.
