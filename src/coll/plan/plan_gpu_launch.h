@@ -76,10 +76,11 @@ struct mscclppPlanGpuRank {
  * input and output only) that its ops may address in the caller's own
  * buffers instead of the staged region: those no peer addresses (no peer
  * has a remote buffer there, so nobody needs it mapped) in a plan without
- * port channels (the proxy addresses regions by offset); in place, both
- * or neither (they are one buffer). A call still stages a space when its
- * blocks are padded, a buffer is not 16-byte aligned, or (the output) avg
- * divides on the way out. */
+ * port channels (the proxy addresses regions by offset), less an input
+ * the plan writes out of place (the caller's input is read-only); in
+ * place, both or neither (they are one buffer). A call still stages a
+ * space when its blocks are padded, a buffer is not 16-byte aligned, or
+ * (the output) avg divides on the way out. */
 uint32_t mscclppPlanGpuUnstageable(const struct mscclppPlan* plan, int rank);
 
 /* plan_gpu_launch.c (no CUDA: tests/plan/plan_gpu_play.cpp runs it too).
