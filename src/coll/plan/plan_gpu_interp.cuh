@@ -586,7 +586,9 @@ static __device__ int endBarrier(const Launch& L) {
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
-__global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const Launch L) {
+/* static: the host play (tests/plan/plan_gpu_play.cpp) compiles this file
+ * too, and its program links the library, whose copy would clash */
+static __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const Launch L) {
   const mscclppPlanProgram* prog = L.prog;
   /* this block's count (every block of every rank counts alike), read by
    * every thread before thread 0 advances it */
