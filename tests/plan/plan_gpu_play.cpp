@@ -288,7 +288,6 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
   L.port = g->port;
   L.link = g->link;
   L.ctr = x->ctr;
-  L.base[x->rank] = (uint8_t*)g->region;
   for (int q = 0; q < x->nranks; q++)
     if (x->who.linkedMask >> q & 1u) L.base[q] = g->peer[q].mapH.dst;
   L.wait = x->wait;

@@ -296,7 +296,6 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
   L.port = g->dPort;
   L.link = g->dLink;
   L.ctr = x->dCtr;
-  L.base[x->rank] = (uint8_t*)g->region;
   for (int q = 0; q < x->nranks; q++)
     if (x->linked[q]) L.base[q] = g->peer[q].mapH.dst;
   L.wait = x->wait;

@@ -40,7 +40,7 @@ struct mscclppPlanGpuLaunch {
   const mscclppPortChannelDeviceHandle* port;     /* [nChannels]: program channel i, when a port channel */
   const mscclppMemoryChannelDeviceHandle* link;   /* [nranks]: a channel per linked peer (the end barrier) */
   uint64_t* ctr;                                  /* the device counters (above) */
-  uint8_t* base[MSCCLPP_PLAN_GPU_MAX_RANKS];      /* every linked rank's region as mapped here ([rank]: this one's) */
+  uint8_t* base[MSCCLPP_PLAN_GPU_MAX_RANKS];      /* every linked rank's region as mapped here (this rank's: mine) */
   uint64_t off[MSCCLPP_PLAN_GPU_MAX_RANKS][MSCCLPP_PLAN_SPACES]; /* where each rank's buffers are in its region */
   uint8_t* mine[MSCCLPP_PLAN_SPACES];             /* this rank's buffers as its ops address them: in the region,
                                                      or the caller's input and output where not staged */
