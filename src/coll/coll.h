@@ -157,6 +157,25 @@ mscclppResult_t mscclppCollGpuPrepare(struct mscclppComm* comm);
  * hint: its first zero-copy call then asks nothing). Not collective; a
  * no-op before the state is built, or for a buffer that calls stage. */
 mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* buf);
+/* Zero-copy for another executor (execution plans, coll/plan/plan_gpu.c):
+ * mapped[i][p] = where peer p maps bufs[i] (i < n <= 2; NULL entries
+ * skipped), through the peers' export services (coll_gpu_export.c: a first
+ * use of an allocation asks each peer once, a bootstrap round trip served
+ * whatever the peer's application does; later calls ask nothing), 0 for
+ * a buffer that calls stage (not a whole cudaMalloc allocation of this
+ * device large enough to share) and for this rank. All 0 before the
+ * state is built (mscclppCollGpuPrepare, collective) or when the ask
+ * fails; the failure is logged at INFO and the caller stages. */
+#define MSCCLPP_COLL_SHARE_RANKS 8 /* the GPU backend's most ranks */
+void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n,
+                         uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]);
+/* Around such an executor's launch on `stream` (Before, then After when
+ * it was enqueued): the peers' mappings that newer allocations replaced
+ * are closed once this rank's kernels before are done, as around the
+ * backend's own launches (coll_gpu.c, reapBefore). No-ops before the
+ * state is built. */
+void mscclppCollGpuLaunchBefore(struct mscclppComm* comm, mscclppStream_t stream);
+void mscclppCollGpuLaunchAfter(struct mscclppComm* comm, mscclppStream_t stream);
 
 /* The GPU backend's "port" family (coll/port/; streams, scratch layout and
  * algorithms: coll/port/coll_port.h), which the selection table picks when

@@ -102,6 +102,16 @@ struct Gen {
   mscclppMemoryChannelDeviceHandle* mem;
   mscclppPortChannelDeviceHandle* port;
   mscclppMemoryChannelDeviceHandle link[MAXR];
+  /* plans that trade: the caller's buffers of a call, played in host
+   * shared memory that the peers map (the GPU's export of a cudaMalloc
+   * buffer): the input and output are copied in and out around the call,
+   * and the peers address them through the traded addresses (theirs[q]:
+   * where rank q maps this area), apart from the region */
+  void* user;
+  uint64_t userBytes;
+  mscclppRegisteredMemory_t userMem;
+  mscclppMemoryChannel_t userMap[MAXR];
+  uint64_t theirs[MAXR];
   Gen* older;
 };
 
@@ -113,6 +123,7 @@ struct Play {
   int tagBase, rank, nranks;
   mscclppPlanGpuRank who;
   uint64_t calls, directIn, directOut; /* calls, and those whose input / output were the caller's own */
+  uint64_t zeroCopy;                   /* calls whose peers addressed this rank's buffers through the trade */
   mscclppWaitContext wait;
   struct mscclppAbort* abort;
   Gen* gen;
@@ -121,6 +132,10 @@ static Play* play_;
 static int states_;
 
 static void genFree(struct mscclppComm* comm, Gen* g) {
+  for (int q = 0; q < MAXR; q++)
+    if (g->userMap[q] != NULL) (void)mscclppMemoryChannelDestroy(g->userMap[q]);
+  if (g->userMem != NULL) (void)mscclppMemoryDeregister(g->userMem);
+  if (g->user != NULL) (void)mscclppMemFree(comm, g->user);
   for (int q = 0; q < MAXR; q++) mscclppPlanLinkFree(&g->peer[q]);
   if (g->regionMem != NULL) (void)mscclppMemoryDeregister(g->regionMem);
   if (g->region != NULL) (void)mscclppMemFree(comm, g->region);
@@ -130,18 +145,41 @@ static void genFree(struct mscclppComm* comm, Gen* g) {
 }
 
 static mscclppResult_t genBuild(struct mscclppComm* comm, Play* x, Gen* g) {
-  uint64_t off[MSCCLPP_PLAN_SPACES], bytes = 0;
-  mscclppPlanRegionLayout(x->plan, x->rank, g->cap, g->cap, off, &bytes);
-  if (bytes < 4096) bytes = 4096;
+  const uint64_t bytes = mscclppPlanGpuRegionBytes(x->plan, x->rank, g->cap, NULL);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, bytes, &g->region));
   MSCCLPP_RETURN_ON_ERROR(mscclppMemoryRegister(comm, g->region, bytes, mscclppTransportHostShm, &g->regionMem));
   for (int q = 0; q < x->nranks; q++) {
     if (!(x->who.linkedMask >> q & 1u)) continue;
-    uint64_t peerOff[MSCCLPP_PLAN_SPACES], peerBytes = 0;
-    mscclppPlanRegionLayout(x->plan, q, g->cap, g->cap, peerOff, &peerBytes);
+    const uint64_t peerBytes = mscclppPlanGpuRegionBytes(x->plan, q, g->cap, NULL);
     MSCCLPP_RETURN_ON_ERROR(mscclppPlanLinkCreate(comm, x->plan, q, x->tagBase, mscclppTransportHostShm,
                                                   g->regionMem, peerBytes, &g->peer[q]));
     g->link[q] = g->peer[q].mapH;
+  }
+  if (x->who.trade) {
+    /* the played caller buffers: twice the region (input and output for
+     * any call this region takes), mapped by every linked peer, and where
+     * each peer maps this rank's learned from all ranks' rows */
+    g->userBytes = 2 * bytes;
+    MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindHostShared, g->userBytes, &g->user));
+    MSCCLPP_RETURN_ON_ERROR(
+        mscclppMemoryRegister(comm, g->user, g->userBytes, mscclppTransportHostShm, &g->userMem));
+    uint64_t* rows = (uint64_t*)calloc((size_t)x->nranks * MAXR, sizeof(uint64_t));
+    if (rows == NULL) return mscclppSystemError;
+    mscclppResult_t res = mscclppSuccess;
+    for (int q = 0; q < x->nranks && res == mscclppSuccess; q++) {
+      if (!(x->who.linkedMask >> q & 1u)) continue;
+      mscclppMemoryChannelConfig mc = MSCCLPP_MEMORY_CHANNEL_CONFIG_INITIALIZER;
+      mc.local = g->userMem;
+      mc.tag = x->tagBase + 0xffff;
+      res = mscclppMemoryChannelCreate(comm, g->peer[q].conn, &mc, &g->userMap[q]);
+      mscclppMemoryChannelDeviceHandle h;
+      if (res == mscclppSuccess) res = mscclppMemoryChannelGetDeviceHandle(g->userMap[q], &h);
+      if (res == mscclppSuccess) rows[(size_t)x->rank * MAXR + q] = (uint64_t)(uintptr_t)h.dst;
+    }
+    if (res == mscclppSuccess) res = mscclppBootstrapAllGatherBytes(comm->bootstrap, rows, MAXR * sizeof(uint64_t));
+    for (int q = 0; q < x->nranks && res == mscclppSuccess; q++) g->theirs[q] = rows[(size_t)q * MAXR + x->rank];
+    free(rows);
+    MSCCLPP_RETURN_ON_ERROR(res);
   }
   const size_t nch = (size_t)x->prog->nChannels + 1;
   g->mem = (mscclppMemoryChannelDeviceHandle*)calloc(nch, sizeof(*g->mem));
@@ -176,6 +214,8 @@ static mscclppResult_t playCreate(struct mscclppComm* comm, struct mscclppPlan* 
   x->who.rank = x->rank;
   x->who.nranks = x->nranks;
   x->who.unstageable = mscclppPlanGpuUnstageable(plan, x->rank);
+  x->who.shareable = mscclppPlanGpuShareable(plan, x->rank);
+  x->who.trade = mscclppPlanGpuTrades(plan);
   return mscclppSuccess;
 }
 
@@ -184,9 +224,10 @@ extern "C" void planPlayEnd(mscclppComm_t comm) {
   play_ = NULL;
   if (x == NULL) return;
   if (x->rank == 0)
-    printf("play %s: %llu calls, %llu on the caller's input, %llu on the caller's output (not staged)\n",
+    printf("play %s: %llu calls, %llu on the caller's input, %llu on the caller's output (not staged), %llu "
+           "zero-copy (peers on the caller's buffers)\n",
            x->plan->name, (unsigned long long)x->calls, (unsigned long long)x->directIn,
-           (unsigned long long)x->directOut);
+           (unsigned long long)x->directOut, (unsigned long long)x->zeroCopy);
   while (x->gen != NULL) {
     Gen* g = x->gen;
     x->gen = g->older;
@@ -281,8 +322,39 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
     MSCCLPP_RETURN_ON_ERROR(genBuild(comm, x, g));
   }
   Gen* g = x->gen;
+  /* a shareable space of an unpadded call: the caller's buffers played
+   * in the peers' reach (Gen's user) */
+  uint64_t shared[2][MAXR];
+  memset(shared, 0, sizeof(shared));
+  uint8_t *userRecv = NULL, *span = NULL;
+  size_t spanBytes = 0;
+  if (x->who.shareable != 0 && !sz.padded) {
+    uint8_t* u = (uint8_t*)g->user;
+    uint8_t *s8 = (uint8_t*)send, *r8 = (uint8_t*)recv, *userSend = NULL;
+    if (s8 < r8 + sz.outputBytes && r8 < s8 + sz.inputBytes) { /* in place: one span, as the caller has it */
+      span = s8 < r8 ? s8 : r8;
+      uint8_t* end = s8 + sz.inputBytes > r8 + sz.outputBytes ? s8 + sz.inputBytes : r8 + sz.outputBytes;
+      spanBytes = (size_t)(end - span);
+      memcpy(u, span, spanBytes);
+      userSend = u + (s8 - span);
+      userRecv = u + (r8 - span);
+    } else {
+      userRecv = u;
+      userSend = u + g->userBytes / 2;
+      memcpy(userRecv, recv, sz.outputBytes);
+      memcpy(userSend, send, sz.inputBytes);
+    }
+    a.send = userSend;
+    a.recv = userRecv;
+    for (int q = 0; q < x->nranks; q++)
+      if (x->who.linkedMask >> q & 1u) {
+        shared[MSCCLPP_PLAN_INPUT][q] = g->theirs[q] + (uint64_t)(userSend - u);
+        shared[MSCCLPP_PLAN_OUTPUT][q] = g->theirs[q] + (uint64_t)(userRecv - u);
+      }
+  }
   mscclppPlanGpuLaunch L;
-  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->cap, (uint8_t*)g->region, &a, &L);
+  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->cap, (uint8_t*)g->region, &a, (const uint64_t(*)[MAXR])shared,
+                           &L);
   L.prog = x->prog;
   L.mem = g->mem;
   L.port = g->port;
@@ -294,7 +366,14 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
   x->calls++;
   x->directIn += !(L.staged & (1u << MSCCLPP_PLAN_INPUT));
   x->directOut += !(L.staged & (1u << MSCCLPP_PLAN_OUTPUT));
+  int traded = 0;
+  for (int q = 0; q < x->nranks; q++) traded |= L.pub[q][0] != 0 || L.pub[q][1] != 0;
+  x->zeroCopy += traded;
   MSCCLPP_RETURN_ON_ERROR(launch(&L, x->prog->nBlocks, threads > 0 ? threads : 1));
+  if (span != NULL)
+    memcpy(span, g->user, spanBytes);
+  else if (userRecv != NULL)
+    memcpy(recv, userRecv, sz.outputBytes);
   if (mscclppAbortIsRaised(x->abort)) {
     fprintf(stderr, "rank %d: execution plan %s: a wait of the played kernel failed (the abort is raised)\n", x->rank,
             x->plan->name);

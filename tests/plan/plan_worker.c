@@ -274,21 +274,23 @@ static int cmpSize(const void* a, const void* b) {
 /* Per-rank counts of ts-byte elements a call of at most maxBytes per rank
  * may have that the plan takes (its message range), ascending: the
  * smallest sizes, one chunk each, odd ones, the largest, and the bottom of
- * the plan's range (its smallest message, and the next odd count, even
- * above maxBytes up to RANGE_BOTTOM_MAX), so that a plan for a band of
- * large sizes runs too. */
+ * the plan's range (its smallest message, the next odd count and the next
+ * whole chunks, even above maxBytes up to RANGE_BOTTOM_MAX), so that a
+ * plan for a band of large sizes runs too, staged and not. */
 #define RANGE_BOTTOM_MAX (4u << 20)
 static int countsFor(const mscclppPlanInfo* info, size_t ts, size_t maxBytes, size_t* out) {
   size_t exact = (size_t)info->chunksPerBlock * 16 / ts; /* one 16-byte-aligned chunk each */
   const uint64_t per = (uint64_t)ts * (strcmp(info->collective, "allreduce") == 0 ? 1 : (uint64_t)nranks);
   size_t lo = (size_t)((info->minMessageBytes + per - 1) / per);
+  /* the range's bottom three: its smallest count, an odd one (padded) and
+   * a whole number of chunks (not padded: the caller's own buffers) */
   size_t cand[] = {1, 3, exact, 7 * exact, 1000 + 3, 64 * exact, 4099, maxBytes / ts / 2 * 2 + 1,
-                   maxBytes / ts / exact * exact, lo, lo | 1};
+                   maxBytes / ts / exact * exact, lo, lo | 1, (lo + exact - 1) / exact * exact};
   int n = 0;
   const size_t ncand = sizeof(cand) / sizeof(cand[0]);
   for (size_t i = 0; i < ncand; i++) {
     size_t c = cand[i];
-    if (c == 0 || c * ts > (i + 2 >= ncand && maxBytes < RANGE_BOTTOM_MAX ? RANGE_BOTTOM_MAX : maxBytes)) continue;
+    if (c == 0 || c * ts > (i + 3 >= ncand && maxBytes < RANGE_BOTTOM_MAX ? RANGE_BOTTOM_MAX : maxBytes)) continue;
     uint64_t msg = (uint64_t)c * per;
     if (msg < info->minMessageBytes || msg > info->maxMessageBytes) continue;
     int seen = 0;

@@ -73,6 +73,19 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
   (void)buf;
   return mscclppSuccess;
 }
+void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n, uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
+  (void)comm;
+  (void)bufs;
+  memset(mapped, 0, (size_t)n * sizeof(*mapped));
+}
+void mscclppCollGpuLaunchBefore(struct mscclppComm* comm, mscclppStream_t stream) {
+  (void)comm;
+  (void)stream;
+}
+void mscclppCollGpuLaunchAfter(struct mscclppComm* comm, mscclppStream_t stream) {
+  (void)comm;
+  (void)stream;
+}
 
 #else
 
@@ -81,6 +94,7 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
 #include "gpu/gpu.h"
 
 #define TAG_BASE MSCCLPP_COLL_GPU_TAG_BASE
+MSCCLPP_STATIC_ASSERT(MSCCLPP_COLL_SHARE_RANKS == MAXR, "mscclppCollGpuShare's rows are the backend's ranks");
 
 void mscclppCollGpuRelease(struct mscclppComm* comm, void* state) {
   struct mscclppCollGpu* g = (struct mscclppCollGpu*)state;
@@ -571,6 +585,44 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
   if (!shareable) return mscclppSuccess;
   uint64_t mapped[MAXR];
   return mscclppCollGpuExport(comm, g, &b, mapped);
+}
+
+static struct mscclppCollGpu* readyState(struct mscclppComm* comm) {
+  struct mscclppCollState* st = comm->coll;
+  return st != NULL ? (struct mscclppCollGpu*)st->slot[MSCCLPP_COLL_BACKEND_GPU].ready : NULL;
+}
+
+void mscclppCollGpuLaunchBefore(struct mscclppComm* comm, mscclppStream_t stream) {
+  struct mscclppCollGpu* g = readyState(comm);
+  if (g != NULL) reapBefore(g, stream);
+}
+
+void mscclppCollGpuLaunchAfter(struct mscclppComm* comm, mscclppStream_t stream) {
+  struct mscclppCollGpu* g = readyState(comm);
+  if (g != NULL) reapAfter(g, stream);
+}
+
+void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n, uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
+  memset(mapped, 0, (size_t)n * sizeof(*mapped));
+  struct mscclppCollGpu* g = readyState(comm);
+  if (g == NULL || n <= 0 || n > 2) return;
+  struct ownBuf b[2];
+  memset(b, 0, sizeof(b));
+  for (int i = 0; i < n; i++) {
+    int ok = 0;
+    if (bufs[i] != NULL && mscclppCollGpuDescribeOwn(g, bufs[i], &b[i], &ok) != mscclppSuccess) ok = 0;
+    if (!ok) memset(&b[i], 0, sizeof(b[i])); /* id 0: not asked, staged */
+  }
+  uint64_t m[2][MAXR];
+  memset(m, 0, sizeof(m));
+  if (mscclppCollGpuExportMany(comm, g, b, n, m) != mscclppSuccess) {
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: the peers could not map a buffer for zero-copy (staged instead): %s",
+                 g->rank, mscclppGetLastError());
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    for (int p = 0; p < g->nranks; p++)
+      if (b[i].id != 0 && p != g->rank && m[i][p] != 0) mapped[i][p] = m[i][p] + b[i].offset;
 }
 
 mscclppResult_t mscclppCollGpuRun(struct mscclppComm* comm, const struct mscclppCollArgs* a) {

@@ -50,6 +50,7 @@ void mscclppPlanGpuFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* ctx)
 #include "mscclpp/port_channel.h"
 
 #define MAXR MSCCLPP_PLAN_GPU_MAX_RANKS
+MSCCLPP_STATIC_ASSERT(MAXR == MSCCLPP_COLL_SHARE_RANKS, "the GPU backend shares buffers with up to as many ranks");
 /* Bootstrap tags of the GPU executor's states: 0x7b, the state's number
  * (low 8 bits), then 16 bits for the connection (0), the mapping (1) and
  * the channels (apart from the host executor's 0x7d and the backends'). */
@@ -151,8 +152,7 @@ static void genFree(struct mscclppComm* comm, struct mscclppPlanGpuCtx* x, struc
 
 /* Link peer q for this generation: its region must hold chunks up to capChunk. */
 static mscclppResult_t linkPeer(struct mscclppComm* comm, struct mscclppPlanGpuCtx* x, struct gpuGen* g, int q) {
-  uint64_t off[MSCCLPP_PLAN_SPACES], bytes = 0;
-  mscclppPlanRegionLayout(x->plan, q, g->capChunk, g->capChunk, off, &bytes);
+  const uint64_t bytes = mscclppPlanGpuRegionBytes(x->plan, q, g->capChunk, NULL);
   return mscclppPlanLinkCreate(comm, x->plan, q, tagBaseOf(x->ctxId), mscclppTransportCudaIpc, g->regionMem, bytes,
                                &g->peer[q]);
 }
@@ -162,9 +162,7 @@ static mscclppResult_t genBuild(struct mscclppComm* comm, struct mscclppPlanGpuC
                                 struct gpuGen* g) {
   const mscclppPlanProgram* prog = x->prog;
   g->capChunk = cap;
-  uint64_t off[MSCCLPP_PLAN_SPACES], bytes = 0;
-  mscclppPlanRegionLayout(x->plan, x->rank, cap, cap, off, &bytes);
-  g->regionBytes = bytes < 4096 ? 4096 : bytes;
+  g->regionBytes = mscclppPlanGpuRegionBytes(x->plan, x->rank, cap, NULL);
   MSCCLPP_RETURN_ON_ERROR(mscclppMemAlloc(comm, mscclppMemKindDevice, g->regionBytes, &g->region));
   MSCCLPP_RETURN_ON_ERROR(
       mscclppMemoryRegister(comm, g->region, g->regionBytes, mscclppTransportCudaIpc, &g->regionMem));
@@ -259,8 +257,12 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
   x->who.rank = x->rank;
   x->who.nranks = x->nranks;
   x->who.unstageable = mscclppPlanGpuUnstageable(plan, x->rank);
+  x->who.shareable = mscclppPlanGpuShareable(plan, x->rank);
+  x->who.trade = mscclppPlanGpuTrades(plan);
   *out = x;
-  return mscclppSuccess;
+  /* zero-copy goes through the GPU backend's export service: its state is
+   * built here, where every rank of a trading plan comes (its first call) */
+  return x->who.trade ? mscclppCollGpuPrepare(comm) : mscclppSuccess;
 }
 
 /* ---- a call ------------------------------------------------------------------------- */
@@ -289,8 +291,16 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     }
   }
   struct gpuGen* g = x->gen;
+  /* where the peers map the caller's buffers (spaces they address) */
+  uint64_t shared[2][MAXR];
+  memset(shared, 0, sizeof(shared));
+  if (x->who.shareable != 0) {
+    const void* bufs[2] = {(x->who.shareable & 1u) ? a->send : NULL, (x->who.shareable & 2u) ? a->recv : NULL};
+    mscclppCollGpuShare(comm, bufs, 2, shared);
+  }
   struct mscclppPlanGpuLaunch L;
-  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->capChunk, (uint8_t*)g->region, a, &L);
+  mscclppPlanGpuLaunchCall(plan, &x->who, &sz, g->capChunk, (uint8_t*)g->region, a,
+                           (const uint64_t(*)[MAXR])shared, &L);
   L.prog = (const mscclppPlanProgram*)x->dProg;
   L.mem = g->dMem;
   L.port = g->dPort;
@@ -300,10 +310,12 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     if (x->linked[q]) L.base[q] = g->peer[q].mapH.dst;
   L.wait = x->wait;
   const char* why = NULL;
+  if (x->who.shareable != 0) mscclppCollGpuLaunchBefore(comm, a->stream);
   mscclppResult_t res = mscclppPlanGpuEnqueue(&L, x->prog->nBlocks, plan->threadsPerBlock, (void*)a->stream, &why);
   if (res != mscclppSuccess)
     return mscclppErr(res, MSCCLPP_LOG_COLL, "execution plan %s on rank %d: launching its kernel: %s", plan->name,
                       x->rank, why);
+  if (x->who.shareable != 0) mscclppCollGpuLaunchAfter(comm, a->stream);
   return mscclppSuccess;
 }
 

@@ -16,7 +16,11 @@
  * area, runs the thread blocks, and copies the output area out (the copies
  * cost one more read and write of the input and the output per call). A
  * space no peer addresses is not staged: the ops use the caller's buffer
- * (mscclppPlanGpuUnstageable says when).
+ * (mscclppPlanGpuUnstageable says when). Nor is one the peers address
+ * where the GPU backend's export service can map it for them (zero-copy:
+ * mscclppPlanGpuShareable, mscclppCollGpuShare): the kernel then begins
+ * by trading those addresses with the linked peers through mailboxes in
+ * the regions (plan_gpu_interp.cuh, tradeAddresses).
  * Nothing in a call waits for a peer's host: every count the kernel needs
  * from one call to the next (LL flags, barrier rounds, the plan's
  * semaphores) lives in device counters, so a CUDA graph replays it.

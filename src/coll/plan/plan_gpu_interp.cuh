@@ -15,8 +15,12 @@
  *      of a double scratch) from its device counter;
  *   2. where the input is staged, the grid copies the caller's input into
  *      the input area of this rank's region (each block padded to k
- *      chunks), then syncs; where it is not (no peer addresses it, no
- *      padding: mscclppPlanGpuUnstageable), the ops read the caller's own;
+ *      chunks); where it is not (no padding, and no peer addresses it:
+ *      mscclppPlanGpuUnstageable, or every peer maps it: ...Shareable),
+ *      the ops read the caller's own. Where peers address inputs or
+ *      outputs (L.trade), block 0 trades addresses with every linked peer
+ *      (tradeAddresses). Then the grid syncs, and every block reads the
+ *      peers' traded addresses;
  *   3. each block runs its ops;
  *   4. the grid syncs; where the output is staged it copies the output area
  *      out (dividing for avg) and syncs again; then block 0 meets every
@@ -59,6 +63,7 @@ struct Blk {
   mscclppPlanCallShape shape; /* with this execution's flag and scratch half */
   const mscclppPlanRemote* rem;
   uint64_t window, unit;
+  uint64_t traded[MSCCLPP_PLAN_GPU_MAX_RANKS][2]; /* peer q's input and output as mapped here (0: in its region) */
 };
 
 /* ---- addresses ----------------------------------------------------------------------- */
@@ -74,12 +79,16 @@ static __device__ __forceinline__ int ownerOf(const Launch& L, const Blk& b, con
 }
 
 /* The operand's first byte as this rank addresses it (packets: the first
- * packet's): a peer's in its region, this rank's where L.mine says (the
- * caller's own input and output where they are not staged). */
+ * packet's): this rank's where L.mine says (the caller's own input and
+ * output where they are not staged), a peer's where it traded it (its own
+ * buffer, mapped here) or else in its region. */
 static __device__ __forceinline__ uint8_t* addrOf(const Launch& L, const Blk& b, const mscclppPlanOperand* o,
                                                   const mscclppPlanRange& r) {
   const int q = ownerOf(L, b, o);
-  return (q == L.rank ? L.mine[o->space] : L.base[q] + L.off[q][o->space]) + r.offset;
+  if (q == L.rank) return L.mine[o->space] + r.offset;
+  if (o->space != MSCCLPP_PLAN_SCRATCH && b.traded[q][o->space] != 0)
+    return (uint8_t*)(uintptr_t)b.traded[q][o->space] + r.offset;
+  return L.base[q] + L.off[q][o->space] + r.offset;
 }
 
 /* Its offset in its owner's region (port channels address regions by offset). */
@@ -584,6 +593,33 @@ static __device__ int endBarrier(const Launch& L) {
   return __syncthreads_or(bad);
 }
 
+/* Block 0's part of the address trade (L.trade): this rank's input and
+ * output as each linked peer maps them (0: in this rank's region) into
+ * that peer's mailbox, then the peer met on the link channel (whose
+ * release orders the slot's stores before the signal). A peer writes a
+ * mailbox again only in its next call, after this rank's end barrier,
+ * which every block of this rank passes after reading it. */
+static __device__ int tradeAddresses(const Launch& L) {
+  int bad = 0;
+  for (int q = (int)threadIdx.x; q < L.nranks && !bad; q += (int)blockDim.x)
+    if (L.linkedMask >> q & 1u) {
+      volatile uint64_t* slot = (volatile uint64_t*)(L.base[q] + L.mailOff[q]) + 2 * L.rank;
+      slot[0] = L.pub[q][0];
+      slot[1] = L.pub[q][1];
+      mscclppMemoryChannelDeviceSignal(&L.link[q]);
+      bad = mscclppMemoryChannelDeviceWait(&L.link[q]) != mscclppSuccess;
+    }
+  return __syncthreads_or(bad);
+}
+
+/* Every block, after the grid sync that follows the trade: what the peers
+ * put in this rank's mailbox. */
+static __device__ void readMailbox(const Launch& L, Blk& b) {
+  const volatile uint64_t* box = (const volatile uint64_t*)(L.region + L.mailOff[L.rank]);
+  for (int q = 0; q < L.nranks; q++)
+    for (int s = 0; s < 2; s++) b.traded[q][s] = (L.linkedMask >> q & 1u) ? box[2 * q + s] : 0;
+}
+
 /* ---- the kernel ------------------------------------------------------------------------ */
 
 /* static: the host play (tests/plan/plan_gpu_play.cpp) compiles this file
@@ -606,10 +642,14 @@ static __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKerne
   const uint64_t gtid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, gnth = (uint64_t)gridDim.x * blockDim.x;
   uint64_t* grid = L.ctr + MSCCLPP_PLAN_GPU_CTR_GRID;
 
-  if (L.staged & (1u << MSCCLPP_PLAN_INPUT)) {
-    stageIn(L, gtid, gnth);
+  /* the staged input and the traded addresses are complete, everywhere,
+   * after one grid sync */
+  if (L.staged & (1u << MSCCLPP_PLAN_INPUT)) stageIn(L, gtid, gnth);
+  if (L.trade && blockIdx.x == 0 && tradeAddresses(L)) return;
+  if ((L.staged & (1u << MSCCLPP_PLAN_INPUT)) || L.trade)
     if (blocksBarrier(L, grid, gridDim.x)) return;
-  }
+  for (int q = 0; q < MSCCLPP_PLAN_GPU_MAX_RANKS; q++) b.traded[q][0] = b.traded[q][1] = 0;
+  if (L.trade) readMailbox(L, b);
   const mscclppPlanBlock* blk = &mscclppPlanProgramBlocks(prog)[blockIdx.x];
   if (runBlock(L, b, mscclppPlanProgramOps(prog), blk->firstOp, blk->nOps)) return;
   if (blocksBarrier(L, grid, gridDim.x)) return;

@@ -45,6 +45,11 @@ struct mscclppPlanGpuLaunch {
   uint8_t* mine[MSCCLPP_PLAN_SPACES];             /* this rank's buffers as its ops address them: in the region,
                                                      or the caller's input and output where not staged */
   uint32_t staged;                                /* bit s: space s (input, output) is staged through the region */
+  uint32_t trade;                                 /* 1: the ranks trade their input and output addresses first */
+  uint64_t pub[MSCCLPP_PLAN_GPU_MAX_RANKS][2];    /* trade: [q][s] this rank's space s as rank q maps it
+                                                     (0: in this rank's region, where q finds it by base[]) */
+  uint64_t mailOff[MSCCLPP_PLAN_GPU_MAX_RANKS];   /* trade: each rank's mailbox in its region */
+  uint8_t* region;                                /* this rank's region (its mailbox) */
   mscclppPlanCallShape shape;                     /* flag and scratchOffset are set by the kernel */
   uint64_t halfScratch;                           /* double scratch: the odd executions' half starts here */
   const uint8_t* send;                            /* the caller's buffers */
@@ -70,7 +75,14 @@ struct mscclppPlanGpuRank {
   int rank, nranks;
   uint32_t linkedMask;  /* bit q: rank q is linked (the end barrier meets it) */
   uint32_t unstageable; /* bit s: space s may be the caller's own buffer (mscclppPlanGpuUnstageable) */
+  uint32_t shareable;   /* bit s: ... once its peers map it (mscclppPlanGpuShareable) */
+  int trade;            /* the plan's calls trade addresses (mscclppPlanGpuTrades) */
 };
+
+/* A rank's mailbox, where its linked peers put their traded addresses at
+ * the start of a call (slot [q][s]: rank q's space s, 0 for its region's).
+ * It follows the region's used part (mscclppPlanGpuRegionBytes). */
+#define MSCCLPP_PLAN_GPU_MAIL_BYTES (MSCCLPP_PLAN_GPU_MAX_RANKS * 2 * sizeof(uint64_t))
 
 /* plan_gpu_launch.c: the spaces of `rank` (a bit per mscclppPlanSpace,
  * input and output only) that its ops may address in the caller's own
@@ -83,6 +95,25 @@ struct mscclppPlanGpuRank {
  * (the output) avg divides on the way out. */
 uint32_t mscclppPlanGpuUnstageable(const struct mscclppPlan* plan, int rank);
 
+/* The spaces of `rank` (input, output) that its peers address and that
+ * may still be the caller's own buffers, mapped by those peers (zero-copy,
+ * the addresses traded at the start of each call): the rules of
+ * mscclppPlanGpuUnstageable but for the peers' addressing, and an input no
+ * rank writes (out of place). A call shares such a space when it would not
+ * stage it and its buffer could be mapped by every peer. */
+uint32_t mscclppPlanGpuShareable(const struct mscclppPlan* plan, int rank);
+
+/* Whether a plan's calls begin with the address trade: some rank's input
+ * or output is addressed by a peer and the plan has no port channels. The
+ * same answer on every rank (from the plan alone): every linked pair
+ * trades, or none does. */
+int mscclppPlanGpuTrades(const struct mscclppPlan* plan);
+
+/* The bytes of `rank`'s region for chunks up to capChunk: its layout
+ * (mscclppPlanRegionLayout), the mailbox after it (*mailOff), at least
+ * 4 KiB. What each rank allocates and what its peers expect of it. */
+uint64_t mscclppPlanGpuRegionBytes(const struct mscclppPlan* plan, int rank, uint64_t capChunk, uint64_t* mailOff);
+
 /* plan_gpu_launch.c (no CUDA: tests/plan/plan_gpu_play.cpp runs it too).
  * The chunk size a plan state's regions are made for when a call of
  * chunkBytes comes to regions for `cap` (0: none yet): `cap` when the
@@ -94,12 +125,16 @@ uint64_t mscclppPlanGpuCapFor(uint64_t cap, uint64_t chunkBytes);
 /* Everything of call `a`'s launch on rank who->rank but the device
  * handles and the peers' regions: its shape, the offsets of every rank's
  * buffers in its region (regions for chunks up to capChunk; this rank's at
- * `region`), which spaces are staged and where this rank's are, the
- * staging sizes, type, op and the caller's buffers. The caller sets prog,
- * mem, port, link, ctr, base[] and wait. */
+ * `region`), which spaces are staged and where this rank's are, what it
+ * trades, the staging sizes, type, op and the caller's buffers. shared[s]
+ * (NULL: none) is where each peer maps the caller's buffer of space s (the
+ * input a->send, the output a->recv), [q] 0 where q does not: a shareable
+ * space is shared only when every linked peer maps it. The caller sets
+ * prog, mem, port, link, ctr, base[] and wait. */
 void mscclppPlanGpuLaunchCall(const struct mscclppPlan* plan, const struct mscclppPlanGpuRank* who,
                               const struct mscclppPlanSizes* sz, uint64_t capChunk, uint8_t* region,
-                              const struct mscclppCollArgs* a, struct mscclppPlanGpuLaunch* L);
+                              const struct mscclppCollArgs* a, const uint64_t (*shared)[MSCCLPP_PLAN_GPU_MAX_RANKS],
+                              struct mscclppPlanGpuLaunch* L);
 
 /* plan_gpu_kernels.cu: enqueue the executor's kernel for `L` on `stream`
  * (a cudaStream_t): L->prog's nBlocks blocks of `nthreads` threads.
