@@ -217,10 +217,13 @@ static mscclppResult_t callOn(mscclppPlan_t plan, struct pcall* k) {
 #ifdef MSCCLPP_HAVE_CUDA
   uint8_t* d = NULL;
   CUDA_OK(cudaMalloc((void**)&d, k->bytes));
-  CUDA_OK(cudaMemcpy(d, k->buf, k->bytes, cudaMemcpyHostToDevice));
+  /* on the call's stream: cudaMemcpy from pageable memory may return
+   * before its DMA lands, and a non-blocking stream does not wait for it
+   * (the H100 showed LL plans reading a rank's stale input so) */
+  CUDA_OK(cudaMemcpyAsync(d, k->buf, k->bytes, cudaMemcpyHostToDevice, stream_));
   mscclppResult_t res = issue(plan, k, d + (k->send - k->buf), d + (k->recv - k->buf), stream_);
+  CUDA_OK(cudaMemcpyAsync(k->buf, d, k->bytes, cudaMemcpyDeviceToHost, stream_));
   CUDA_OK(cudaStreamSynchronize(stream_));
-  CUDA_OK(cudaMemcpy(k->buf, d, k->bytes, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaFree(d));
   return res;
 #else
@@ -422,7 +425,8 @@ static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t cou
   prepare(&k);
   uint8_t* d = NULL;
   CUDA_OK(cudaMalloc((void**)&d, k.bytes));
-  CUDA_OK(cudaMemcpy(d, k.buf, k.bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpyAsync(d, k.buf, k.bytes, cudaMemcpyHostToDevice, stream_)); /* as callOn says */
+  CUDA_OK(cudaStreamSynchronize(stream_));
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
   CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
@@ -444,8 +448,8 @@ static void graphOne(mscclppPlan_t plan, const mscclppPlanInfo* info, size_t cou
     }
     CUDA_OK(cudaGraphLaunch(ge, stream_));
     if (!check) continue;
+    CUDA_OK(cudaMemcpyAsync(k.buf, d, k.bytes, cudaMemcpyDeviceToHost, stream_));
     CUDA_OK(cudaStreamSynchronize(stream_));
-    CUDA_OK(cudaMemcpy(k.buf, d, k.bytes, cudaMemcpyDeviceToHost));
     bad += verify(&k, info->name) != 0;
     calls++;
     /* every rank's check done before anyone's next inputs go in (the

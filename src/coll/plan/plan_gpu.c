@@ -273,6 +273,11 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
   MSCCLPP_RETURN_ON_ERROR(mscclppPlanSizesOf(plan, comm->nranks, a->count, a->typeSize, &sz));
   if (*ctx == NULL) {
     MSCCLPP_RETURN_ON_ERROR(checkResident(comm, plan, (int)a->type));
+    size_t frame = 0;
+    const char* why = NULL;
+    if (mscclppPlanGpuFitStack(&frame, &why) != mscclppSuccess)
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: the plan kernel's stack frame (%zu bytes) is over the stack limit: %s",
+                   comm->rank, frame, why);
     MSCCLPP_RETURN_ON_ERROR(ctxCreate(comm, ctxId, plan, ctx));
   }
   struct mscclppPlanGpuCtx* x = *ctx;

@@ -289,8 +289,11 @@ static __device__ __noinline__ W wordReduce(W acc, W v, int type, int op) {
 static __device__ int opReduce(const Launch& L, const Blk& b, const mscclppPlanOp* op) {
   const uint32_t tid = threadIdx.x, nth = blockDim.x, flag = b.shape.flag;
   const int nS = op->nSrc, nD = op->nDst;
-  const uint8_t* src[MSCCLPP_PLAN_MAX_OPERANDS];
-  uint8_t* dst[MSCCLPP_PLAN_MAX_OPERANDS];
+  /* one array for both (sources, then destinations): the kernel's stack
+   * frame must stay within CUDA's default stack limit (see planKernel) */
+  uint8_t* ptr[MSCCLPP_PLAN_MAX_OPERANDS];
+  uint8_t* const* const src = ptr;
+  uint8_t* const* const dst = ptr + nS;
   uint64_t bytes = rangeOf(b, op, &op->operand[0]).bytes;
   if (bytes == 0) return 0;
   uint32_t pkS = 0, pkD = 0; /* bit i: operand i is packets */
@@ -299,13 +302,11 @@ static __device__ int opReduce(const Launch& L, const Blk& b, const mscclppPlanO
     const mscclppPlanOperand* o = &op->operand[i];
     uint8_t* p = addrOf(L, b, o, rangeOf(b, op, o));
     int pk = (o->flags & MSCCLPP_PLAN_OPERAND_PACKET) != 0;
-    if (i < nS) {
-      src[i] = p;
+    ptr[i] = p;
+    if (i < nS)
       pkS |= (uint32_t)pk << i;
-    } else {
-      dst[i - nS] = p;
+    else
       pkD |= (uint32_t)pk << (i - nS);
-    }
     bits |= (uintptr_t)p;
   }
   if ((pkS | pkD) == 0 && (bits & 15) == 0) {
@@ -624,7 +625,7 @@ static __device__ void readMailbox(const Launch& L, Blk& b) {
 
 /* static: the host play (tests/plan/plan_gpu_play.cpp) compiles this file
  * too, and its program links the library, whose copy would clash */
-static __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const Launch L) {
+static __global__ void __launch_bounds__(MSCCLPP_PLAN_GPU_MAX_THREADS) planKernel(const __grid_constant__ Launch L) {
   const mscclppPlanProgram* prog = L.prog;
   /* this block's count (every block of every rank counts alike), read by
    * every thread before thread 0 advances it */

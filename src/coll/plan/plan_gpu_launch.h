@@ -14,6 +14,7 @@
 #ifndef MSCCLPP_SRC_COLL_PLAN_PLAN_GPU_LAUNCH_H_
 #define MSCCLPP_SRC_COLL_PLAN_PLAN_GPU_LAUNCH_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "coll/plan/plan_program.h"
@@ -141,6 +142,12 @@ void mscclppPlanGpuLaunchCall(const struct mscclppPlan* plan, const struct msccl
  * mscclppUnhandledCudaError with the runtime's text in *why. */
 mscclppResult_t mscclppPlanGpuEnqueue(const struct mscclppPlanGpuLaunch* L, uint32_t nBlocks, uint32_t nthreads,
                                       void* stream, const char** why);
+
+/* plan_gpu_kernels.cu: the kernel's stack frame in *frame, and the
+ * device's stack limit raised to it where it is lower (each launch would
+ * otherwise grow and shrink the local memory). mscclppUnhandledCudaError
+ * with the runtime's text in *why. */
+mscclppResult_t mscclppPlanGpuFitStack(size_t* frame, const char** why);
 
 /* plan_gpu_kernels.cu: blocks of `nthreads` threads of the kernel for
  * `type` that one SM holds at once (every block of every rank must be
