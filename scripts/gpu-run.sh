@@ -357,7 +357,7 @@ if [ "$what" = all ] || [ "$what" = chaos ]; then
     --lib "$BIN/lib/libmscclpp_nccl.so" --nprocs 4 --kill 2@20,0@40 --timeout 85 --how reinit
 fi
 if [ "$what" = plan ]; then
-  export MSCCLPP_PLAN_GPU=1 # the GPU executor is opt-in while it is experimental
+  export MSCCLPP_PLAN_GPU=1 # the default; said here so that a stray MSCCLPP_PLAN_GPU=0 does not skip the stage
   # Execution plans on the GPU executor (src/coll/plan/plan_gpu*.{c,cu},
   # issue 27): the hand-made plans (tests/plan/data) and the default ones
   # (plans/default, when present), every plan for the rank count checked

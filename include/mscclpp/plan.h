@@ -34,10 +34,9 @@
  * rank count at the end). Where the executor runs: the host backend (CPU
  * threads play the thread blocks; every message size: buffers whose size
  * does not divide into the plan's chunks are staged and padded) runs plans;
- * on a GPU communicator the GPU executor (one kernel per call) runs them
- * only with MSCCLPP_PLAN_GPU=1, while it is experimental: otherwise no plan
- * is selected there and mscclppPlanExecute returns mscclppInvalidUsage
- * saying so.
+ * on a GPU communicator the GPU executor (one kernel per call) runs them,
+ * unless MSCCLPP_PLAN_GPU=0: then no plan is selected there and
+ * mscclppPlanExecute returns mscclppInvalidUsage saying so.
  *
  * A build without jansson (the JSON parser) has the API, but loading
  * returns mscclppInvalidUsage saying so.

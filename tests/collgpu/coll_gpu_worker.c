@@ -404,6 +404,9 @@ static int a2avGraph(mscclppComm_t comm, cudaStream_t s, int* calls) {
     CUDA_OK(cudaMalloc((void**)&sets[j], 2 * n * sizeof(size_t)));
     CUDA_OK(cudaMemcpy(sets[j], c[j].counts, 2 * n * sizeof(size_t), cudaMemcpyHostToDevice));
   }
+  /* landed before the non-blocking stream reads them (a copy from pageable
+   * memory may return before its DMA does) */
+  CUDA_OK(cudaDeviceSynchronize());
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
   mscclppResult_t res = mscclppSuccess;

@@ -88,9 +88,8 @@ struct mscclppPlanGpuCtx {
 const char* mscclppPlanGpuRefusal(struct mscclppComm* comm, const struct mscclppPlan* plan, char* why, size_t len) {
   why[0] = '\0';
   if (comm->params.planGpu != 1)
-    snprintf(why, len,
-             "the GPU executor of execution plans is experimental (it gave wrong results at 4 ranks in its first GPU runs); "
-             "MSCCLPP_PLAN_GPU=1 runs it");
+    snprintf(why, len, "MSCCLPP_PLAN_GPU=%lld turns the GPU executor of execution plans off (1 runs it)",
+             (long long)comm->params.planGpu);
   else if (plan->nranks > MAXR)
     snprintf(why, len, "execution plan %s is for %d ranks; the GPU executor takes up to %d", plan->name, plan->nranks,
              MAXR);
