@@ -323,12 +323,15 @@ extern "C" mscclppResult_t planPlayCall(mscclppComm_t comm, mscclppPlan_t plan, 
   }
   Gen* g = x->gen;
   /* a shareable space of an unpadded call: the caller's buffers played
-   * in the peers' reach (Gen's user) */
+   * in the peers' reach (Gen's user). Not every rank at every call: a
+   * rank's choice is its own (a GPU rank stages a buffer CUDA IPC cannot
+   * share), so a third of the calls of each rank, in turn, stage and
+   * publish 0 while their peers share */
   uint64_t shared[2][MAXR];
   memset(shared, 0, sizeof(shared));
   uint8_t *userRecv = NULL, *span = NULL;
   size_t spanBytes = 0;
-  if (x->who.shareable != 0 && !sz.padded) {
+  if (x->who.shareable != 0 && !sz.padded && (x->calls + (uint64_t)x->rank) % 3 != 0) {
     uint8_t* u = (uint8_t*)g->user;
     uint8_t *s8 = (uint8_t*)send, *r8 = (uint8_t*)recv, *userSend = NULL;
     if (s8 < r8 + sz.outputBytes && r8 < s8 + sz.inputBytes) { /* in place: one span, as the caller has it */
