@@ -260,8 +260,12 @@ static mscclppResult_t ctxCreate(struct mscclppComm* comm, int ctxId, struct msc
   x->who.trade = mscclppPlanGpuTrades(plan);
   *out = x;
   /* zero-copy goes through the GPU backend's export service: its state is
-   * built here, where every rank of a trading plan comes (its first call) */
-  return x->who.trade ? mscclppCollGpuPrepare(comm) : mscclppSuccess;
+   * built here, where every rank of a trading plan comes (its first call).
+   * Without it this rank stages (publishing 0), which its peers follow. */
+  if (x->who.trade && mscclppCollGpuPrepare(comm) != mscclppSuccess)
+    MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: execution plan %s stages its buffers (no export service: %s)", x->rank,
+                 plan->name, mscclppGetLastError());
+  return mscclppSuccess;
 }
 
 /* ---- a call ------------------------------------------------------------------------- */
