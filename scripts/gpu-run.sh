@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck and racecheck), the multi-rank tests under MPS,
 # and the GPU benchmarks. Executables come from .carry/gpu (scripts/gpu-build.sh).
 # The full log goes to $OUT/gpu.log; a summary table is printed last.
-#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] [GPU_RUN_ONLY=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs (hand-made, default and MSCCL++-DSL plans), graph replay, a memcheck run and mscclpp-perf --plan eager and in graphs, about 6 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
+#   usage: [GPU_RUN_BUDGET=s] [GPU_RUN_SKIP=regex] [GPU_RUN_ONLY=regex] scripts/gpu-run.sh [tests|bench|all|chan|coll|perf|torch|net|nccl|tune|collport|moe|py|chaos|trace|plan]   (default all; nccl: NVIDIA's nccl-tests through our library (scripts/nccl-tests.sh); collport: only the collectives over port channels and across pretend hosts, also part of tests; tune: ping-pongs and collectives under the tuning parameters; moe: issue 23's MoE step (bench_moe) and the all-to-all(v) and send/recv sweeps, about 4 minutes; py: the Python package with PyTorch, ~3-4 min, not part of all; chaos: ranks killed, survivors shrink and go on, through the NCCL API and PyTorch, under 3 minutes; plan: execution plans on the GPU executor (issue 27): checked runs (hand-made, default and MSCCL++-DSL plans), graph replay, memcheck runs (hand-made plans at 2 ranks, default ones at 4), mscclpp-perf --plan eager and in graphs, and the executor's fixed cost (nop plans), about 8 minutes, not part of all; trace: MSCCLPP_TRACE's cost on and off, and its kernel events checked)
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -364,9 +364,9 @@ if [ "$what" = plan ]; then
   # exactly on device buffers (fresh inputs, poisoned outputs, sizes from 1
   # element, odd ones staged and padded), then captured in a CUDA graph and
   # replayed 100 times (checked every 10th), then against the built-in
-  # algorithm; one memcheck run at 2 ranks; mscclpp-perf --plan for each
-  # default plan beside its built-in algorithm (checked; the ratio is the
-  # plan's time over the built-in's). About 5 minutes.
+  # algorithm; memcheck runs; mscclpp-perf --plan for each default plan
+  # beside its built-in algorithm (checked; the ratio is the plan's time
+  # over the built-in's). About 8 minutes.
   if have plan_worker; then
     for n in 2 4; do
       for d in tests/plan/data plans/default tests/plan/mscclpp_dsl; do
@@ -381,6 +381,9 @@ if [ "$what" = plan ]; then
     done
     step "plan_gpu_run_2 memcheck" 120 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n 2 --timeout 110 -- \
       compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/plan_worker" run tests/plan/data 4096
+    # the default plans too, zero-copy and mailboxes included, at 4 ranks
+    step "plan_gpu_run_4_default memcheck" 150 env MSCCLPP_PLAN_WORKER_GPU=1 mscclpp-run -n 4 --timeout 140 -- \
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/plan_worker" run plans/default 16384
   fi
   if have mscclpp-perf; then
     pdir=plans/default
@@ -399,6 +402,23 @@ if [ "$what" = plan ]; then
       [ -f "$f" ] || continue
       step "perf_plan_4_graph_$(basename "$f" .json)" 40 mscclpp-run -n 4 --timeout 35 -- \
         "$BIN/mscclpp-perf" --plan "$f" -b 1K -e 64M -f 8 -c 1 -n 20 -w 2 -G 10
+    done
+    # the executor's own fixed cost per call: the oneshot LL plans with
+    # every op a nop (same blocks, channels and barriers; results not
+    # checked), eager and in graphs, beside the built-in allreduce
+    mkdir -p "$OUT/nop"
+    for n in 2 4; do
+      f="$pdir/allreduce-oneshot-${n}ranks-LL.json"
+      [ -f "$f" ] || continue
+      python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); d["name"] = "allreduce-nop-%dranks" % len(d["gpus"])
+for g in d["gpus"]:
+    for tb in g["threadblocks"]: tb["ops"] = [{"name": "nop"}]
+json.dump(d, open(sys.argv[2], "w"))' "$f" "$OUT/nop/allreduce-nop-${n}ranks.json" || continue
+      for G in 0 10; do
+        step "perf_plan_${n}_nop_G$G" 40 mscclpp-run -n $n --timeout 35 -- \
+          "$BIN/mscclpp-perf" --plan "$OUT/nop/allreduce-nop-${n}ranks.json" -b 1K -e 64K -f 8 -c 0 -n 20 -w 2 -G $G
+      done
     done
   fi
 fi
