@@ -73,7 +73,8 @@ mscclppResult_t mscclppCollGpuExportHint(struct mscclppComm* comm, const void* b
   (void)buf;
   return mscclppSuccess;
 }
-void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n, uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
+void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n,
+                         uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
   (void)comm;
   (void)bufs;
   memset(mapped, 0, (size_t)n * sizeof(*mapped));
@@ -602,7 +603,8 @@ void mscclppCollGpuLaunchAfter(struct mscclppComm* comm, mscclppStream_t stream)
   if (g != NULL) reapAfter(g, stream);
 }
 
-void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n, uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
+void mscclppCollGpuShare(struct mscclppComm* comm, const void* const* bufs, int n,
+                         uint64_t (*mapped)[MSCCLPP_COLL_SHARE_RANKS]) {
   memset(mapped, 0, (size_t)n * sizeof(*mapped));
   struct mscclppCollGpu* g = readyState(comm);
   if (g == NULL || n <= 0 || n > 2) return;

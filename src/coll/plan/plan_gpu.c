@@ -279,7 +279,9 @@ static mscclppResult_t gpuRun(struct mscclppComm* comm, struct mscclppPlanGpuCtx
     size_t frame = 0;
     const char* why = NULL;
     if (mscclppPlanGpuFitStack(&frame, &why) != mscclppSuccess)
-      MSCCLPP_INFO(MSCCLPP_LOG_COLL, "rank %d: the plan kernel's stack frame (%zu bytes) is over the stack limit: %s",
+      MSCCLPP_INFO(MSCCLPP_LOG_COLL,
+                   "rank %d: could not fit the stack limit to the plan kernel's frame (%zu bytes; each launch may "
+                   "resize the local memory): %s",
                    comm->rank, frame, why);
     MSCCLPP_RETURN_ON_ERROR(ctxCreate(comm, ctxId, plan, ctx));
   }

@@ -35,8 +35,8 @@ extern "C" int mscclppPlanGpuBlocksPerSm(int type, uint32_t nthreads) {
 /* A kernel whose stack frame exceeds the device's stack limit (CUDA's
  * default: 1 KiB a thread) makes every launch grow the local memory and,
  * unless the context keeps it (cudaDeviceLmemResizeToMax), shrink it again
- * after: on the H100 that cost ~35 us a call, graph replays included, when
- * the frame was 1744 bytes (bench/HISTORY.md). The frame is kept under the
+ * after: on the H100 that cost ~19 us a call (4 ranks, graph replays),
+ * when the frame was 1744 bytes (bench/HISTORY.md, 2026-12-08). The frame is kept under the
  * default (the launch values bound as __grid_constant__, one operand array
  * in opReduce); where a build's is larger anyway, the limit is raised once
  * to fit it. */
@@ -46,7 +46,8 @@ extern "C" mscclppResult_t mscclppPlanGpuFitStack(size_t* frame, const char** wh
   cudaError_t err = cudaFuncGetAttributes(&attr, planKernel);
   if (err == cudaSuccess) err = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
   *frame = err == cudaSuccess ? attr.localSizeBytes : 0;
-  if (err == cudaSuccess && attr.localSizeBytes > limit) err = cudaDeviceSetLimit(cudaLimitStackSize, attr.localSizeBytes);
+  if (err == cudaSuccess && attr.localSizeBytes > limit)
+    err = cudaDeviceSetLimit(cudaLimitStackSize, attr.localSizeBytes);
   *why = cudaGetErrorString(err);
   if (err != cudaSuccess) (void)cudaGetLastError();
   return err == cudaSuccess ? mscclppSuccess : mscclppUnhandledCudaError;
